@@ -1,0 +1,88 @@
+"""What a check sees: a finished reply and the spec of the probe that asked for it.
+
+The HTTP layer (:mod:`services.prober.http`) and the recorded-case reader
+(:mod:`services.prober.recorded`) both produce these plain Structs; checks never
+see an httpx object (CONVENTIONS.md, "A service is a pure core").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from msgspec import Struct
+
+
+class Reply(Struct, frozen=True, kw_only=True):
+    """A finished reply as the client assembled it.
+
+    Times are milliseconds from the start of the request.
+
+    Attributes:
+        text: the visible output (content deltas concatenated).
+        reasoning_text: reasoning deltas concatenated (reasoning models).
+        finish_reason: normalised (``stop``, ``length``, ``content_filter``,
+            ``tool_calls``, ``error``) or ``None`` when none came.
+        native_finish_reason: the provider's raw finish reason.
+        http_status: status of the response, ``None`` if no headers came.
+        error: an error object: the JSON error body, or an in-band error chunk.
+        transport_error: why the exchange broke below the content level
+            (``connect_error``, ``headers_timeout``, ``stream_cut``,
+            ``body_parse`` ...), ``None`` if it did not.
+        ttft_ms: first non-empty content **or** reasoning delta; keep-alive
+            comments and empty deltas never start it (DESIGN.md, contract 1).
+        timed_out: the client stopped waiting after the response opened
+            (200) because nothing, or not all, arrived in time.
+        served_by: provider display name the response named.
+        keepalives: SSE comment lines seen (``: OPENROUTER PROCESSING``).
+    """
+
+    text: str = ""
+    reasoning_text: str = ""
+    finish_reason: str | None = None
+    native_finish_reason: str | None = None
+    http_status: int | None = None
+    error: dict[str, Any] | None = None
+    transport_error: str | None = None
+    ttft_ms: float | None = None
+    first_content_ms: float | None = None
+    first_reasoning_ms: float | None = None
+    total_ms: float | None = None
+    timed_out: bool = False
+    served_by: str | None = None
+    generation_id: str | None = None
+    usage: dict[str, Any] = {}
+    keepalives: int = 0
+    cache_hit: bool = False
+
+
+ResponseFormat = Literal["json_schema", "json_object"]
+
+
+class ProbeSpec(Struct, frozen=True, kw_only=True):
+    """What the probe asked for: the contract a reply is checked against.
+
+    Attributes:
+        kind: probe kind (``ttft``, ``refusal``, ``structured``, ``language``, ``echo``).
+        language: ISO 639-1 code the reply must be written in, or ``None``.
+        prompt: the user prompt, kept as evidence.
+        expected_prefix: the first character the probe demanded (``*``), if any.
+        sentinel: the closing marker the probe demanded (``[[END]]``), if any;
+            a reply without it and with a normal finish reason was cut off.
+        echo_text: the exact text an echo probe must return.
+        schema: the JSON schema sent (structured probes).
+        response_format: ``json_schema`` / ``json_object`` if sent, else ``None``
+            (then one enclosing Markdown fence is tolerated).
+        max_tokens: the output budget sent.
+        ttft_threshold_ms: latency bar (DESIGN.md, contract 1: 10 000 ms).
+    """
+
+    kind: str
+    language: str | None = None
+    prompt: str = ""
+    expected_prefix: str | None = None
+    sentinel: str | None = None
+    echo_text: str | None = None
+    schema: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
+    max_tokens: int | None = None
+    ttft_threshold_ms: float = 10_000.0

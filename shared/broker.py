@@ -1,0 +1,197 @@
+"""The shell every service shares: broker, publishing and the ack mapping.
+
+:func:`handle` is the one place where an exception becomes an ack action
+(CONVENTIONS.md, "Errors say what to do"):
+
+============== ============================================ ==================
+error          meaning                                      action
+============== ============================================ ==================
+(none)         applied                                      ``ack``
+Undecodable    bad bytes or wrong shape                     dead-letter, ``term``
+Rejected       well-formed but refused                      dead-letter, ``term``
+Transient      a dependency hiccup                          ``nak(delay)``;
+                                                            dead-letter and
+                                                            ``term`` on the
+                                                            last delivery
+anything else  a bug: logged with its traceback, then       as Transient
+               treated as transient so nothing is lost
+============== ============================================ ==================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from faststream.nats import NatsBroker, NatsMessage
+from nats.errors import ConnectionClosedError, NoServersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import APIError
+
+from shared import clock, codec, ids, metrics, subjects
+from shared.codec import Codec
+from shared.errors import Rejected, Transient, Undecodable
+from shared.events import DeadLetter
+from shared.logging import get as get_logger
+from shared.settings import Settings
+from shared.streams import DEADLETTER
+
+PUBLISH_TIMEOUT_S = 5.0
+
+
+def make_broker(settings: Settings, service: str) -> NatsBroker:
+    """A NatsBroker for ``service`` that reconnects forever.
+
+    Credentials come from ``NATS_USER`` / ``NATS_PASSWORD`` (one per service,
+    ``config/nats/``); the connection is named after the service.
+    """
+    kwargs: dict[str, Any] = {}
+    if settings.nats_user:
+        kwargs["user"] = settings.nats_user
+        kwargs["password"] = settings.nats_password
+    return NatsBroker(
+        settings.nats_url,
+        name=f"canary-{service}",
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+        connect_timeout=5,
+        graceful_timeout=10.0,
+        log_level=logging.DEBUG,
+        **kwargs,
+    )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where a message came from: subject, stream position, delivery count."""
+
+    subject: str
+    stream_seq: int | None
+    deliveries: int
+    headers: dict[str, str]
+
+
+def delivery_of(msg: NatsMessage) -> Delivery:
+    """Read subject, stream sequence and delivery count off a JetStream message."""
+    raw = msg.raw_message
+    seq: int | None = None
+    deliveries = 1
+    try:
+        meta = raw.metadata
+        seq = meta.sequence.stream
+        deliveries = meta.num_delivered
+    except Exception:  # a core NATS message has no JetStream metadata
+        pass
+    return Delivery(subject=raw.subject, stream_seq=seq, deliveries=deliveries, headers=dict(raw.headers or {}))
+
+
+class Publisher:
+    """Publishes events into JetStream with deterministic ``Nats-Msg-Id``s.
+
+    Raises :class:`shared.errors.Transient` when NATS does not acknowledge in
+    time, so that the caller's message is redelivered and the same id retried.
+    """
+
+    def __init__(self, broker: NatsBroker, service: str) -> None:
+        self.broker = broker
+        self.service = service
+
+    async def publish(self, event: Any, subject: str, msg_id: str, stream: str) -> bool:
+        """Publish ``event`` on ``subject``.
+
+        Returns:
+            ``True`` if stored, ``False`` if JetStream dropped it as a duplicate.
+
+        Raises:
+            Transient: NATS unreachable or no acknowledgement within 5 s.
+        """
+        try:
+            ack = await self.broker.publish(
+                codec.encode(event),
+                subject,
+                headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
+                stream=stream,
+                timeout=PUBLISH_TIMEOUT_S,
+            )
+        except (NatsTimeoutError, asyncio.TimeoutError, ConnectionClosedError, NoServersError, APIError) as exc:
+            raise Transient(f"publish to {subject} failed: {exc!r}", subject=subject, msg_id=msg_id) from exc
+        return not bool(getattr(ack, "duplicate", False))
+
+    async def dead_letter(self, delivery: Delivery, body: bytes, reason: str, error: str) -> None:
+        """Record a refused message on ``canary.deadletter.<service>`` (best effort, logged)."""
+        letter = DeadLetter(
+            at=clock.now(),
+            service=self.service,
+            subject=delivery.subject,
+            reason=reason,
+            error=error[:2000],
+            payload=body[:8192].decode("utf-8", errors="replace"),
+            stream_seq=delivery.stream_seq,
+            deliveries=delivery.deliveries,
+        )
+        anchor = f"{delivery.subject}|{delivery.stream_seq}" if delivery.stream_seq else ids.content_id("body", body)
+        metrics.DEAD_LETTERS.labels(self.service, reason).inc()
+        try:
+            await self.publish(letter, subjects.deadletter(self.service), f"dl|{self.service}|{anchor}", DEADLETTER)
+        except Transient as exc:
+            get_logger(self.service).error("dead_letter_publish_failed", subject=delivery.subject, error=str(exc))
+
+
+async def handle(
+    msg: NatsMessage,
+    *,
+    service: str,
+    decoder: Codec,
+    apply: Callable[[Any, Delivery], Awaitable[None]],
+    publisher: Publisher,
+    settings: Settings,
+) -> None:
+    """Decode ``msg`` strictly, apply it, and ack / term / nak by the outcome.
+
+    ``apply(event, delivery)`` does the work; it raises :class:`Rejected` or
+    :class:`Transient` (see the module table).  This function never raises:
+    a service keeps running whatever one message contains.
+    """
+    log = get_logger(service)
+    delivery = delivery_of(msg)
+    body: bytes = msg.body
+    try:
+        event = decoder.decode(body)
+        await apply(event, delivery)
+    except Undecodable as exc:
+        log.warning("message_rejected", reason="undecodable", subject=delivery.subject, error=str(exc))
+        await publisher.dead_letter(delivery, body, "undecodable", str(exc))
+        await msg.reject()
+        metrics.MESSAGES.labels(service, "term").inc()
+        return
+    except Rejected as exc:
+        log.warning("message_rejected", reason="rejected", subject=delivery.subject, error=str(exc), **_ctx(exc))
+        await publisher.dead_letter(delivery, body, "rejected", str(exc))
+        await msg.reject()
+        metrics.MESSAGES.labels(service, "term").inc()
+        return
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # Transient, or a bug: never lose the message, never crash
+        transient = isinstance(exc, Transient)
+        if not transient:
+            log.error("handler_error", subject=delivery.subject, error=repr(exc), exc_info=True)
+        if delivery.deliveries >= settings.max_deliver:
+            log.error("message_gave_up", subject=delivery.subject, deliveries=delivery.deliveries, error=str(exc))
+            await publisher.dead_letter(delivery, body, "gave_up", repr(exc))
+            await msg.reject()
+            metrics.MESSAGES.labels(service, "term").inc()
+            return
+        log.warning("message_retry", subject=delivery.subject, deliveries=delivery.deliveries, error=str(exc))
+        await msg.nack(delay=settings.retry_delay_s * delivery.deliveries)
+        metrics.MESSAGES.labels(service, "nak").inc()
+        return
+    await msg.ack()
+    metrics.MESSAGES.labels(service, "ack").inc()
+
+
+def _ctx(exc: Exception) -> dict[str, Any]:
+    return {k: v for k, v in getattr(exc, "context", {}).items() if isinstance(v, str | int | float)}

@@ -1,0 +1,84 @@
+"""Operator commands: imperative, tagged, published on ``canary.ops.<verb>``.
+
+Only the operators' NATS credential may publish on ``canary.ops.>`` (the server
+configuration in ``config/nats/``); every command still names its ``actor`` and
+carries a ``command_id`` (its ``Nats-Msg-Id``) so that a command sent twice is
+applied once (DESIGN.md, "The router: three layers into provider.ignore").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, Struct
+
+from shared.events import Mode, Slug, UtcDatetime
+
+#: An operator's free-text reason; required, so never empty.
+Reason = Annotated[str, Meta(min_length=1, max_length=2000)]
+#: A model id or ``*`` for every model.
+ModelScope = Annotated[str, Meta(min_length=1, max_length=256)]
+
+
+class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of operator commands: who asked, when (UTC), and a unique id."""
+
+    v: int = 1
+    command_id: Slug
+    actor: Slug
+    at: UtcDatetime
+
+
+class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
+    """Ignore ``provider`` for ``model`` (or ``*``) now, until ``expires_at`` if given."""
+
+    provider: Slug
+    model: ModelScope = "*"
+    reason: Reason
+    expires_at: UtcDatetime | None = None
+    reference: str = ""
+
+
+class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):
+    """Remove the operator override of ``provider`` for ``model`` (or ``*``)."""
+
+    provider: Slug
+    model: ModelScope = "*"
+    reason: str = ""
+
+
+class LiftSuspension(Command, frozen=True, kw_only=True, tag="lift_suspension"):
+    """End the canary suspension of ``provider`` for ``model`` at once."""
+
+    provider: Slug
+    model: Slug
+    reason: Reason
+
+
+class SetMode(Command, frozen=True, kw_only=True, tag="set_mode"):
+    """Switch ``model`` (or ``*``) to observe or enforce, for one probe kind or all."""
+
+    mode: Mode
+    model: ModelScope = "*"
+    kind: str | None = None
+    reason: str = ""
+
+
+class ReloadExclusions(Command, frozen=True, kw_only=True, tag="reload_exclusions"):
+    """Ask the router to read the reviewed exclusions file again."""
+
+    reason: str = ""
+
+
+OperatorCommand = AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
+
+#: The ``canary.ops.<verb>`` verb of each command type.
+VERBS: dict[type, str] = {
+    AddOverride: "override-add",
+    RemoveOverride: "override-remove",
+    LiftSuspension: "lift",
+    SetMode: "mode",
+    ReloadExclusions: "exclusions-reload",
+}
+
+Layer = Literal["exclusion", "override", "suspension"]

@@ -1,0 +1,44 @@
+"""One root error and three intents, each mapped once to an ack action.
+
+(CONVENTIONS.md, "Errors say what to do".)  :func:`shared.broker.handle` is the
+only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
+
+- :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason.
+- :class:`Rejected`: valid but refused (unauthorised, out of range, stale).
+  Terminate and record with the reason.
+- :class:`Transient`: Redis, HTTP or NATS hiccup.  Nack with a delay; the
+  consumer's ``max_deliver`` bounds the retries, then it is dead-lettered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CanaryError(Exception):
+    """Root of every error the project raises on purpose.
+
+    Args:
+        message: what happened, for a human.
+        **context: provider, subject, stream sequence ... for the log line.
+    """
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.context = context
+
+
+class Undecodable(CanaryError):
+    """The bytes are not a valid message of the expected type."""
+
+
+class Rejected(CanaryError):
+    """A well-formed message that the service refuses to apply."""
+
+
+class Transient(CanaryError):
+    """A temporary failure of a dependency; retrying later may succeed."""
+
+
+class ConfigError(CanaryError):
+    """Settings, scenario or exclusions file is invalid; the service must not start."""

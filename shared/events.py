@@ -1,0 +1,298 @@
+"""Wire events: frozen, tagged msgspec Structs, JSON on the wire.
+
+Every event is a past-tense fact with a ``type`` tag (never renamed), a schema
+version ``v`` and the UTC time it describes in ``at``.  Folding the log again
+gives the same state because no decision reads the wall clock: time comes from
+``at`` (DESIGN.md, "Services and the flow of data").
+
+Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
+defaults, a field's type never changes, unknown fields are accepted so that an
+older reader keeps reading newer events.  Decoding is strict about types: use
+the module-level decoders in :mod:`shared.codec`, never lax conversion.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+#: A timezone-aware datetime; the encoders always write UTC (``...Z``).
+UtcDatetime = Annotated[datetime, Meta(tz=True)]
+#: A non-empty identifier (provider tag, model id, task id ...).
+Slug = Annotated[str, Meta(min_length=1, max_length=256)]
+
+#: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
+#: ``echo`` is the cheap exact-echo probe of behavioural integrity.
+ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo"]
+PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo")
+
+#: Outcome of one check or one probe.  ``not_applicable``: the endpoint does not
+#: declare the capability the probe needs; it is neither evidence for nor against.
+Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable"]
+
+#: A provider's verdict for one cycle (DESIGN.md, "The judge: a pure fold").
+CycleVerdictKind = Literal["passed", "failed", "frozen"]
+
+Mode = Literal["observe", "enforce"]
+
+
+class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of all wire events: schema version and the time the fact describes."""
+
+    v: int = 1
+    at: UtcDatetime
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+class Endpoint(Struct, frozen=True, kw_only=True):
+    """One OpenRouter endpoint of a model (``GET /models/{author}/{slug}/endpoints``).
+
+    ``provider`` is the endpoint ``tag`` (``deepinfra/fp8``): the value that
+    ``provider.only``/``order``/``ignore`` take.  ``provider_name`` is the display
+    name the gateway echoes in responses (``DeepInfra``).
+    """
+
+    provider: Slug
+    provider_name: str = ""
+    model_id: str = ""
+    supported_parameters: list[str] = []
+    quantization: str | None = None
+    context_length: int | None = None
+    max_completion_tokens: int | None = None
+    status: int | None = None
+
+
+class PlannedProbe(Struct, frozen=True, kw_only=True):
+    """One probe discovery planned for a cycle; the judge expects its result."""
+
+    task_id: Slug
+    provider: Slug
+    kind: ProbeKind
+    language: str | None = None
+    control: bool = False
+
+
+class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_discovered"):
+    """Discovery listed a model's endpoints and planned this cycle's probes.
+
+    ``cycle`` is ``<model>@<start UTC ISO>``; ``deadline`` is when the cycle
+    closes (results after it are late and do not count).
+    """
+
+    model: Slug
+    cycle: Slug
+    cycle_no: int
+    deadline: UtcDatetime
+    endpoints: list[Endpoint]
+    planned: list[PlannedProbe] = []
+    controls: dict[str, str] = {}
+
+
+class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
+    """Work for one prober: one probe pinned to one provider (work-queue stream)."""
+
+    task_id: Slug
+    model: Slug
+    provider: Slug
+    provider_name: str = ""
+    kind: ProbeKind
+    language: str = "en"
+    cycle: Slug
+    deadline: UtcDatetime
+    supported_parameters: list[str] = []
+    max_completion_tokens: int | None = None
+    control: bool = False
+    prompt_version: str = ""
+
+
+class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):
+    """A cycle's deadline passed; missing results now count as missing."""
+
+    model: Slug
+    cycle: Slug
+    cycle_no: int
+
+
+# -- prober --------------------------------------------------------------------
+
+
+class CheckResult(Struct, frozen=True, kw_only=True):
+    """What one check concluded about one reply.
+
+    ``check`` names the check (``latency.ttft``, ``structured.schema`` ...),
+    ``reason`` is a stable machine-readable code (``ttft_exceeded`` ...),
+    ``evidence`` holds the offending span, shares, validator message ...
+    """
+
+    check: str
+    outcome: Outcome
+    reason: str = ""
+    evidence: dict[str, Any] = {}
+
+
+class ReplyEvidence(Struct, frozen=True, kw_only=True):
+    """What the gateway answered to one request (no check applied yet).
+
+    Times are ms from request start.  ``served_by`` is the provider display name
+    the response named; ``first_bytes`` the start of the visible output.
+    """
+
+    http_status: int | None = None
+    finish_reason: str | None = None
+    native_finish_reason: str | None = None
+    served_by: str | None = None
+    generation_id: str | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    first_bytes: str = ""
+    output_chars: int = 0
+    error: str | None = None
+    usage: dict[str, Any] = {}
+
+
+class ProbeAttempt(Struct, frozen=True, kw_only=True):
+    """One request of a probe (the language probe's confirmation makes three)."""
+
+    outcome: Outcome
+    reason: str = ""
+    checks: list[CheckResult] = []
+    reply: ReplyEvidence = ReplyEvidence()
+
+
+class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
+    """The outcome of one ProbeTask, with its evidence; ``at`` = completion time."""
+
+    task_id: Slug
+    model: Slug
+    provider: Slug
+    kind: ProbeKind
+    language: str | None = None
+    cycle: Slug
+    outcome: Outcome
+    reason: str = ""
+    started_at: UtcDatetime | None = None
+    checks: list[CheckResult] = []
+    reply: ReplyEvidence = ReplyEvidence()
+    attempts: list[ProbeAttempt] = []
+    control: bool = False
+    prober: str = ""
+    prompt_version: str = ""
+
+
+# -- judge ---------------------------------------------------------------------
+
+
+class ResultRef(Struct, frozen=True, kw_only=True):
+    """A pointer to one probe result that a verdict or decision rests on."""
+
+    task_id: str
+    cycle: str
+    kind: str
+    outcome: Outcome
+    reason: str = ""
+    language: str | None = None
+
+
+class ProviderVerdict(Struct, frozen=True, kw_only=True):
+    """One provider's verdict for one cycle, with the results behind it."""
+
+    provider: Slug
+    verdict: CycleVerdictKind
+    reasons: list[str] = []
+    results: list[ResultRef] = []
+    missing: list[str] = []
+
+
+class CycleVerdict(Event, frozen=True, kw_only=True, tag="cycle_verdict"):
+    """The judge closed a cycle: every provider's verdict.
+
+    ``unproven`` lists probe kinds whose positive control passed (their results
+    prove nothing this cycle); ``common_mode`` lists kinds frozen because most
+    providers failed them at once.
+    """
+
+    model: Slug
+    cycle: Slug
+    cycle_no: int
+    verdicts: list[ProviderVerdict]
+    unproven: list[str] = []
+    common_mode: list[str] = []
+
+
+DecisionAction = Literal[
+    "suspend",  # a suspension starts (enforce mode)
+    "end",  # a suspension ends: reason recovered | expired | lifted
+    "floor_held",  # would suspend, but the capacity floor holds
+    "would_suspend",  # observe mode: the same call, routing untouched
+    "would_end",  # observe mode
+    "common_mode",  # a probe kind failed for most providers at once: frozen
+    "control_passed",  # a positive control passed: that kind is unproven
+    "pin_violated",  # the gateway served a pinned probe from another provider
+    "unjudgeable",  # frozen for too many consecutive cycles
+    "mode_changed",  # an operator switched observe/enforce
+]
+
+
+class Decision(Event, frozen=True, kw_only=True, tag="decision"):
+    """A judge decision, published on ``canary.decisions.<model>.<provider>``.
+
+    ``decision_id`` is deterministic (it is the ``Nats-Msg-Id``).  ``until`` is
+    the UTC end of a suspension.  ``reasons`` names the cycles and probe results
+    the decision rests on.  ``provider`` is empty for model-wide decisions.
+    """
+
+    decision_id: Slug
+    model: Slug
+    provider: str = ""
+    action: DecisionAction
+    reason: str = ""
+    detail: str = ""
+    until: UtcDatetime | None = None
+    ladder_level: int = 0
+    cycles: list[str] = []
+    evidence: list[ResultRef] = []
+    mode: Mode = "enforce"
+    kind: str | None = None
+    actor: str | None = None
+
+
+class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
+    """Probe ``language`` of ``provider`` again in ``for_cycle_no`` (contract 4)."""
+
+    model: Slug
+    provider: Slug
+    language: str
+    for_cycle_no: int
+    reason: str = ""
+    source_task_id: str = ""
+
+
+# -- the dead letter -----------------------------------------------------------
+
+
+class DeadLetter(Event, frozen=True, kw_only=True, tag="dead_letter"):
+    """A message a service refused, with the reason; the payload is kept as text."""
+
+    service: str
+    subject: str
+    reason: str
+    error: str = ""
+    payload: str = ""
+    stream_seq: int | None = None
+    deliveries: int | None = None
+
+
+def utc(dt: datetime) -> datetime:
+    """Return ``dt`` as an aware UTC datetime.
+
+    Raises:
+        ValueError: when ``dt`` is naive (a wall-clock time without a zone).
+    """
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime: every time in the system is UTC-aware")
+    return dt.astimezone(timezone.utc)
+

@@ -1,0 +1,61 @@
+"""Deterministic message ids (the ``Nats-Msg-Id`` header).
+
+The same fact always gets the same id, so a retry after a crash, or a
+redelivered task, is dropped by JetStream's duplicate window instead of being
+stored twice (faststream-nats.md, section 4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+
+def cycle_id(model: str, start: datetime) -> str:
+    """``<model>@<start UTC ISO-8601>``: names one probe cycle of one model."""
+    return f"{model}@{start.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+
+
+def cycle_no(epoch_s: float, interval_s: float) -> int:
+    """Number of the cycle that contains ``epoch_s`` (cycles start at multiples of the interval)."""
+    return int(epoch_s // interval_s)
+
+
+def task_id(model: str, cycle_no: int, provider: str, kind: str, language: str | None) -> str:
+    """One probe of one provider in one cycle."""
+    return f"t|{model}|{cycle_no}|{provider}|{kind}|{language or '-'}"
+
+
+def discovered_id(model: str, cycle_no: int) -> str:
+    """The EndpointsDiscovered of a cycle."""
+    return f"disc|{model}|{cycle_no}"
+
+
+def closed_id(model: str, cycle_no: int) -> str:
+    """The CycleClosed of a cycle."""
+    return f"close|{model}|{cycle_no}"
+
+
+def verdict_id(model: str, cycle_no: int) -> str:
+    """The CycleVerdict of a cycle."""
+    return f"verdict|{model}|{cycle_no}"
+
+
+def decision_id(model: str, provider: str, action: str, anchor: str) -> str:
+    """A judge decision; ``anchor`` is the cycle number or command id behind it."""
+    return f"dec|{model}|{provider or '*'}|{action}|{anchor}"
+
+
+def retest_id(model: str, provider: str, language: str, for_cycle_no: int) -> str:
+    """A retest request for a language in a coming cycle."""
+    return f"retest|{model}|{provider}|{language}|{for_cycle_no}"
+
+
+def snapshot_id(model: str, version: int) -> str:
+    """One IgnoreSnapshot version of a model."""
+    return f"snap|{model}|{version}"
+
+
+def content_id(prefix: str, payload: bytes) -> str:
+    """An id from content, for messages that carry no identity of their own."""
+    return f"{prefix}|{hashlib.sha256(payload).hexdigest()[:32]}"

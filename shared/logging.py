@@ -1,0 +1,58 @@
+"""Structured logging (structlog): one event per line, key=value or JSON.
+
+Services log facts with fields (``provider=``, ``subject=``, ``reason=``), never
+secrets: settings are logged through :meth:`shared.settings.Settings.public`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_configured = False
+
+
+def configure(fmt: str = "console", level: str = "INFO", stream=None) -> None:
+    """Configure structlog and the stdlib root logger once per process.
+
+    Args:
+        fmt: ``console`` (key=value, for people) or ``json`` (one JSON object a line).
+        level: ``DEBUG`` / ``INFO`` / ``WARNING`` / ``ERROR``.
+        stream: where lines go (default stderr).
+    """
+    global _configured
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "service", "event"])
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(level=max(lvl, logging.WARNING), stream=stream or sys.stderr)
+    # FastStream's per-message "Received/Processed" lines are debug noise here.
+    logging.getLogger("faststream").setLevel(max(lvl, logging.WARNING))
+    logging.getLogger("nats").setLevel(logging.ERROR)
+    logging.getLogger("uvicorn").setLevel(logging.WARNING)
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    _configured = True
+
+
+def get(service: str) -> structlog.stdlib.BoundLogger:
+    """A logger bound to ``service``."""
+    if not _configured:
+        configure()
+    return structlog.get_logger().bind(service=service)

@@ -1,0 +1,249 @@
+"""Settings from defaults, an optional TOML file and the environment.
+
+Precedence, lowest first: the defaults below, the TOML file named by
+``CANARY_CONFIG`` (or passed explicitly), the environment, explicit overrides.
+Environment names: ``CANARY_<FIELD>`` for every field (``CANARY_MIN_HOSTS=3``),
+plus the conventional ``NATS_URL``, ``REDIS_URL``, ``OPENROUTER_BASE_URL`` and
+``OPENROUTER_API_KEY``.  Lists are comma-separated (``CANARY_MODELS=a/b,c/d``);
+mappings are ``key=value`` pairs (``CANARY_CONTROLS=refusal=acme/strict``).
+
+Units are in the names: ``_s`` seconds, ``_ms`` milliseconds.  Defaults follow
+DESIGN.md: 30-minute cycles, 10 s time to first token, two failed cycles to
+suspend, a 1/3/7-day ladder that resets after 14 quiet days, a floor of 2 hosts.
+
+The API key is never printed: ``repr`` and :meth:`Settings.public` mask it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import Struct, field
+
+from shared.errors import ConfigError
+from shared.events import PROBE_KINDS, Mode
+
+#: The 17 interface languages of Reverie (DESIGN.md, contract 4), ISO 639-1.
+LANGUAGES: tuple[str, ...] = (
+    "en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru",
+    "uk", "tr", "ar", "ja", "ko", "zh", "id", "vi",
+)
+
+DAY_S = 86400.0
+
+
+class Settings(Struct, kw_only=True):
+    """Every setting of every service.
+
+    Attributes (selected):
+        cycle_interval_s: time between cycle starts (DESIGN.md: 30 min).
+        probe_window_s: a cycle's deadline after its start; results later than
+            this are late.  Must be below ``cycle_interval_s``.
+        ttft_threshold_s: time to first token above which the latency probe
+            fails (DESIGN.md, contract 1: 10 s).
+        ladder_s: suspension lengths, in order (DESIGN.md: 1, 3, 7 days).
+        ladder_reset_s: quiet time after which the ladder starts again (14 d).
+        min_hosts: capacity floor, usable production hosts that must remain.
+        controls: probe kind -> positive-control provider tag.
+        mode: ``observe`` (announce only) or ``enforce`` (change routing).
+        kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
+    """
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    nats_user: str = ""
+    nats_password: str = ""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    namespace: str = "canary"
+
+    openrouter_base_url: str = "https://openrouter.ai/api/v1"
+    openrouter_api_key: str = ""
+    http_referer: str = "https://github.com/reverie/reverie-canary"
+    app_title: str = "reverie-canary"
+
+    models: list[str] = field(default_factory=lambda: ["deepseek/deepseek-chat-v3.1"])
+    kinds: list[str] = field(default_factory=lambda: list(PROBE_KINDS))
+    languages: list[str] = field(default_factory=lambda: list(LANGUAGES))
+    languages_per_cycle: int = 2
+    controls: dict[str, str] = {}
+
+    cycle_interval_s: float = 1800.0
+    probe_window_s: float = 600.0
+    ttft_threshold_s: float = 10.0
+    request_timeout_s: float = 60.0
+    max_tokens: int = 320
+    language_confirmations: int = 2
+
+    failed_cycles_to_suspend: int = 2
+    passed_cycles_to_recover: int = 2
+    ladder_s: list[float] = field(default_factory=lambda: [1 * DAY_S, 3 * DAY_S, 7 * DAY_S])
+    ladder_reset_s: float = 14 * DAY_S
+    min_hosts: int = 2
+    unjudgeable_after: int = 6
+    common_mode_share: float = 0.5
+    mode: Mode = "observe"
+    kind_modes: dict[str, Mode] = {}
+
+    exclusions_file: str = ""
+    prober_batch: int = 4
+    prober_id: str = ""
+    task_ack_wait_s: float = 0.0
+    max_deliver: int = 5
+    retry_delay_s: float = 2.0
+    duplicate_window_s: float = 1200.0
+    log_max_age_s: float = 35 * DAY_S
+    webhook_url: str = ""
+    metrics_port: int = 0
+    log_format: str = "console"
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.models:
+            problems.append("models: at least one model id is needed")
+        if self.cycle_interval_s <= 0:
+            problems.append("cycle_interval_s must be > 0")
+        if not 0 < self.probe_window_s < self.cycle_interval_s:
+            problems.append("probe_window_s must be > 0 and below cycle_interval_s")
+        if self.ttft_threshold_s <= 0:
+            problems.append("ttft_threshold_s must be > 0")
+        if not self.ladder_s or any(x <= 0 for x in self.ladder_s):
+            problems.append("ladder_s needs at least one positive length")
+        if self.min_hosts < 0:
+            problems.append("min_hosts must be >= 0")
+        if self.failed_cycles_to_suspend < 1 or self.passed_cycles_to_recover < 1:
+            problems.append("cycle counts must be >= 1")
+        unknown = sorted(set(self.kinds) - set(PROBE_KINDS))
+        if unknown:
+            problems.append(f"kinds: unknown probe kinds {unknown}; known: {list(PROBE_KINDS)}")
+        bad_controls = sorted(set(self.controls) - set(PROBE_KINDS))
+        if bad_controls:
+            problems.append(f"controls: unknown probe kinds {bad_controls}")
+        if not 0 < self.common_mode_share <= 1:
+            problems.append("common_mode_share must be in (0, 1]")
+        if problems:
+            raise ConfigError("invalid settings: " + "; ".join(problems))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
+        return f"Settings({inner})"
+
+    __str__ = __repr__
+
+    def public(self) -> dict[str, Any]:
+        """All settings as a dict, secrets masked (safe to log or print)."""
+        data = msgspec.structs.asdict(self)
+        for key in ("openrouter_api_key", "nats_password"):
+            if data.get(key):
+                data[key] = "***"
+        return data
+
+    def mode_for(self, kind: str) -> Mode:
+        """Observe or enforce for one probe kind (``kind_modes`` over ``mode``)."""
+        return self.kind_modes.get(kind, self.mode)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied and validated.
+
+        Raises:
+            ConfigError: when the result is invalid.
+        """
+        return _convert({**msgspec.structs.asdict(self), **changes})
+
+    @classmethod
+    def load(
+        cls,
+        env: Mapping[str, str] | None = None,
+        config_path: str | os.PathLike[str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Build settings from defaults, TOML file, environment and overrides.
+
+        Args:
+            env: the environment (default ``os.environ``).
+            config_path: a TOML file; default ``$CANARY_CONFIG`` when set.
+            **overrides: final values, e.g. from command-line flags.
+
+        Raises:
+            ConfigError: when the file is unreadable or a value is invalid; the
+                message names the field.
+        """
+        env = os.environ if env is None else env
+        data: dict[str, Any] = {}
+        path = config_path or env.get("CANARY_CONFIG")
+        if path:
+            data.update(read_toml(path))
+        data.update(_from_env(env))
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return _convert(data)
+
+
+_FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+_BARE_ENV = {
+    "NATS_URL": "nats_url",
+    "NATS_USER": "nats_user",
+    "NATS_PASSWORD": "nats_password",
+    "REDIS_URL": "redis_url",
+    "OPENROUTER_BASE_URL": "openrouter_base_url",
+    "OPENROUTER_API_KEY": "openrouter_api_key",
+}
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a settings TOML file (top-level keys, or a ``[canary]`` table).
+
+    Raises:
+        ConfigError: when the file is missing, not TOML, or has unknown keys.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
+    table = raw.get("canary", raw)
+    unknown = sorted(set(table) - set(_FIELDS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown settings {unknown}")
+    return dict(table)
+
+
+def _split_list(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, field_name in _BARE_ENV.items():
+        if env.get(name):
+            out[field_name] = env[name]
+    for field_name, fld in _FIELDS.items():
+        key = f"CANARY_{field_name.upper()}"
+        if key not in env:
+            continue
+        value = env[key]
+        default = fld.default
+        if default is msgspec.NODEFAULT and fld.default_factory is not msgspec.NODEFAULT:
+            default = fld.default_factory()
+        if isinstance(default, list):
+            out[field_name] = _split_list(value)
+        elif isinstance(default, dict):
+            pairs = {}
+            for item in _split_list(value):
+                k, sep, v = item.partition("=")
+                if not sep:
+                    raise ConfigError(f"{key}: expected key=value pairs, got {item!r}")
+                pairs[k.strip()] = v.strip()
+            out[field_name] = pairs
+        else:
+            out[field_name] = value
+    return out
+
+
+def _convert(data: dict[str, Any]) -> Settings:
+    try:
+        return msgspec.convert(data, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from exc

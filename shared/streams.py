@@ -1,0 +1,213 @@
+"""Streams, durable consumers and the KV bucket: declared here and only here.
+
+Two services that declare one stream differently overwrite each other
+(faststream-nats.md, section 2), so every service calls :func:`ensure` with the
+same settings and binds with ``JStream(name, declare=False)``.
+
+- ``CANARY_LOG``: the audit log (LIMITS retention, ``log_max_age_s`` >= 30 days,
+  no delete, no purge).  Every fact goes here, so one stream sequence orders
+  everything a fold needs, and ``canary replay`` reads the same order the
+  judge read live.
+- ``CANARY_TASKS``: probe tasks (WORK_QUEUE: a task is removed when acked; a
+  dead prober's task is redelivered after ``ack_wait``).
+- ``CANARY_DEADLETTER``: refused messages with their reason.
+- KV ``canary-routing``: the latest IgnoreSnapshot per model, history kept.
+
+A durable's configuration is not updated by the server once it exists
+(faststream-nats.md, section 3): change a consumer here, bump its ``-vN``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import NotFoundError
+
+from shared import subjects
+from shared.settings import Settings
+
+LOG = "CANARY_LOG"
+TASKS = "CANARY_TASKS"
+DEADLETTER = "CANARY_DEADLETTER"
+ROUTING_BUCKET = "canary-routing"
+ROUTING_HISTORY = 64
+
+LOG_SUBJECTS = [
+    subjects.ALL_DISCOVERY,
+    subjects.ALL_RESULTS,
+    subjects.ALL_VERDICTS,
+    subjects.ALL_DECISIONS,
+    subjects.ALL_RETEST,
+    subjects.ALL_ROUTING,
+    subjects.ALL_OPS,
+    subjects.ALL_ROUTER,
+]
+
+
+def stream_configs(settings: Settings) -> list[StreamConfig]:
+    """The three streams, configured from ``settings`` (durations in seconds)."""
+    window = min(settings.duplicate_window_s, settings.log_max_age_s)
+    return [
+        StreamConfig(
+            name=LOG,
+            description="reverie-canary event log: discovery, results, verdicts, decisions, ops, routing",
+            subjects=LOG_SUBJECTS,
+            retention=RetentionPolicy.LIMITS,
+            max_age=settings.log_max_age_s,
+            storage=StorageType.FILE,
+            duplicate_window=window,
+            deny_delete=True,
+            deny_purge=True,
+        ),
+        StreamConfig(
+            name=TASKS,
+            description="reverie-canary probe tasks (work queue)",
+            subjects=[subjects.ALL_TASKS],
+            retention=RetentionPolicy.WORK_QUEUE,
+            max_age=max(settings.cycle_interval_s * 4, 3600.0),
+            storage=StorageType.FILE,
+            duplicate_window=min(window, max(settings.cycle_interval_s * 4, 3600.0)),
+        ),
+        StreamConfig(
+            name=DEADLETTER,
+            description="reverie-canary refused messages, with reasons",
+            subjects=[subjects.ALL_DEADLETTER],
+            retention=RetentionPolicy.LIMITS,
+            max_age=settings.log_max_age_s,
+            storage=StorageType.FILE,
+            duplicate_window=min(120.0, settings.log_max_age_s),
+        ),
+    ]
+
+
+async def ensure(js: JetStreamContext, settings: Settings) -> None:
+    """Create or update the streams and the KV bucket; safe to call from every service.
+
+    Raises:
+        nats.js.errors.APIError: when the server refuses a configuration.
+    """
+    for config in stream_configs(settings):
+        try:
+            info = await js.stream_info(config.name)  # type: ignore[arg-type]
+        except NotFoundError:
+            await js.add_stream(config)
+            continue
+        if _differs(info.config, config):
+            await js.update_stream(config)
+    try:
+        await js.key_value(ROUTING_BUCKET)
+    except NotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(
+                bucket=ROUTING_BUCKET,
+                description="latest IgnoreSnapshot per model (key: encoded model id)",
+                history=ROUTING_HISTORY,
+                storage=StorageType.FILE,
+            )
+        )
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    keys = ("subjects", "max_age", "duplicate_window", "deny_delete", "deny_purge", "description")
+    return any(getattr(current, k) != getattr(wanted, k) for k in keys)
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    """A durable consumer: its stream, name and configuration."""
+
+    stream: str
+    durable: str
+    filter_subjects: list[str]
+    max_ack_pending: int
+    ack_wait_s: float
+    max_deliver: int
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL
+
+    def config(self) -> ConsumerConfig:
+        """The nats-py ``ConsumerConfig`` for this durable."""
+        return ConsumerConfig(
+            durable_name=self.durable,
+            filter_subjects=self.filter_subjects,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait_s,
+            max_deliver=self.max_deliver,
+            max_ack_pending=self.max_ack_pending,
+            deliver_policy=self.deliver_policy,
+        )
+
+
+def prober_consumer(settings: Settings) -> ConsumerSpec:
+    """Shared by every prober replica: one task goes to one prober.
+
+    ``ack_wait`` covers the slowest probe: the language probe's request plus
+    its confirmations (DESIGN.md, contract 4).
+    """
+    worst = settings.request_timeout_s * (1 + settings.language_confirmations) + 10.0
+    return ConsumerSpec(
+        stream=TASKS,
+        durable="prober-v1",
+        filter_subjects=[subjects.ALL_TASKS],
+        max_ack_pending=max(settings.prober_batch * 4, 64),
+        ack_wait_s=settings.task_ack_wait_s or worst,
+        max_deliver=3,
+    )
+
+
+def judge_consumer(settings: Settings) -> ConsumerSpec:
+    """Strictly ordered (one message in flight): the fold must see the log's order."""
+    return ConsumerSpec(
+        stream=LOG,
+        durable="judge-v1",
+        filter_subjects=[subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_OPS, subjects.ALL_ROUTING],
+        max_ack_pending=1,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+    )
+
+
+def router_consumer(settings: Settings) -> ConsumerSpec:
+    """Strictly ordered: decisions and operator commands in log order."""
+    return ConsumerSpec(
+        stream=LOG,
+        durable="router-v1",
+        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_OPS],
+        max_ack_pending=1,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+    )
+
+
+def notifier_consumer(settings: Settings) -> ConsumerSpec:
+    """Decisions, verdict notices and router facts, from the time it is first created."""
+    return ConsumerSpec(
+        stream=LOG,
+        durable="notifier-v1",
+        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTER],
+        max_ack_pending=64,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+
+
+def discovery_consumer(settings: Settings) -> ConsumerSpec:
+    """The judge's retest requests (DESIGN.md, contract 4)."""
+    return ConsumerSpec(
+        stream=LOG,
+        durable="discovery-v1",
+        filter_subjects=[subjects.ALL_RETEST],
+        max_ack_pending=64,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+    )
