@@ -89,3 +89,10 @@ LOG_EVENT = Codec(
     | ReloadExclusions,
     "log event",
 )
+
+#: Any message of the system, the work-queue tasks and dead letters included.
+ANY = Codec(
+    EndpointsDiscovered | CycleClosed | ProbeTask | ProbeResult | CycleVerdict | Decision | RetestRequested
+    | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions,
+    "message",
+)

@@ -189,11 +189,11 @@ def router_consumer(settings: Settings) -> ConsumerSpec:
 
 
 def notifier_consumer(settings: Settings) -> ConsumerSpec:
-    """Decisions, verdict notices and router facts, from the time it is first created."""
+    """Decisions and routing snapshots, from the time the durable is first created."""
     return ConsumerSpec(
         stream=LOG,
         durable="notifier-v1",
-        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTER],
+        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTING],
         max_ack_pending=64,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,

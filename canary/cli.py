@@ -1,0 +1,192 @@
+"""The ``canary`` command line (typer).
+
+Settings come from the environment and ``--config`` (see
+:mod:`shared.settings`); secrets are never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from shared.errors import ConfigError
+from shared.settings import Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="settings TOML file (else $CANARY_CONFIG)")]
+
+
+def _settings(config: Path | None = None, **overrides) -> Settings:
+    try:
+        return Settings.load(config_path=config, **overrides)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def _logging(settings: Settings) -> None:
+    from shared.logging import configure
+
+    configure(settings.log_format, settings.log_level)
+
+
+@app.command()
+def demo(
+    cycles: Annotated[int, typer.Option(help="stop after this many cycles")] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout (progress on stderr)")] = False,
+    scenario: Annotated[str, typer.Option(help="simulated fleet: 'default', 'full' or a scenario TOML file")] = "default",
+    sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences for healthy replies")] = None,
+    probers: Annotated[int, typer.Option(help="prober replicas sharing one durable consumer")] = 1,
+) -> None:
+    """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
+    from canary.demo import run_demo
+    from canary.embedded import ServerUnavailable
+
+    try:
+        code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers))
+    except ServerUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(3) from exc
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    service: Annotated[str, typer.Argument(help="discovery | prober | judge | router | notifier")],
+    config: ConfigOpt = None,
+) -> None:
+    """Run one service until SIGINT/SIGTERM."""
+    from canary.runtime import SERVICES, serve_forever
+    from shared import metrics
+
+    if service not in SERVICES:
+        typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config)
+    _logging(settings)
+    metrics.serve(settings.metrics_port)
+    try:
+        asyncio.run(serve_forever(settings, [service]))
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def up(
+    config: ConfigOpt = None,
+    probers: Annotated[int, typer.Option(help="prober replicas in this process")] = 1,
+) -> None:
+    """Run all five services in this process until SIGINT/SIGTERM."""
+    from canary.runtime import SERVICES, serve_forever
+    from shared import metrics
+
+    settings = _settings(config)
+    _logging(settings)
+    metrics.serve(settings.metrics_port)
+    try:
+        asyncio.run(serve_forever(settings, list(SERVICES), probers=probers))
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def init(config: ConfigOpt = None) -> None:
+    """Create or update the streams and the KV bucket (idempotent)."""
+    from shared.service import ensure_streams
+
+    settings = _settings(config)
+    asyncio.run(ensure_streams(settings))
+    typer.echo("streams and KV bucket are in place")
+
+
+@app.command()
+def watch(
+    model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
+    config: ConfigOpt = None,
+    cache: Annotated[Optional[Path], typer.Option(help="keep the last good snapshot in this file")] = None,
+    once: Annotated[bool, typer.Option(help="print the current provider object and exit")] = False,
+) -> None:
+    """Print the ``provider`` object each time the model's ignore list changes (a minimal chat backend)."""
+    from shared.client import IgnoreListClient
+
+    settings = _settings(config)
+    target = model or settings.models[0]
+
+    async def main() -> None:
+        def show(snapshot) -> None:
+            print(json.dumps({"version": snapshot.version, "provider": client.provider()}), flush=True)
+
+        client = IgnoreListClient(settings.nats_url, target, user=settings.nats_user,
+                                  password=settings.nats_password, cache_path=cache, on_change=show)
+        await client.start()
+        try:
+            if once:
+                await client.wait_ready(10.0)
+                if client.snapshot is None:
+                    print(json.dumps({"version": 0, "provider": client.provider()}), flush=True)
+                return
+            await asyncio.Event().wait()
+        finally:
+            await client.stop()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def simulator(
+    scenario: Annotated[str, typer.Option(help="'default', 'full' or a scenario TOML file")] = "default",
+    port: Annotated[int, typer.Option(help="TCP port (0: a free one)")] = 8080,
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,
+) -> None:
+    """Serve the simulated OpenRouter gateway (for compose and manual tests)."""
+    from simulator.__main__ import main as sim_main
+
+    argv = ["--scenario", scenario, "--port", str(port), "--host", host]
+    if sentences:
+        argv += ["--sentences", str(sentences)]
+    raise typer.Exit(sim_main(argv) or 0)
+
+
+@app.command()
+def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (shared/cases format)")]) -> None:
+    """Evaluate recorded replies with the probe checks; print one JSON verdict per line."""
+    from services.prober.recorded import check_file
+
+    worst = 0
+    try:
+        for verdict in check_file(file):
+            print(json.dumps(verdict, ensure_ascii=False), flush=True)
+            if verdict.get("outcome") == "error":
+                worst = 1
+    except OSError as exc:
+        typer.echo(f"error: cannot read {file}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    raise typer.Exit(worst)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

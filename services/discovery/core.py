@@ -1,0 +1,138 @@
+"""Discovery's core: the cycle clock and the plan of one cycle.
+
+What lives here: which probes each provider gets in a cycle -- every
+configured kind, the language rotation, retests the judge asked for, and the
+positive controls.  It knows nothing of NATS, HTTP or the wall clock: the
+shell passes the cycle number, its start and the listed endpoints.
+
+Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
+
+- Cycles start at multiples of ``cycle_interval_s`` (UTC epoch); a cycle's
+  deadline is ``probe_window_s`` after its start.
+- The language probe covers ``languages_per_cycle`` languages per provider per
+  cycle, rotating through all configured languages, offset per provider so the
+  fleet covers more languages each cycle; a language with an anomaly is probed
+  again next cycle whatever the rotation says (the judge's RetestRequested).
+- A positive control (``controls``: kind -> provider tag) is probed only with
+  its kind and is not a production host; a control that is not listed by the
+  gateway this cycle is skipped.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+
+from services.prober.prompts import PROMPT_VERSION
+from shared import ids
+from shared.events import Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
+
+#: Kinds whose prompt is written in the rotation's first language; the others use English.
+ROTATED_KINDS = frozenset({"ttft", "refusal"})
+
+
+def cycle_start(cycle_no: int, interval_s: float) -> datetime:
+    """UTC start of cycle ``cycle_no`` (cycles start at multiples of the interval)."""
+    return datetime.fromtimestamp(cycle_no * interval_s, tz=timezone.utc)
+
+
+def rotation(languages: list[str], per_cycle: int, cycle_no: int, provider: str) -> list[str]:
+    """The languages ``provider`` is probed in during cycle ``cycle_no``.
+
+    Deterministic: a provider-specific offset (CRC-32 of the tag) plus
+    ``per_cycle`` steps per cycle walks through every language in
+    ``ceil(len / per_cycle)`` cycles.
+    """
+    if not languages:
+        return []
+    n = len(languages)
+    k = max(1, min(per_cycle, n))
+    offset = zlib.crc32(provider.encode("utf-8")) % n
+    start = (offset + cycle_no * k) % n
+    return [languages[(start + i) % n] for i in range(k)]
+
+
+def plan(
+    *,
+    model: str,
+    cycle_no: int,
+    start: datetime,
+    window_s: float,
+    endpoints: list[Endpoint],
+    kinds: Iterable[str],
+    languages: list[str],
+    languages_per_cycle: int,
+    controls: dict[str, str],
+    retests: Iterable[tuple[str, str]] = (),
+) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
+    """Plan one cycle of one model.
+
+    Args:
+        model: model id.
+        cycle_no: the cycle number; ``start`` its UTC start.
+        window_s: seconds from start to the deadline.
+        endpoints: what the gateway listed.
+        kinds: probe kinds to run on every production host.
+        languages, languages_per_cycle: the language rotation.
+        controls: probe kind -> positive-control provider tag.
+        retests: ``(provider, language)`` pairs the judge asked to probe again.
+
+    Returns:
+        The EndpointsDiscovered event (with the full plan) and its ProbeTasks.
+    """
+    kinds = [k for k in kinds]
+    cycle = ids.cycle_id(model, start)
+    deadline = start + timedelta(seconds=window_s)
+    by_tag = {e.provider: e for e in endpoints}
+    control_tags = {tag for tag in controls.values()}
+    retest_map: dict[str, list[str]] = {}
+    for provider, language in retests:
+        if language in languages and language not in retest_map.setdefault(provider, []):
+            retest_map[provider].append(language)
+
+    planned: list[PlannedProbe] = []
+    tasks: list[ProbeTask] = []
+
+    def add(endpoint: Endpoint, kind: str, language: str, control: bool) -> None:
+        task_id = ids.task_id(model, cycle_no, endpoint.provider, kind, language)
+        planned.append(PlannedProbe(task_id=task_id, provider=endpoint.provider, kind=kind,  # type: ignore[arg-type]
+                                    language=language, control=control))
+        tasks.append(ProbeTask(
+            at=start, task_id=task_id, model=model, provider=endpoint.provider,
+            provider_name=endpoint.provider_name, kind=kind, language=language,  # type: ignore[arg-type]
+            cycle=cycle, deadline=deadline, supported_parameters=list(endpoint.supported_parameters),
+            max_completion_tokens=endpoint.max_completion_tokens, control=control,
+            prompt_version=PROMPT_VERSION,
+        ))
+
+    for endpoint in sorted(endpoints, key=lambda e: e.provider):
+        if endpoint.provider in control_tags:
+            continue
+        langs = rotation(languages, languages_per_cycle, cycle_no, endpoint.provider)
+        for kind in kinds:
+            if kind == "language":
+                chosen = list(langs)
+                for extra in retest_map.get(endpoint.provider, []):
+                    if extra not in chosen:
+                        chosen.append(extra)
+                for language in chosen:
+                    add(endpoint, kind, language, False)
+            elif kind in ROTATED_KINDS:
+                add(endpoint, kind, langs[0] if langs else "en", False)
+            else:
+                add(endpoint, kind, "en", False)
+
+    used_controls: dict[str, str] = {}
+    for kind in kinds:
+        tag = controls.get(kind)
+        if tag and tag in by_tag:
+            langs = rotation(languages, 1, cycle_no, tag)
+            add(by_tag[tag], kind, langs[0] if (langs and kind in ROTATED_KINDS | {"language"}) else "en", True)
+            used_controls[kind] = tag
+
+    event = EndpointsDiscovered(
+        at=start, model=model, cycle=cycle, cycle_no=cycle_no, deadline=deadline,
+        endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
+    )
+    return event, tasks

@@ -1,0 +1,163 @@
+"""Discovery service: the cycle clock.
+
+Each cycle, for every configured model: list the endpoints from the gateway,
+publish ``EndpointsDiscovered`` with the plan, one ``ProbeTask`` per planned
+probe onto the work queue, and ``CycleClosed`` at the deadline.  Every message
+has a deterministic id, so a restarted discovery repeating a step publishes
+nothing twice.  The judge's ``RetestRequested`` events are kept in Redis until
+the cycle they ask for is planned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import httpx
+from faststream import FastStream
+
+from services.discovery.core import cycle_start, plan
+from shared import clock, codec, ids, streams, subjects
+from shared.broker import Delivery
+from shared.errors import Transient
+from shared.events import CycleClosed, RetestRequested
+from shared.openrouter import list_endpoints, make_client
+from shared.service import Shell, redis_client
+from shared.settings import Settings
+from shared.streams import LOG, TASKS
+from shared.subjects import encode_token
+
+
+def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) -> int:
+    """The next cycle to run after ``last``: the current one if most of its window is left."""
+    n = ids.cycle_no(now_epoch, interval_s)
+    if now_epoch - n * interval_s > window_s / 2:
+        n += 1
+    return max(n, last + 1)
+
+
+class Discovery:
+    """The cycle loop of one discovery process."""
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self.settings = shell.settings
+        self.client: httpx.AsyncClient | None = None
+        self.redis = None
+
+    def _retest_key(self, model: str, cycle_no: int) -> str:
+        return f"{self.settings.namespace}:retest:{encode_token(model)}:{cycle_no}"
+
+    async def remember_retest(self, event: RetestRequested, delivery: Delivery) -> None:
+        """Keep a retest request until its cycle is planned (idempotent: a set)."""
+        key = self._retest_key(event.model, event.for_cycle_no)
+        try:
+            await self.redis.sadd(key, f"{event.provider}\n{event.language}")
+            await self.redis.expire(key, int(self.settings.cycle_interval_s * 4) + 60)
+        except Exception as exc:  # redis.exceptions.RedisError and connection errors
+            raise Transient(f"redis: {exc!r}") from exc
+
+    async def _retests(self, model: str, cycle_no: int) -> list[tuple[str, str]]:
+        try:
+            raw = await self.redis.smembers(self._retest_key(model, cycle_no))
+        except Exception as exc:
+            self.shell.log.warning("retests_unavailable", model=model, error=repr(exc))
+            return []
+        out = []
+        for item in raw:
+            provider, _, language = (item.decode() if isinstance(item, bytes) else item).partition("\n")
+            out.append((provider, language))
+        return sorted(out)
+
+    async def start_cycle(self, model: str, cycle_no: int) -> bool:
+        """List, plan and publish one cycle of ``model``.
+
+        Returns:
+            ``True`` when the plan was published.
+
+        Raises:
+            Transient: gateway or NATS unavailable (the loop retries).
+        """
+        s = self.settings
+        assert self.client is not None
+        try:
+            endpoints = await list_endpoints(self.client, model)
+        except ValueError as exc:
+            self.shell.log.error("endpoints_unusable", model=model, error=str(exc))
+            return False
+        start = cycle_start(cycle_no, s.cycle_interval_s)
+        event, tasks = plan(
+            model=model, cycle_no=cycle_no, start=start, window_s=s.probe_window_s, endpoints=endpoints,
+            kinds=s.kinds, languages=s.languages, languages_per_cycle=s.languages_per_cycle,
+            controls=s.controls, retests=await self._retests(model, cycle_no),
+        )
+        pub = self.shell.publisher
+        await pub.publish(event, subjects.discovery(model), ids.discovered_id(model, cycle_no), LOG)
+        for task in tasks:
+            await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
+        self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(endpoints),
+                            tasks=len(tasks))
+        return True
+
+    async def close_cycle(self, model: str, cycle_no: int) -> bool:
+        """Publish CycleClosed, stamped at the deadline; ``True`` once published."""
+        s = self.settings
+        start = cycle_start(cycle_no, s.cycle_interval_s)
+        event = CycleClosed(at=start + timedelta(seconds=s.probe_window_s), model=model,
+                            cycle=ids.cycle_id(model, start), cycle_no=cycle_no)
+        await self.shell.publisher.publish(event, subjects.discovery(model), ids.closed_id(model, cycle_no), LOG)
+        return True
+
+    async def _retry(self, what: str, fn, until_epoch: float) -> bool:
+        delay = 0.2
+        while time.time() < until_epoch:
+            try:
+                return bool(await fn())
+            except Transient as exc:
+                self.shell.log.warning(f"{what}_retry", error=str(exc))
+                await asyncio.sleep(min(delay, max(0.0, until_epoch - time.time())))
+                delay = min(delay * 2, 10.0)
+        return False
+
+    async def run(self) -> None:
+        """The cycle loop: start each cycle on time, close it at its deadline."""
+        s = self.settings
+        cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=-1)
+        while True:
+            start = cycle_no * s.cycle_interval_s
+            await asyncio.sleep(max(0.0, start - time.time()))
+            deadline = start + s.probe_window_s
+            started = []
+            for model in s.models:
+                ok = await self._retry("cycle_start", lambda m=model: self.start_cycle(m, cycle_no), deadline)
+                if ok:
+                    started.append(model)
+            await asyncio.sleep(max(0.0, deadline - time.time()))
+            for model in started:
+                await self._retry("cycle_close", lambda m=model: self.close_cycle(m, cycle_no),
+                                  deadline + s.cycle_interval_s)
+            cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=cycle_no)
+
+
+def create_app(settings: Settings | None = None) -> FastStream:
+    """The discovery service's FastStream app."""
+    settings = settings or Settings.load()
+    shell = Shell("discovery", settings)
+    discovery = Discovery(shell)
+
+    async def open_clients() -> None:
+        discovery.client = make_client(settings, timeout_s=30.0)
+        discovery.redis = redis_client(settings)
+
+    async def close_clients() -> None:
+        if discovery.client is not None:
+            await discovery.client.aclose()
+        if discovery.redis is not None:
+            await discovery.redis.aclose()
+
+    shell.on_startup(open_clients)
+    shell.on_shutdown(close_clients)
+    shell.subscribe(streams.discovery_consumer(settings), codec.RETEST, discovery.remember_retest)
+    shell.background(discovery.run)
+    return shell.app

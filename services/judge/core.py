@@ -1,0 +1,722 @@
+"""The judge's policy: a pure fold ``decide(state, event) -> (state, effects)``.
+
+Every rule that changes a provider's state lives here (DESIGN.md, "The judge:
+a pure fold"; issue "Judge: the complete suspension policy").  This module
+knows nothing of NATS, Redis, HTTP or the wall clock: time comes only from the
+``at`` of events, so folding the same log again gives the same state and the
+same decisions.  Unknown, stale or repeated input returns the same state and
+no effects (redelivery is normal).
+
+Inputs: ``EndpointsDiscovered`` (opens a cycle with its planned probes),
+``ProbeResult`` (fills it), ``CycleClosed`` (judges it), ``IgnoreSnapshot``
+(what routing already excludes, for the capacity floor), and the operator
+commands ``LiftSuspension`` and ``SetMode``.
+
+Effects: ``CycleVerdict``, ``Decision`` and ``RetestRequested`` events.
+
+The rules, in the order :func:`_close_cycle` applies them:
+
+1. Suspensions past their ``until`` end (``end``/``would_end``, reason
+   ``expired``), stamped at ``until``.
+2. A positive control that passes makes its probe kind *unproven* for the
+   cycle (``control_passed``): those results count as inconclusive.
+3. Common-mode guard: when more than ``common_mode_share`` of the probed
+   providers (at least ``common_mode_min_providers``) fail one kind, that kind
+   is frozen for everyone this cycle (``common_mode``).
+4. Verdict per provider: any quality ``fail`` -> failed; every planned probe
+   ``pass`` (or ``not_applicable``) -> passed; otherwise frozen.
+5. Streaks, by the table :data:`STREAK_TRANSITIONS`: failed grows the failed
+   streak and resets the passed one, passed the reverse, frozen changes neither.
+6. Suspended providers: ``passed_cycles_to_recover`` passed cycles in a row end
+   the suspension early (``recovered``); the ladder position is kept.
+7. ``failed_cycles_to_suspend`` failed cycles in a row: suspend for the next
+   step of the ladder (1, 3, 7 days; reset after 14 days without a new
+   suspension) -- unless fewer than ``min_hosts`` usable hosts would remain
+   (``floor_held``, reconsidered every following failed cycle).  In observe
+   mode (per model, or per probe kind) the same call is ``would_suspend`` and
+   routing is untouched; the shadow call is scored right or wrong later.
+8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
+   ``unjudgeable`` once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct, field
+
+from shared import ids
+from shared.commands import LiftSuspension, SetMode
+from shared.events import (
+    CycleClosed,
+    CycleVerdict,
+    CycleVerdictKind,
+    Decision,
+    EndpointsDiscovered,
+    Mode,
+    PlannedProbe,
+    ProbeResult,
+    ProviderVerdict,
+    ResultRef,
+    RetestRequested,
+)
+from shared.settings import Settings
+from shared.snapshots import IgnoreSnapshot
+
+#: How many closed cycle numbers a model remembers, to drop late or repeated input.
+CLOSED_MEMORY = 64
+#: Verdicts kept per provider for ``canary explain``.
+HISTORY = 24
+#: Operator command ids remembered for idempotence.
+COMMAND_MEMORY = 256
+#: Shadow (observe-mode) calls kept for ``canary report``.
+SHADOW_MEMORY = 500
+
+
+class Policy(Struct, frozen=True, kw_only=True):
+    """The thresholds of the policy (from :class:`shared.settings.Settings`)."""
+
+    failed_cycles_to_suspend: int = 2
+    passed_cycles_to_recover: int = 2
+    ladder_s: tuple[float, ...] = (86400.0, 3 * 86400.0, 7 * 86400.0)
+    ladder_reset_s: float = 14 * 86400.0
+    min_hosts: int = 2
+    unjudgeable_after: int = 6
+    common_mode_share: float = 0.5
+    common_mode_min_providers: int = 3
+    mode: Mode = "observe"
+    kind_modes: dict[str, Mode] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        """The policy part of the settings."""
+        return cls(
+            failed_cycles_to_suspend=settings.failed_cycles_to_suspend,
+            passed_cycles_to_recover=settings.passed_cycles_to_recover,
+            ladder_s=tuple(settings.ladder_s),
+            ladder_reset_s=settings.ladder_reset_s,
+            min_hosts=settings.min_hosts,
+            unjudgeable_after=settings.unjudgeable_after,
+            common_mode_share=settings.common_mode_share,
+            mode=settings.mode,
+            kind_modes=dict(settings.kind_modes),
+        )
+
+
+# -- state ---------------------------------------------------------------------
+
+
+class Suspension(Struct, kw_only=True):
+    """An active suspension; ``enforced=False`` is observe mode's shadow."""
+
+    decision_id: str
+    since: datetime
+    until: datetime
+    level: int
+    enforced: bool
+    cycles: list[str] = []
+    evidence: list[ResultRef] = []
+
+
+class VerdictRecord(Struct, kw_only=True):
+    """One cycle's verdict of one provider, kept for ``canary explain``."""
+
+    cycle: str
+    cycle_no: int
+    at: datetime
+    verdict: CycleVerdictKind
+    reasons: list[str] = []
+    results: list[ResultRef] = []
+
+
+class ProviderState(Struct, kw_only=True):
+    """Everything the policy remembers about one provider of one model.
+
+    ``ladder_level`` counts suspensions since the ladder last reset; the next
+    suspension lasts ``ladder_s[min(ladder_level, len - 1)]``.
+    """
+
+    provider: str
+    present: bool = True
+    failed_streak: int = 0
+    enforce_streak: int = 0
+    passed_streak: int = 0
+    frozen_streak: int = 0
+    streak_cycles: list[str] = []
+    streak_evidence: list[ResultRef] = []
+    ladder_level: int = 0
+    last_suspension_at: datetime | None = None
+    suspension: Suspension | None = None
+    unjudgeable_reported: bool = False
+    history: list[VerdictRecord] = []
+
+
+class OpenCycle(Struct, kw_only=True):
+    """A cycle between discovery and close: what was planned, what came back."""
+
+    cycle: str
+    cycle_no: int
+    opened_at: datetime
+    deadline: datetime
+    planned: list[PlannedProbe]
+    results: dict[str, ResultRef] = {}
+
+
+class ShadowCall(Struct, kw_only=True):
+    """An observe-mode ``would_suspend`` and how it turned out.
+
+    ``outcome``: ``pending``; ``right`` when the provider failed again before
+    passing ``passed_cycles_to_recover`` cycles in a row; ``wrong`` otherwise.
+    """
+
+    decision_id: str
+    provider: str
+    at: datetime
+    outcome: Literal["pending", "right", "wrong"] = "pending"
+    resolved_at: datetime | None = None
+
+
+class RoutingView(Struct, kw_only=True):
+    """What the latest IgnoreSnapshot says other layers (exclusions, overrides) ignore."""
+
+    version: int = 0
+    ignored: dict[str, datetime | None] = {}
+
+
+class ModelState(Struct, kw_only=True):
+    """The judge's state of one model: the value folded over the log."""
+
+    model: str
+    mode: Mode | None = None
+    kind_modes: dict[str, Mode] = {}
+    providers: dict[str, ProviderState] = {}
+    open_cycles: dict[str, OpenCycle] = {}
+    closed: list[int] = []
+    last_cycle_no: int = -1
+    routing: RoutingView = field(default_factory=RoutingView)
+    commands: list[str] = []
+    shadow_calls: list[ShadowCall] = []
+    updated_at: datetime | None = None
+
+
+def initial(model: str) -> ModelState:
+    """The state of a model the judge has never seen."""
+    return ModelState(model=model)
+
+
+Effect = CycleVerdict | Decision | RetestRequested
+JudgeInput = EndpointsDiscovered | ProbeResult | CycleClosed | IgnoreSnapshot | LiftSuspension | SetMode
+
+#: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``
+#: grows, ``0`` resets, ``None`` keeps (DESIGN.md: frozen neither grows nor resets).
+STREAK_TRANSITIONS: dict[str, tuple[int | None, int | None, int | None]] = {
+    "failed": (+1, 0, 0),
+    "passed": (0, +1, 0),
+    "frozen": (None, None, +1),
+}
+
+
+# -- the fold ------------------------------------------------------------------
+
+
+def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, list[Effect]]:
+    """Apply one event to one model's state.
+
+    Args:
+        state: the model's state (not modified; a new state is returned).
+        event: one of :data:`JudgeInput`; anything else is ignored.
+        policy: the thresholds.
+
+    Returns:
+        ``(new_state, effects)``; for repeated, stale or foreign input the
+        state is returned unchanged with no effects.
+    """
+    new = _copy(state)
+    match event:
+        case EndpointsDiscovered() if event.model == state.model:
+            effects = _discovered(new, event, policy)
+        case ProbeResult() if event.model == state.model:
+            effects = _result(new, event)
+        case CycleClosed() if event.model == state.model:
+            effects = _close_cycle(new, event, policy)
+        case IgnoreSnapshot() if event.model == state.model:
+            effects = _snapshot(new, event)
+        case LiftSuspension() if event.model in (state.model, "*"):
+            effects = _lift(new, event, policy)
+        case SetMode() if event.model in (state.model, "*"):
+            effects = _set_mode(new, event, policy)
+        case _:
+            return state, []
+    if new == state:
+        return state, []
+    return new, effects
+
+
+def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | None = None) -> tuple[dict[str, ModelState], list[Effect]]:
+    """Fold a log of events (any models) into states and the effects they produced.
+
+    This is the audit: ``canary replay`` and the tests call it on the stored log.
+    """
+    states = dict(states or {})
+    out: list[Effect] = []
+    for event in events:
+        for model in _models_of(event, states):
+            state = states.get(model) or initial(model)
+            state, effects = decide(state, event, policy)
+            states[model] = state
+            out.extend(effects)
+    return states, out
+
+
+def _models_of(event: Any, states: dict[str, ModelState]) -> list[str]:
+    model = getattr(event, "model", None)
+    if model is None:
+        return []
+    if model == "*":
+        return sorted(states)
+    return [model]
+
+
+def _copy(state: ModelState) -> ModelState:
+    return msgspec.json.decode(msgspec.json.encode(state), type=ModelState)
+
+
+def mode_of(state: ModelState, policy: Policy, kind: str | None = None) -> Mode:
+    """Observe or enforce: per kind first, then the model's mode, then the policy's."""
+    if kind is not None:
+        if kind in state.kind_modes:
+            return state.kind_modes[kind]
+        if kind in policy.kind_modes and state.mode is None:
+            return policy.kind_modes[kind]
+    return state.mode or policy.mode
+
+
+def _provider(state: ModelState, provider: str) -> ProviderState:
+    ps = state.providers.get(provider)
+    if ps is None:
+        ps = state.providers[provider] = ProviderState(provider=provider)
+    return ps
+
+
+# -- discovery and results -------------------------------------------------------
+
+
+def _is_closed(state: ModelState, cycle_no: int) -> bool:
+    return cycle_no in state.closed or (bool(state.closed) and cycle_no < state.closed[0])
+
+
+def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -> list[Effect]:
+    if event.cycle in state.open_cycles or _is_closed(state, event.cycle_no):
+        return []
+    effects = _expire(state, event.at, policy)
+    controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
+    present = {e.provider for e in event.endpoints} - controls
+    for name, ps in state.providers.items():
+        ps.present = name in present
+    for name in sorted(present):
+        _provider(state, name).present = True
+    state.open_cycles[event.cycle] = OpenCycle(
+        cycle=event.cycle,
+        cycle_no=event.cycle_no,
+        opened_at=event.at,
+        deadline=event.deadline,
+        planned=list(event.planned),
+    )
+    # A cycle whose close never came cannot be judged; forget it after a while.
+    for cid, oc in list(state.open_cycles.items()):
+        if oc.cycle_no < event.cycle_no - 3:
+            del state.open_cycles[cid]
+    state.last_cycle_no = max(state.last_cycle_no, event.cycle_no)
+    state.updated_at = event.at
+    return effects
+
+
+def _result(state: ModelState, event: ProbeResult) -> list[Effect]:
+    cycle = state.open_cycles.get(event.cycle)
+    if cycle is None or event.task_id in cycle.results:
+        return []
+    planned = {p.task_id: p for p in cycle.planned}
+    if event.task_id not in planned or planned[event.task_id].provider != event.provider:
+        return []
+    cycle.results[event.task_id] = ResultRef(
+        task_id=event.task_id,
+        cycle=event.cycle,
+        kind=event.kind,
+        outcome=event.outcome,
+        reason=event.reason,
+        language=event.language,
+    )
+    state.updated_at = event.at
+    if event.kind == "language" and event.outcome in ("fail", "inconclusive") and event.language and not planned[event.task_id].control:
+        if event.reason in ("too_short", "pin_violated"):
+            return []
+        return [
+            RetestRequested(
+                at=event.at,
+                model=state.model,
+                provider=event.provider,
+                language=event.language,
+                for_cycle_no=cycle.cycle_no + 1,
+                reason=event.reason or event.outcome,
+                source_task_id=event.task_id,
+            )
+        ]
+    return []
+
+
+def _snapshot(state: ModelState, event: IgnoreSnapshot) -> list[Effect]:
+    if event.version <= state.routing.version:
+        return []
+    ignored: dict[str, datetime | None] = {}
+    for entry in event.entries:
+        others = [r for r in entry.reasons if r.layer != "suspension"]
+        if others:
+            ends = [r.until for r in others]
+            ignored[entry.provider] = None if any(u is None for u in ends) else max(u for u in ends if u)
+    state.routing = RoutingView(version=event.version, ignored=ignored)
+    return []
+
+
+# -- closing a cycle -------------------------------------------------------------
+
+
+def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[Effect]:
+    cycle = state.open_cycles.pop(event.cycle, None)
+    if cycle is None:
+        return []
+    at = event.at
+    effects: list[Effect] = _expire(state, at, policy)
+    state.closed = sorted({*state.closed, cycle.cycle_no})[-CLOSED_MEMORY:]
+    state.updated_at = at
+
+    by_provider: dict[str, list[PlannedProbe]] = {}
+    control_results: dict[str, list[ResultRef]] = {}
+    for p in cycle.planned:
+        if p.control:
+            if p.task_id in cycle.results:
+                control_results.setdefault(p.kind, []).append(cycle.results[p.task_id])
+        else:
+            by_provider.setdefault(p.provider, []).append(p)
+
+    unproven = sorted(k for k, refs in control_results.items() if any(r.outcome == "pass" for r in refs))
+    decisions: list[Decision] = []
+    for kind in unproven:
+        decisions.append(_decision(state, "", "control_passed", at, anchor=f"{kind}|{cycle.cycle_no}",
+                                   reason="control_passed", kind=kind, cycles=[cycle.cycle],
+                                   detail=f"the positive control passed the {kind} probe: this cycle's {kind} results prove nothing",
+                                   evidence=control_results[kind], policy=policy))
+
+    common_mode = _common_mode(cycle, by_provider, set(unproven), policy)
+    for kind, (failing, probed) in sorted(common_mode.items()):
+        decisions.append(_decision(state, "", "common_mode", at, anchor=f"{kind}|{cycle.cycle_no}",
+                                   reason="common_mode", kind=kind, cycles=[cycle.cycle],
+                                   detail=f"{failing} of {probed} probed providers failed {kind}: frozen for everyone this cycle",
+                                   policy=policy))
+    frozen_kinds = set(unproven) | set(common_mode)
+
+    verdicts: list[ProviderVerdict] = []
+    for provider in sorted(by_provider):
+        verdict = _provider_verdict(provider, by_provider[provider], cycle, frozen_kinds)
+        verdicts.append(verdict)
+        ps = _provider(state, provider)
+        enforce_failed = verdict.verdict == "failed" and any(
+            mode_of(state, policy, r.kind) == "enforce" for r in verdict.results if r.outcome == "fail"
+        )
+        _apply_streaks(ps, verdict, cycle, enforce_failed)
+        ps.history = [*ps.history, VerdictRecord(cycle=cycle.cycle, cycle_no=cycle.cycle_no, at=at,
+                                                 verdict=verdict.verdict, reasons=verdict.reasons,
+                                                 results=verdict.results)][-HISTORY:]
+        _score_shadow_calls(state, ps, verdict.verdict, at, policy)
+        for r in verdict.results:
+            if r.reason == "pin_violated":
+                decisions.append(_decision(state, provider, "pin_violated", at, anchor=f"{cycle.cycle_no}|{r.task_id}",
+                                           reason="pin_violated", kind=r.kind, cycles=[cycle.cycle], evidence=[r],
+                                           detail="the gateway served a pinned probe from another provider", policy=policy))
+
+    decisions.extend(_recoveries(state, cycle, at, policy))
+    decisions.extend(_suspensions(state, cycle, at, policy))
+    decisions.extend(_unjudgeable(state, cycle, at, policy))
+
+    effects.insert(0, CycleVerdict(at=at, model=state.model, cycle=cycle.cycle, cycle_no=cycle.cycle_no,
+                                   verdicts=verdicts, unproven=unproven, common_mode=sorted(common_mode)))
+    effects.extend(decisions)
+    return effects
+
+
+def _common_mode(cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]], unproven: set[str],
+                 policy: Policy) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    kinds = {p.kind for plans in by_provider.values() for p in plans} - unproven
+    for kind in kinds:
+        probed = failing = 0
+        for plans in by_provider.values():
+            refs = [cycle.results[p.task_id] for p in plans if p.kind == kind and p.task_id in cycle.results]
+            refs = [r for r in refs if r.outcome != "not_applicable"]
+            if not refs:
+                continue
+            probed += 1
+            failing += any(r.outcome == "fail" for r in refs)
+        if probed >= policy.common_mode_min_providers and failing > policy.common_mode_share * probed:
+            out[kind] = (failing, probed)
+    return out
+
+
+def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle, frozen_kinds: set[str]) -> ProviderVerdict:
+    results: list[ResultRef] = []
+    missing: list[str] = []
+    for p in plans:
+        ref = cycle.results.get(p.task_id)
+        if ref is None:
+            missing.append(p.task_id)
+        else:
+            results.append(ref)
+    counted = [r for r in results if r.kind not in frozen_kinds]
+    fails = [r for r in counted if r.outcome == "fail"]
+    if fails:
+        reasons = sorted({f"{r.kind}:{r.reason or 'fail'}" for r in fails})
+        return ProviderVerdict(provider=provider, verdict="failed", reasons=reasons, results=results, missing=missing)
+    reasons: list[str] = []
+    for r in results:
+        if r.kind in frozen_kinds:
+            reasons.append(f"{r.kind}:frozen_kind")
+        elif r.outcome in ("transport_error", "inconclusive"):
+            reasons.append(f"{r.kind}:{r.reason or r.outcome}")
+    if missing:
+        reasons.append(f"missing:{len(missing)}")
+    passes = [r for r in counted if r.outcome == "pass"]
+    if not reasons and passes:
+        return ProviderVerdict(provider=provider, verdict="passed", results=results)
+    if not reasons:
+        reasons.append("no_evidence")
+    return ProviderVerdict(provider=provider, verdict="frozen", reasons=sorted(set(reasons)), results=results, missing=missing)
+
+
+def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle, enforce_failed: bool) -> None:
+    failed, passed, frozen = STREAK_TRANSITIONS[verdict.verdict]
+    if failed is not None:
+        ps.failed_streak = ps.failed_streak + 1 if failed > 0 else 0
+    if passed is not None:
+        ps.passed_streak = ps.passed_streak + 1 if passed > 0 else 0
+    if frozen is not None:
+        ps.frozen_streak = ps.frozen_streak + 1 if frozen > 0 else 0
+    if verdict.verdict == "failed":
+        ps.enforce_streak = ps.enforce_streak + 1 if enforce_failed else 0
+        ps.streak_cycles = [*ps.streak_cycles, cycle.cycle][-8:]
+        ps.streak_evidence = [*ps.streak_evidence, *[r for r in verdict.results if r.outcome == "fail"]][-16:]
+    elif verdict.verdict == "passed":
+        ps.enforce_streak = 0
+        ps.streak_cycles = []
+        ps.streak_evidence = []
+    if verdict.verdict != "frozen":
+        ps.unjudgeable_reported = False
+
+
+# -- suspensions ---------------------------------------------------------------
+
+
+def _expire(state: ModelState, at: datetime, policy: Policy) -> list[Effect]:
+    out: list[Effect] = []
+    for name in sorted(state.providers):
+        ps = state.providers[name]
+        s = ps.suspension
+        if s is not None and s.until <= at:
+            action = "end" if s.enforced else "would_end"
+            out.append(_decision(state, name, action, s.until, anchor=s.decision_id, reason="expired",
+                                 detail=f"suspension ended at its expiry ({_fmt(s.until)})",
+                                 cycles=s.cycles, ladder_level=s.level, policy=policy))
+            ps.suspension = None
+            ps.failed_streak = ps.enforce_streak = 0
+            ps.streak_cycles, ps.streak_evidence = [], []
+    return out
+
+
+def _recoveries(state: ModelState, cycle: OpenCycle, at: datetime, policy: Policy) -> list[Decision]:
+    out: list[Decision] = []
+    for name in sorted(state.providers):
+        ps = state.providers[name]
+        s = ps.suspension
+        if s is None or ps.passed_streak < policy.passed_cycles_to_recover:
+            continue
+        action = "end" if s.enforced else "would_end"
+        recent = [h.cycle for h in ps.history[-policy.passed_cycles_to_recover:]]
+        out.append(_decision(state, name, action, at, anchor=f"{cycle.cycle_no}", reason="recovered",
+                             detail=f"{ps.passed_streak} passed cycles in a row during the suspension",
+                             cycles=recent, ladder_level=s.level, policy=policy))
+        ps.suspension = None
+        ps.failed_streak = ps.enforce_streak = 0
+    return out
+
+
+def _usable_hosts(state: ModelState, at: datetime, *, count_shadow: bool) -> set[str]:
+    usable = set()
+    for name, ps in state.providers.items():
+        if not ps.present:
+            continue
+        until = state.routing.ignored.get(name, at)
+        if name in state.routing.ignored and (until is None or until > at):
+            continue
+        s = ps.suspension
+        if s is not None and (s.enforced or count_shadow):
+            continue
+        usable.add(name)
+    return usable
+
+
+def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Policy) -> list[Decision]:
+    out: list[Decision] = []
+    need = policy.failed_cycles_to_suspend
+    candidates = [ps for ps in state.providers.values()
+                  if ps.failed_streak >= need and ps.history
+                  and ps.history[-1].cycle == cycle.cycle and ps.history[-1].verdict == "failed"
+                  # a shadow suspension gives way to a real one once enforce mode has the evidence
+                  and (ps.suspension is None or (not ps.suspension.enforced and ps.enforce_streak >= need))]
+    candidates.sort(key=lambda ps: (-ps.failed_streak, ps.provider))
+    for ps in candidates:
+        enforced = ps.enforce_streak >= need
+        usable = _usable_hosts(state, at, count_shadow=not enforced)
+        remaining = usable - {ps.provider}
+        cycles = ps.streak_cycles[-need:]
+        evidence = [r for r in ps.streak_evidence if r.cycle in cycles]
+        if len(remaining) < policy.min_hosts:
+            out.append(_decision(state, ps.provider, "floor_held", at, anchor=f"{cycle.cycle_no}",
+                                 reason="capacity_floor", cycles=cycles, evidence=evidence,
+                                 detail=(f"{ps.failed_streak} failed cycles in a row, but only {len(remaining)} usable "
+                                         f"host(s) would remain (floor {policy.min_hosts}): not suspended"),
+                                 mode="enforce" if enforced else "observe", policy=policy))
+            continue
+        if ps.last_suspension_at is not None and (at - ps.last_suspension_at).total_seconds() >= policy.ladder_reset_s:
+            ps.ladder_level = 0
+        level = ps.ladder_level
+        length = policy.ladder_s[min(level, len(policy.ladder_s) - 1)]
+        until = at + timedelta(seconds=length)
+        action = "suspend" if enforced else "would_suspend"
+        decision = _decision(state, ps.provider, action, at, anchor=f"{cycle.cycle_no}", reason="failed_cycles",
+                             detail=(f"{ps.failed_streak} failed cycles in a row ({', '.join(sorted({r.kind + ':' + r.reason for r in evidence}))}); "
+                                     f"ladder step {level + 1}: {_human(length)}"),
+                             until=until, ladder_level=level + 1, cycles=cycles, evidence=evidence,
+                             mode="enforce" if enforced else "observe", policy=policy)
+        out.append(decision)
+        ps.suspension = Suspension(decision_id=decision.decision_id, since=at, until=until, level=level + 1,
+                                   enforced=enforced, cycles=cycles, evidence=evidence)
+        ps.ladder_level = level + 1
+        ps.last_suspension_at = at
+        ps.failed_streak = ps.enforce_streak = ps.passed_streak = 0
+        ps.streak_cycles, ps.streak_evidence = [], []
+        if not enforced:
+            state.shadow_calls = [*state.shadow_calls, ShadowCall(decision_id=decision.decision_id,
+                                                                   provider=ps.provider, at=at)][-SHADOW_MEMORY:]
+    return out
+
+
+def _score_shadow_calls(state: ModelState, ps: ProviderState, verdict: str, at: datetime, policy: Policy) -> None:
+    for call in state.shadow_calls:
+        if call.provider != ps.provider or call.outcome != "pending" or call.at >= at:
+            continue
+        if verdict == "failed":
+            call.outcome, call.resolved_at = "right", at
+        elif verdict == "passed" and ps.passed_streak >= policy.passed_cycles_to_recover:
+            call.outcome, call.resolved_at = "wrong", at
+
+
+def _unjudgeable(state: ModelState, cycle: OpenCycle, at: datetime, policy: Policy) -> list[Decision]:
+    out: list[Decision] = []
+    for name in sorted(state.providers):
+        ps = state.providers[name]
+        if ps.frozen_streak >= policy.unjudgeable_after and not ps.unjudgeable_reported:
+            ps.unjudgeable_reported = True
+            reasons = sorted({r for h in ps.history[-ps.frozen_streak:] for r in h.reasons})
+            out.append(_decision(state, name, "unjudgeable", at, anchor=f"{cycle.cycle_no}", reason="frozen_too_long",
+                                 detail=f"frozen {ps.frozen_streak} cycles in a row ({', '.join(reasons)})",
+                                 cycles=[h.cycle for h in ps.history[-ps.frozen_streak:]], policy=policy))
+    return out
+
+
+# -- operator commands ------------------------------------------------------------
+
+
+def _remember(state: ModelState, command_id: str) -> bool:
+    if command_id in state.commands:
+        return False
+    state.commands = [*state.commands, command_id][-COMMAND_MEMORY:]
+    return True
+
+
+def _lift(state: ModelState, cmd: LiftSuspension, policy: Policy) -> list[Effect]:
+    if not _remember(state, cmd.command_id):
+        return []
+    ps = state.providers.get(cmd.provider)
+    if ps is None or ps.suspension is None:
+        return []
+    s = ps.suspension
+    action = "end" if s.enforced else "would_end"
+    decision = _decision(state, cmd.provider, action, cmd.at, anchor=cmd.command_id, reason="lifted",
+                         detail=f"lifted by {cmd.actor}: {cmd.reason}", cycles=s.cycles, ladder_level=s.level,
+                         actor=cmd.actor, policy=policy)
+    ps.suspension = None
+    ps.failed_streak = ps.enforce_streak = ps.passed_streak = ps.frozen_streak = 0
+    ps.streak_cycles, ps.streak_evidence = [], []
+    state.updated_at = cmd.at
+    return [decision]
+
+
+def _set_mode(state: ModelState, cmd: SetMode, policy: Policy) -> list[Effect]:
+    if not _remember(state, cmd.command_id):
+        return []
+    before = mode_of(state, policy, cmd.kind)
+    if cmd.kind is None:
+        state.mode = cmd.mode
+    else:
+        state.kind_modes = {**state.kind_modes, cmd.kind: cmd.mode}
+    state.updated_at = cmd.at
+    scope = f"probe kind {cmd.kind}" if cmd.kind else "all probe kinds"
+    return [_decision(state, "", "mode_changed", cmd.at, anchor=cmd.command_id, reason="operator",
+                      detail=f"{scope}: {before} -> {cmd.mode} by {cmd.actor}" + (f" ({cmd.reason})" if cmd.reason else ""),
+                      kind=cmd.kind, actor=cmd.actor, mode=cmd.mode, policy=policy)]
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _decision(state: ModelState, provider: str, action: str, at: datetime, *, anchor: str, reason: str,
+              policy: Policy, detail: str = "", until: datetime | None = None, ladder_level: int = 0,
+              cycles: list[str] | None = None, evidence: list[ResultRef] | None = None,
+              mode: Mode | None = None, kind: str | None = None, actor: str | None = None) -> Decision:
+    return Decision(
+        at=at,
+        decision_id=ids.decision_id(state.model, provider, action, anchor),
+        model=state.model,
+        provider=provider,
+        action=action,  # type: ignore[arg-type]
+        reason=reason,
+        detail=detail,
+        until=until,
+        ladder_level=ladder_level,
+        cycles=list(cycles or []),
+        evidence=list(evidence or []),
+        mode=mode or mode_of(state, policy, kind),
+        kind=kind,
+        actor=actor,
+    )
+
+
+def _human(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        days = int(seconds // 86400)
+        return f"{days} day" + ("s" if days != 1 else "")
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds:g} s"
+
+
+def _fmt(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def suspended(state: ModelState, at: datetime | None = None) -> dict[str, Suspension]:
+    """Providers with an active enforced suspension (at ``at``, if given)."""
+    return {name: ps.suspension for name, ps in state.providers.items()
+            if ps.suspension is not None and ps.suspension.enforced
+            and (at is None or ps.suspension.until > at)}

@@ -1,0 +1,163 @@
+"""The prober's core: one task in, one ProbeResult out.
+
+Everything a probe decides beyond a single reply lives here: capability
+gating (a kind whose parameter the endpoint does not declare is
+``not_applicable``, not broken), pin verification (a reply served by another
+provider proves nothing: ``inconclusive``/``pin_violated``) and the language
+probe's confirmation (on an anomaly two more tries at once, majority decides,
+all replies kept; DESIGN.md, contract 4).  The checks themselves are in
+:mod:`services.prober.checks`.
+
+No NATS, no httpx objects: the request goes through the ``send`` callable the
+shell passes in, and time through ``now``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from services.prober.checks import Evaluation, evaluate
+from services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
+from services.prober.reply import Reply
+from shared.events import CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
+
+#: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
+REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "structured": ("structured_outputs",),
+}
+
+Send = Callable[[ProbeTask, ProbeRequest], Awaitable[Reply]]
+
+
+def gate(task: ProbeTask) -> CheckResult | None:
+    """``not_applicable`` when the endpoint does not declare a parameter the kind needs.
+
+    An endpoint that lists no parameters at all is probed (the listing is old).
+    """
+    needed = REQUIRED_PARAMETERS.get(task.kind, ())
+    declared = set(task.supported_parameters)
+    missing = [p for p in needed if declared and p not in declared]
+    if missing:
+        return CheckResult(check="capability", outcome="not_applicable", reason="unsupported_parameter",
+                           evidence={"missing": missing})
+    return None
+
+
+def verify_pin(task: ProbeTask, reply: Reply) -> CheckResult | None:
+    """``inconclusive``/``pin_violated`` when the response names another provider.
+
+    The gateway names the serving provider by display name only
+    (openrouter-api.md section 3), so it is compared with the endpoint's
+    ``provider_name`` from discovery, case-insensitively.
+    """
+    if not task.provider_name or not reply.served_by:
+        return None
+    if reply.served_by.strip().lower() != task.provider_name.strip().lower():
+        return CheckResult(check="pin", outcome="inconclusive", reason="pin_violated",
+                           evidence={"pinned": task.provider, "expected": task.provider_name,
+                                     "served_by": reply.served_by})
+    return None
+
+
+def evidence_of(reply: Reply) -> ReplyEvidence:
+    """The evidence kept from a reply: status, finish reasons, timings, first bytes."""
+    return ReplyEvidence(
+        http_status=reply.http_status,
+        finish_reason=reply.finish_reason,
+        native_finish_reason=reply.native_finish_reason,
+        served_by=reply.served_by,
+        generation_id=reply.generation_id,
+        ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),
+        total_ms=None if reply.total_ms is None else round(reply.total_ms, 1),
+        first_bytes=reply.text[:160],
+        output_chars=len(reply.text),
+        error=(reply.transport_error or (str(reply.error)[:300] if reply.error else None)),
+        usage={k: v for k, v in reply.usage.items() if k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+    )
+
+
+async def run_probe(
+    task: ProbeTask,
+    send: Send,
+    now: Callable[[], datetime],
+    *,
+    max_tokens: int,
+    ttft_threshold_s: float,
+    confirmations: int,
+    prober: str,
+) -> ProbeResult:
+    """Run ``task`` and return its result.
+
+    Args:
+        task: the work item.
+        send: sends one request and returns the finished reply.
+        now: UTC clock, for ``started_at`` and ``at``.
+        max_tokens: output budget of each request.
+        ttft_threshold_s: latency bar (DESIGN.md, contract 1).
+        confirmations: extra tries on a language anomaly (DESIGN.md: 2).
+        prober: this prober's id, recorded in the result.
+    """
+    started = now()
+    gated = gate(task)
+    if gated is not None:
+        return _result(task, started, now(), "not_applicable", gated.reason, [gated], ReplyEvidence(), [], prober)
+    probe = build(task.kind, task.language, max_tokens=max_tokens, ttft_threshold_s=ttft_threshold_s)
+    attempts = [await _attempt(task, probe, send)]
+    first = attempts[0]
+    if task.kind == "language" and first[1].outcome in ("fail", "inconclusive") and first[1].reason not in (
+        "too_short", "pin_violated"
+    ):
+        for _ in range(confirmations):
+            attempts.append(await _attempt(task, probe, send))
+    outcome, reason, chosen = _majority(attempts)
+    reply, evaluation = chosen
+    kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r))
+            for r, ev in attempts] if len(attempts) > 1 else []
+    return _result(task, started, now(), outcome, reason, evaluation.checks, evidence_of(reply), kept, prober)
+
+
+async def _attempt(task: ProbeTask, probe: ProbeRequest, send: Send) -> tuple[Reply, Evaluation]:
+    reply = await send(task, probe)
+    evaluation = evaluate(reply, probe.spec)
+    pin = verify_pin(task, reply)
+    if pin is not None and evaluation.outcome != "transport_error":
+        evaluation = Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])
+    return reply, evaluation
+
+
+def _majority(attempts: list[tuple[Reply, Evaluation]]) -> tuple[str, str, tuple[Reply, Evaluation]]:
+    if len(attempts) == 1:
+        reply, ev = attempts[0]
+        return ev.outcome, ev.reason, attempts[0]
+    votes = Counter(ev.outcome for _, ev in attempts)
+    outcome, count = votes.most_common(1)[0]
+    if count * 2 <= len(attempts):
+        # no majority (e.g. fail / pass / transport_error): nothing is proven
+        chosen = attempts[0]
+        return "inconclusive", "no_majority", chosen
+    chosen = next(a for a in attempts if a[1].outcome == outcome)
+    return outcome, chosen[1].reason, chosen
+
+
+def _result(task: ProbeTask, started: datetime, at: datetime, outcome: str, reason: str, checks: list[CheckResult],
+            reply: ReplyEvidence, attempts: list[ProbeAttempt], prober: str) -> ProbeResult:
+    return ProbeResult(
+        at=at,
+        started_at=started,
+        task_id=task.task_id,
+        model=task.model,
+        provider=task.provider,
+        kind=task.kind,
+        language=task.language,
+        cycle=task.cycle,
+        outcome=outcome,  # type: ignore[arg-type]
+        reason=reason,
+        checks=checks,
+        reply=reply,
+        attempts=attempts,
+        control=task.control,
+        prober=prober,
+        prompt_version=PROMPT_VERSION,
+    )

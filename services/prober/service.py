@@ -1,0 +1,90 @@
+"""Prober service: pull ProbeTasks from the shared durable, probe, publish ProbeResults.
+
+Every replica binds the same durable (``prober-v1``), so tasks are spread
+across probers and a dead prober's tasks are redelivered after ``ack_wait``
+(DESIGN.md, "Subjects and streams").  A result is published with the task id
+as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
+result is dropped by JetStream.  A task past its cycle's deadline is dropped
+unprobed: its result could not count any more.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import httpx
+from faststream import FastStream
+
+from services.prober.core import run_probe
+from services.prober.http import request_body, send_probe
+from services.prober.prompts import ProbeRequest
+from services.prober.reply import Reply
+from shared import clock, codec, metrics, streams, subjects
+from shared.broker import Delivery
+from shared.events import ProbeTask
+from shared.openrouter import make_client
+from shared.service import Shell
+from shared.settings import Settings
+from shared.streams import LOG
+
+CAPABILITY_KINDS = frozenset({"structured"})
+
+
+class Prober:
+    """Runs probes for one prober process."""
+
+    def __init__(self, settings: Settings, client: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self.client = client
+        self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    async def send(self, task: ProbeTask, probe: ProbeRequest) -> Reply:
+        """Send one pinned request for ``task`` (the port :mod:`services.prober.core` uses)."""
+        assert self.client is not None, "Prober.send before start"
+        body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS)
+        ttft_deadline = self.settings.ttft_threshold_s * 1.05 if task.kind == "ttft" else None
+        return await send_probe(self.client, body, ttft_deadline_s=ttft_deadline,
+                                total_timeout_s=self.settings.request_timeout_s)
+
+    async def probe(self, task: ProbeTask):
+        """Run ``task`` and return its ProbeResult."""
+        with metrics.PROBE_SECONDS.labels(task.kind).time():
+            result = await run_probe(
+                task,
+                self.send,
+                clock.now,
+                max_tokens=self.settings.max_tokens,
+                ttft_threshold_s=self.settings.ttft_threshold_s,
+                confirmations=self.settings.language_confirmations,
+                prober=self.prober_id,
+            )
+        metrics.PROBES.labels(task.kind, result.outcome).inc()
+        return result
+
+
+def create_app(settings: Settings | None = None) -> FastStream:
+    """The prober's FastStream app."""
+    settings = settings or Settings.load()
+    shell = Shell("prober", settings)
+    prober = Prober(settings)
+
+    async def open_client() -> None:
+        prober.client = make_client(settings)
+
+    async def close_client() -> None:
+        if prober.client is not None:
+            await prober.client.aclose()
+
+    async def apply(task: ProbeTask, delivery: Delivery) -> None:
+        if clock.now() >= task.deadline:
+            shell.log.info("task_expired", task_id=task.task_id, deadline=task.deadline.isoformat())
+            return
+        result = await prober.probe(task)
+        await shell.publisher.publish(result, subjects.result(task.model, task.provider), task.task_id, LOG)
+        shell.log.debug("probe_done", task_id=task.task_id, outcome=result.outcome, reason=result.reason)
+
+    shell.on_startup(open_client)
+    shell.on_shutdown(close_client)
+    shell.subscribe(streams.prober_consumer(settings), codec.PROBE_TASK, apply, batch=settings.prober_batch)
+    return shell.app

@@ -1,0 +1,253 @@
+"""Router service: keep the three layers, publish a new IgnoreSnapshot when the merge changes.
+
+Inputs (durable ``router-v1``, in log order): judge decisions (``suspend`` and
+``end``; observe-mode ``would_*`` never touch routing) and operator commands
+(``AddOverride``, ``RemoveOverride``, ``ReloadExclusions``).  Overrides and
+suspensions live in Redis, so a restart keeps them; the reviewed exclusions
+come from the file.  Snapshots are written to the KV bucket with
+compare-and-set on the last revision (versions never go back) and published
+on ``canary.routing.<model>``.  A timer publishes a new snapshot at the moment
+an entry expires, not at the next cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import msgspec
+from faststream import FastStream
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+from redis.exceptions import RedisError
+
+from services.router.core import Exclusion, Override, Suspension, load_exclusions, merge, next_expiry
+from shared import clock, codec, ids, streams, subjects
+from shared.broker import Delivery
+from shared.codec import Codec
+from shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from shared.errors import ConfigError, Rejected, Transient
+from shared.events import Decision
+from shared.service import Shell, redis_client
+from shared.settings import Settings
+from shared.snapshots import IgnoreSnapshot
+from shared.streams import LOG, ROUTING_BUCKET
+
+ROUTER_INPUT = Codec(Decision | AddOverride | RemoveOverride | ReloadExclusions | LiftSuspension | SetMode,
+                     "router input")
+
+_override_dec = msgspec.json.Decoder(Override)
+_suspension_dec = msgspec.json.Decoder(Suspension)
+SEEN_MEMORY = 10_000
+
+
+class Router:
+    """The router's state access and snapshot publishing."""
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self.settings = shell.settings
+        self.redis = None
+        self.kv: KeyValue | None = None
+        self.exclusions: list[Exclusion] = []
+        self.lock = asyncio.Lock()
+        self.wake = asyncio.Event()
+        ns = self.settings.namespace
+        self.k_overrides = f"{ns}:router:overrides"
+        self.k_suspensions = f"{ns}:router:suspensions"
+        self.k_seen = f"{ns}:router:seen"
+        self.k_models = f"{ns}:router:models"
+
+    # -- state -------------------------------------------------------------------
+
+    async def _call(self, coro):
+        try:
+            return await coro
+        except RedisError as exc:
+            raise Transient(f"redis: {exc!r}") from exc
+
+    async def overrides(self) -> list[Override]:
+        raw = await self._call(self.redis.hgetall(self.k_overrides))
+        return sorted((_override_dec.decode(v) for v in raw.values()), key=lambda o: (o.model, o.provider))
+
+    async def suspensions(self) -> list[Suspension]:
+        raw = await self._call(self.redis.hgetall(self.k_suspensions))
+        return sorted((_suspension_dec.decode(v) for v in raw.values()), key=lambda s: (s.model, s.provider))
+
+    async def models(self) -> list[str]:
+        raw = await self._call(self.redis.smembers(self.k_models))
+        known = {m.decode() if isinstance(m, bytes) else m for m in raw}
+        return sorted(known | set(self.settings.models))
+
+    async def _seen(self, anchor: str) -> bool:
+        return await self._call(self.redis.zscore(self.k_seen, anchor)) is not None
+
+    async def _mark(self, anchor: str) -> None:
+        await self._call(self.redis.zadd(self.k_seen, {anchor: clock.now().timestamp()}))
+        await self._call(self.redis.zremrangebyrank(self.k_seen, 0, -SEEN_MEMORY - 1))
+
+    # -- inputs --------------------------------------------------------------------
+
+    async def apply(self, event, delivery: Delivery) -> None:
+        """Apply one decision or command, then publish what changed."""
+        match event:
+            case Decision():
+                anchor = event.decision_id
+            case AddOverride() | RemoveOverride() | ReloadExclusions():
+                anchor = event.command_id
+            case _:
+                return  # lift and mode are the judge's
+        if await self._seen(anchor):
+            return
+        changed_models = await self._apply(event)
+        for model in changed_models:
+            await self.publish_snapshot(model)
+        await self._mark(anchor)
+        self.wake.set()
+
+    async def _apply(self, event) -> list[str]:
+        match event:
+            case Decision(action="suspend"):
+                if event.until is None:
+                    raise Rejected(f"suspend decision {event.decision_id} has no until")
+                record = Suspension(provider=event.provider, model=event.model, reason=event.detail or event.reason,
+                                    since=event.at, until=event.until, decision_id=event.decision_id)
+                await self._call(self.redis.hset(self.k_suspensions, f"{event.model}\n{event.provider}",
+                                                 msgspec.json.encode(record)))
+                await self._call(self.redis.sadd(self.k_models, event.model))
+                self.shell.log.info("suspension_applied", model=event.model, provider=event.provider,
+                                    until=event.until.isoformat())
+                return [event.model]
+            case Decision(action="end"):
+                await self._call(self.redis.hdel(self.k_suspensions, f"{event.model}\n{event.provider}"))
+                return [event.model]
+            case Decision():
+                return []
+            case AddOverride():
+                if event.expires_at is not None and event.expires_at <= event.at:
+                    raise Rejected(f"override of {event.provider} by {event.actor} expires before it starts")
+                record = Override(provider=event.provider, model=event.model, reason=event.reason, actor=event.actor,
+                                  since=event.at, until=event.expires_at, reference=event.reference,
+                                  command_id=event.command_id)
+                await self._call(self.redis.hset(self.k_overrides, f"{event.provider}\n{event.model}",
+                                                 msgspec.json.encode(record)))
+                self.shell.log.info("override_added", provider=event.provider, model=event.model, actor=event.actor,
+                                    reason=event.reason)
+                return await self._affected(event.model)
+            case RemoveOverride():
+                removed = await self._call(self.redis.hdel(self.k_overrides, f"{event.provider}\n{event.model}"))
+                if not removed:
+                    raise Rejected(f"no override of {event.provider} for {event.model} to remove")
+                self.shell.log.info("override_removed", provider=event.provider, model=event.model, actor=event.actor)
+                return await self._affected(event.model)
+            case ReloadExclusions():
+                try:
+                    self.exclusions = load_exclusions(self.settings.exclusions_file)
+                except ConfigError as exc:
+                    raise Rejected(f"exclusions not reloaded, the old ones stay: {exc}") from exc
+                self.shell.log.info("exclusions_reloaded", count=len(self.exclusions), actor=event.actor)
+                return await self.models()
+        return []
+
+    async def _affected(self, scope: str) -> list[str]:
+        if scope == "*":
+            return await self.models()
+        await self._call(self.redis.sadd(self.k_models, scope))
+        return [scope]
+
+    # -- snapshots -------------------------------------------------------------------
+
+    async def current(self, model: str) -> tuple[IgnoreSnapshot | None, int]:
+        """The snapshot in the KV bucket and its revision (``None, 0`` when absent)."""
+        assert self.kv is not None
+        try:
+            entry = await self.kv.get(subjects.kv_key(model))
+        except KeyNotFoundError:
+            return None, 0
+        if entry.value is None:
+            return None, entry.revision or 0
+        return codec.SNAPSHOT.decode(entry.value), entry.revision or 0
+
+    async def publish_snapshot(self, model: str, now: datetime | None = None) -> IgnoreSnapshot | None:
+        """Merge the layers for ``model``; write and publish a new version if it changed.
+
+        Returns:
+            The new snapshot, or ``None`` when the merge is unchanged.
+
+        Raises:
+            Transient: KV or NATS unavailable, or another writer won the race.
+        """
+        async with self.lock:
+            now = now or clock.now()
+            entries = merge(model, self.exclusions, await self.overrides(), await self.suspensions(), now)
+            previous, revision = await self.current(model)
+            if previous is not None and previous.entries == entries:
+                return None
+            if previous is None and not entries and revision:
+                return None
+            snapshot = IgnoreSnapshot(at=now, model=model, version=(previous.version if previous else 0) + 1,
+                                      entries=entries)
+            assert self.kv is not None
+            try:
+                if revision:
+                    await self.kv.update(subjects.kv_key(model), codec.encode(snapshot), last=revision)
+                else:
+                    await self.kv.create(subjects.kv_key(model), codec.encode(snapshot))
+            except KeyWrongLastSequenceError as exc:
+                raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
+            except Exception as exc:
+                if "wrong last sequence" in str(exc).lower():
+                    raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
+                raise Transient(f"kv write for {model} failed: {exc!r}") from exc
+            await self.shell.publisher.publish(snapshot, subjects.routing(model),
+                                               ids.snapshot_id(model, snapshot.version), LOG)
+            self.shell.log.info("snapshot_published", model=model, version=snapshot.version,
+                                ignore=snapshot.ignore_at(now))
+            return snapshot
+
+    async def expiry_loop(self) -> None:
+        """Publish a new snapshot at the moment an entry expires."""
+        while True:
+            try:
+                now = clock.now()
+                for model in await self.models():
+                    await self.publish_snapshot(model, now)
+                upcoming = next_expiry(self.exclusions, await self.overrides(), await self.suspensions(), now)
+                wait = 30.0 if upcoming is None else max(0.0, (upcoming - clock.now()).total_seconds()) + 0.005
+            except Transient as exc:
+                self.shell.log.warning("expiry_check_failed", error=str(exc))
+                wait = 1.0
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=min(wait, 30.0))
+            except TimeoutError:
+                pass
+
+
+def create_app(settings: Settings | None = None) -> FastStream:
+    """The router's FastStream app.
+
+    Raises:
+        ConfigError: at start, when the reviewed exclusions file is invalid
+            (the message names the file and line).
+    """
+    settings = settings or Settings.load()
+    shell = Shell("router", settings)
+    router = Router(shell)
+    router.exclusions = load_exclusions(settings.exclusions_file)
+
+    async def open_clients() -> None:
+        router.redis = redis_client(settings)
+        # Bind the bucket before the subscriber starts: handlers need it at once.
+        await shell.broker.connect()
+        router.kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
+
+    async def close_clients() -> None:
+        if router.redis is not None:
+            await router.redis.aclose()
+
+    shell.on_startup(open_clients)
+    shell.on_shutdown(close_clients)
+    shell.subscribe(streams.router_consumer(settings), ROUTER_INPUT, router.apply)
+    shell.background(router.expiry_loop)
+    return shell.app

@@ -1,0 +1,257 @@
+"""The chat-backend client: the ``provider`` object for the next OpenRouter request.
+
+Usage (see ``examples/chat_backend.py``)::
+
+    client = IgnoreListClient(nats_url, "deepseek/deepseek-chat-v3.1", cache_path="/var/cache/canary.json")
+    await client.start()            # never raises for an unreachable bus
+    body["provider"] = client.provider({"sort": "price"})   # sync, never blocks
+    ...
+    await client.stop()
+
+Guarantees (DESIGN.md, "The router"; issue "Router and its users"):
+
+- At start it loads the last good snapshot from ``cache_path`` (if given), then
+  the current one from the KV bucket ``canary-routing``, then watches it.
+- It keeps the last good snapshot when NATS is unreachable and says how old it
+  is (:attr:`age_s`); it reconnects and catches up on its own.
+- It refuses a snapshot whose version is lower than one it applied (no rollback).
+- :meth:`provider` drops entries whose ``until`` has passed on the client's own
+  clock, merges the caller's preferences (their ``ignore`` entries are kept),
+  and never waits on the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
+
+from shared import subjects
+from shared.codec import SNAPSHOT, encode
+from shared.errors import Undecodable
+from shared.logging import get as get_logger
+from shared.snapshots import IgnoreSnapshot
+from shared.streams import ROUTING_BUCKET
+
+RECHECK_S = 15.0
+
+
+class IgnoreListClient:
+    """Follows one model's IgnoreSnapshot and hands out the ``provider`` object.
+
+    Args:
+        nats_url: NATS server URL.
+        model: the model id whose ignore list is followed.
+        user, password: the chat backend's NATS credential (read-only on routing).
+        cache_path: file keeping the last good snapshot across restarts.
+        on_change: called with each newly applied snapshot.
+        now: the client's clock (UTC), for expiry; default the system clock.
+    """
+
+    def __init__(self, nats_url: str, model: str, *, user: str = "", password: str = "",
+                 cache_path: str | os.PathLike[str] | None = None,
+                 on_change: Callable[[IgnoreSnapshot], None] | None = None,
+                 now: Callable[[], datetime] | None = None) -> None:
+        self.nats_url = nats_url
+        self.model = model
+        self.user = user
+        self.password = password
+        self.cache_path = Path(cache_path) if cache_path else None
+        self.on_change = on_change
+        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.snapshot: IgnoreSnapshot | None = None
+        self.refused: int = 0
+        self.connected = False
+        self._contact: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._nc: Any = None
+        self._log = get_logger("client")
+
+    # -- what the chat backend calls ---------------------------------------------
+
+    def ignore(self) -> list[str]:
+        """Provider tags to ignore now (expired entries dropped on this client's clock)."""
+        if self.snapshot is None:
+            return []
+        return self.snapshot.ignore_at(self.now())
+
+    def provider(self, preferences: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``provider`` object for the next request (openrouter-api.md section 2).
+
+        Args:
+            preferences: the caller's own provider preferences (``order``,
+                ``sort``, ``ignore`` ...); kept, with ``ignore`` unioned.
+
+        Returns:
+            A new dict, e.g. ``{"sort": "price", "ignore": ["lambda/fp8"]}``.
+        """
+        out = dict(preferences or {})
+        ours = self.ignore()
+        theirs = list(out.get("ignore") or [])
+        out["ignore"] = sorted(set(theirs) | set(ours))
+        return out
+
+    @property
+    def version(self) -> int:
+        """Version of the applied snapshot (0: none)."""
+        return self.snapshot.version if self.snapshot else 0
+
+    @property
+    def age_s(self) -> float | None:
+        """Seconds since the bus last confirmed the snapshot (``None``: never)."""
+        return None if self._contact is None else time.monotonic() - self._contact
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the cached snapshot and start following the bus in the background."""
+        self._load_cache()
+        self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
+        await asyncio.sleep(0)
+
+    async def wait_ready(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the bus confirmed the current snapshot; else ``True`` only if a cached one is served."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._contact is not None:
+                return True
+            await asyncio.sleep(0.05)
+        return self.snapshot is not None
+
+    async def stop(self) -> None:
+        """Stop following the bus and close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+
+    # -- applying snapshots ------------------------------------------------------
+
+    def apply(self, raw: bytes) -> bool:
+        """Apply a snapshot's bytes if newer; ``True`` when applied.
+
+        Lower or equal versions are refused (no rollback); undecodable bytes
+        are refused with a log line, and the last good snapshot stays.
+        """
+        try:
+            snapshot = SNAPSHOT.decode(raw)
+        except Undecodable as exc:
+            self._log.warning("snapshot_refused", reason="undecodable", error=str(exc))
+            self.refused += 1
+            return False
+        if snapshot.model != self.model:
+            return False
+        if self.snapshot is not None and snapshot.version <= self.snapshot.version:
+            if snapshot.version < self.snapshot.version:
+                self._log.warning("snapshot_refused", reason="rollback", version=snapshot.version,
+                                  applied=self.snapshot.version)
+                self.refused += 1
+            return False
+        self.snapshot = snapshot
+        self._save_cache(raw)
+        if self.on_change is not None:
+            self.on_change(snapshot)
+        return True
+
+    def _load_cache(self) -> None:
+        if self.cache_path is None or not self.cache_path.exists():
+            return
+        try:
+            self.apply(self.cache_path.read_bytes())
+        except OSError as exc:
+            self._log.warning("cache_unreadable", path=str(self.cache_path), error=str(exc))
+
+    def _save_cache(self, raw: bytes) -> None:
+        if self.cache_path is None:
+            return
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.cache_path.parent, prefix=".snapshot-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
+            os.replace(tmp, self.cache_path)
+        except OSError as exc:
+            self._log.warning("cache_not_written", path=str(self.cache_path), error=str(exc))
+
+    # -- following the bus ---------------------------------------------------------
+
+    async def _connect(self) -> Any:
+        kwargs: dict[str, Any] = {}
+        if self.user:
+            kwargs = {"user": self.user, "password": self.password}
+        delay = 0.2
+        while True:
+            try:
+                return await nats.connect(
+                    self.nats_url, name=f"canary-client-{self.model}", connect_timeout=2,
+                    max_reconnect_attempts=-1, reconnect_time_wait=1, allow_reconnect=True,
+                    disconnected_cb=self._disconnected, reconnected_cb=self._reconnected, **kwargs)
+            except Exception as exc:  # NoServersError, OSError, auth errors: keep serving the cache
+                self._log.debug("bus_unreachable", error=repr(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _disconnected(self) -> None:
+        self.connected = False
+
+    async def _reconnected(self) -> None:
+        self.connected = True
+
+    async def _run(self) -> None:
+        self._nc = await self._connect()
+        self.connected = True
+        key = subjects.kv_key(self.model)
+        while True:
+            try:
+                kv = await self._nc.jetstream().key_value(ROUTING_BUCKET)
+                await self._refresh(kv, key)
+                watcher = await kv.watch(key)
+                try:
+                    while True:
+                        try:
+                            entry = await watcher.updates(timeout=RECHECK_S)
+                        except nats.errors.TimeoutError:
+                            await self._refresh(kv, key)  # the bus still answers: the snapshot is current
+                            continue
+                        if entry is None or entry.value is None:
+                            continue
+                        self.apply(entry.value)
+                        self._contact = time.monotonic()
+                finally:
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()
+            except asyncio.CancelledError:
+                raise
+            except (BucketNotFoundError, NotFoundError):
+                await asyncio.sleep(1.0)
+            except Exception as exc:
+                self._log.debug("watch_restart", error=repr(exc))
+                await asyncio.sleep(1.0)
+
+    async def _refresh(self, kv: Any, key: str) -> None:
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            self._contact = time.monotonic()
+            return
+        if entry.value:
+            self.apply(entry.value)
+        self._contact = time.monotonic()
+
+
+def snapshot_bytes(snapshot: IgnoreSnapshot) -> bytes:
+    """Wire bytes of a snapshot (for tests and tools)."""
+    return encode(snapshot)
+

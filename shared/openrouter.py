@@ -1,0 +1,115 @@
+"""The OpenRouter HTTP API: client construction and the endpoints listing.
+
+The same code talks to the real gateway (``OPENROUTER_BASE_URL`` default
+``https://openrouter.ai/api/v1`` with ``OPENROUTER_API_KEY``) and to the
+simulated one (:mod:`simulator`).  Request headers follow openrouter-api.md
+section 9: ``Authorization: Bearer`` (only when a key is set; the key is never
+logged), ``HTTP-Referer`` and ``X-OpenRouter-Title`` for attribution; no
+caching or session headers, so that every probe reaches a provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import msgspec
+
+from shared.errors import Transient
+from shared.events import Endpoint
+from shared.settings import Settings
+
+
+def make_client(settings: Settings, *, timeout_s: float | None = None) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for the gateway at ``settings.openrouter_base_url``.
+
+    Args:
+        settings: base URL, API key, attribution headers.
+        timeout_s: read timeout (default ``settings.request_timeout_s``); connect 5 s.
+    """
+    headers = {
+        "HTTP-Referer": settings.http_referer,
+        "X-OpenRouter-Title": settings.app_title,
+        "User-Agent": "reverie-canary/0.1",
+    }
+    if settings.openrouter_api_key:
+        headers["Authorization"] = f"Bearer {settings.openrouter_api_key}"
+    read = timeout_s or settings.request_timeout_s
+    return httpx.AsyncClient(
+        base_url=settings.openrouter_base_url.rstrip("/") + "/",
+        headers=headers,
+        timeout=httpx.Timeout(connect=5.0, read=read, write=10.0, pool=10.0),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+    )
+
+
+class _PublicEndpoint(msgspec.Struct, kw_only=True):
+    tag: str
+    provider_name: str = ""
+    model_id: str = ""
+    supported_parameters: list[str] = []
+    quantization: str | None = None
+    context_length: int | None = None
+    max_completion_tokens: int | None = None
+    status: int | None = None
+
+
+class _EndpointsData(msgspec.Struct, kw_only=True):
+    id: str = ""
+    endpoints: list[_PublicEndpoint] = []
+
+
+class _EndpointsResponse(msgspec.Struct, kw_only=True):
+    data: _EndpointsData
+
+
+_endpoints_decoder = msgspec.json.Decoder(_EndpointsResponse)
+
+
+async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint]:
+    """List a model's endpoints: ``GET /models/{author}/{slug}/endpoints`` (openrouter-api.md 1.1).
+
+    Decoding is permissive about extra and missing optional fields (older
+    responses have fewer), strict about the types of the fields used.
+
+    Returns:
+        One :class:`shared.events.Endpoint` per endpoint ``tag``, in listing order.
+
+    Raises:
+        Transient: network error, timeout, 5xx or 429.
+        ValueError: 4xx (unknown model) or a body that is not the documented shape.
+    """
+    try:
+        response = await client.get(f"models/{model}/endpoints")
+    except httpx.HTTPError as exc:
+        raise Transient(f"listing endpoints of {model} failed: {exc!r}", model=model) from exc
+    if response.status_code == 429 or response.status_code >= 500:
+        raise Transient(f"listing endpoints of {model}: HTTP {response.status_code}", model=model)
+    if response.status_code != 200:
+        raise ValueError(f"listing endpoints of {model}: HTTP {response.status_code}: {_error_message(response)}")
+    try:
+        body = _endpoints_decoder.decode(response.content)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"listing endpoints of {model}: unexpected body: {exc}") from exc
+    return [
+        Endpoint(
+            provider=e.tag,
+            provider_name=e.provider_name,
+            model_id=e.model_id,
+            supported_parameters=list(e.supported_parameters),
+            quantization=e.quantization,
+            context_length=e.context_length,
+            max_completion_tokens=e.max_completion_tokens,
+            status=e.status,
+        )
+        for e in body.data.endpoints
+        if e.tag
+    ]
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        data: Any = response.json()
+        return str(data.get("error", {}).get("message", ""))[:300]
+    except ValueError:
+        return response.text[:300]

@@ -1,0 +1,133 @@
+"""The thin shell of a service: FastStream app, broker, durable subscriptions, background loops.
+
+Each service module builds one :class:`Shell`, registers its handlers with
+:meth:`Shell.subscribe` (strict decoding, the ack mapping of
+:func:`shared.broker.handle`) and its timers with :meth:`Shell.background`,
+and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
+runs one app; ``canary up`` and ``canary demo`` run all five in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+import redis.asyncio as aioredis
+from faststream import AckPolicy, FastStream
+from faststream.nats import JStream, NatsMessage, PullSub
+from nats.errors import Error as NatsError
+from nats.js.errors import APIError
+
+from shared import streams
+from shared.broker import Delivery, Publisher, handle, make_broker
+from shared.codec import Codec
+from shared.logging import get as get_logger
+from shared.settings import Settings
+from shared.streams import ConsumerSpec
+
+
+async def ensure_streams(settings: Settings) -> None:
+    """Create or update the streams and KV bucket with a short-lived connection.
+
+    A service whose credential may not manage streams (``config/nats/``) logs
+    that and goes on: the operator's ``canary init`` (or the demo) created them.
+    """
+    log = get_logger("streams")
+    kwargs: dict[str, Any] = {}
+    if settings.nats_user:
+        kwargs = {"user": settings.nats_user, "password": settings.nats_password}
+    nc = await nats.connect(settings.nats_url, connect_timeout=5, max_reconnect_attempts=3, **kwargs)
+    try:
+        await streams.ensure(nc.jetstream(), settings)
+    except (APIError, NatsError) as exc:
+        log.warning("streams_not_ensured", error=str(exc))
+    finally:
+        await nc.close()
+
+
+def redis_client(settings: Settings) -> aioredis.Redis:
+    """An asyncio Redis client for ``settings.redis_url`` (bytes in, bytes out)."""
+    return aioredis.from_url(settings.redis_url, socket_connect_timeout=5, health_check_interval=30)
+
+
+class Shell:
+    """One service's FastStream app and the pieces every handler needs."""
+
+    def __init__(self, name: str, settings: Settings) -> None:
+        self.name = name
+        self.settings = settings
+        self.broker = make_broker(settings, name)
+        self.publisher = Publisher(self.broker, name)
+        self.log = get_logger(name)
+        self.app = FastStream(self.broker, logger=None)
+        self._loops: list[Callable[[], Awaitable[None]]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.app.on_startup(self._on_startup)
+        self.app.after_startup(self._after_startup)
+        self.app.on_shutdown(self._on_shutdown)
+        self._startup: list[Callable[[], Awaitable[None]]] = []
+        self._shutdown: list[Callable[[], Awaitable[None]]] = []
+
+    def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` before the broker connects (open clients here)."""
+        self._startup.append(fn)
+
+    def on_shutdown(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` when the service stops (close clients here)."""
+        self._shutdown.append(fn)
+
+    def subscribe(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
+                  *, batch: int = 1) -> None:
+        """Bind the durable pull consumer ``spec`` and handle each message with ``apply``.
+
+        ``batch`` messages are fetched at a time and handled concurrently
+        (FastStream's pull loop); use 1 where order matters.
+        """
+
+        @self.broker.subscriber(
+            spec.filter_subjects[0],
+            stream=JStream(spec.stream, declare=False),
+            durable=spec.durable,
+            pull_sub=PullSub(batch_size=batch, timeout=1.0),
+            config=spec.config(),
+            ack_policy=AckPolicy.MANUAL,
+            title=f"{self.name}:{spec.durable}",
+        )
+        async def _handler(msg: NatsMessage) -> None:
+            await handle(msg, service=self.name, decoder=decoder, apply=apply,
+                         publisher=self.publisher, settings=self.settings)
+
+    def background(self, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run ``loop`` as a task once the broker is connected; cancel it on shutdown."""
+        self._loops.append(loop)
+
+    async def _on_startup(self) -> None:
+        await ensure_streams(self.settings)
+        for fn in self._startup:
+            await fn()
+
+    async def _after_startup(self) -> None:
+        for loop in self._loops:
+            self._tasks.append(asyncio.create_task(self._guard(loop), name=f"{self.name}-loop"))
+
+    async def _guard(self, loop: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.error("background_loop_crashed", exc_info=True)
+
+    async def _on_shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        for fn in self._shutdown:
+            await fn()

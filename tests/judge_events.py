@@ -1,0 +1,65 @@
+"""Builders of judge input events for tests: cycles of a model with chosen outcomes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from shared import ids
+from shared.events import CycleClosed, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeResult
+
+MODEL = "acme/chat-1"
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+CYCLE = timedelta(minutes=30)
+WINDOW = timedelta(minutes=10)
+
+
+def cycle_events(
+    n: int,
+    outcomes: dict[str, dict[str, str | tuple[str, str]]],
+    *,
+    model: str = MODEL,
+    start: datetime | None = None,
+    controls: dict[str, dict[str, str]] | None = None,
+    missing: set[tuple[str, str]] = frozenset(),
+    extra_endpoints: tuple[str, ...] = (),
+) -> list:
+    """Events of cycle ``n``: discovery, one result per (provider, kind), close.
+
+    Args:
+        n: cycle number; the cycle starts at ``T0 + n * 30 min`` unless ``start`` is given.
+        outcomes: provider -> kind -> outcome, or ``(outcome, reason)``.
+        controls: control provider -> kind -> outcome.
+        missing: (provider, kind) pairs planned but never answered.
+        extra_endpoints: listed endpoints that get no probes.
+    """
+    start = start or T0 + n * CYCLE
+    cycle = ids.cycle_id(model, start)
+    controls = controls or {}
+    planned: list[PlannedProbe] = []
+    results: list[ProbeResult] = []
+    at = start + timedelta(minutes=1)
+    for group, is_control in ((outcomes, False), (controls, True)):
+        for provider, kinds in sorted(group.items()):
+            for kind, value in sorted(kinds.items()):
+                outcome, reason = (value, "") if isinstance(value, str) else value
+                language = "pt" if kind == "language" else "en"
+                task = ids.task_id(model, n, provider, kind, language)
+                planned.append(PlannedProbe(task_id=task, provider=provider, kind=kind, language=language,
+                                            control=is_control))
+                if (provider, kind) in missing:
+                    continue
+                at += timedelta(seconds=1)
+                results.append(ProbeResult(at=at, task_id=task, model=model, provider=provider, kind=kind,
+                                           language=language, cycle=cycle, outcome=outcome, reason=reason,
+                                           control=is_control))
+    endpoints = [Endpoint(provider=p, provider_name=p.title()) for p in sorted({*outcomes, *controls, *extra_endpoints})]
+    control_map = {kind: provider for provider, kinds in controls.items() for kind in kinds}
+    discovered = EndpointsDiscovered(at=start, model=model, cycle=cycle, cycle_no=n, deadline=start + WINDOW,
+                                     endpoints=endpoints, planned=planned, controls=control_map)
+    closed = CycleClosed(at=start + WINDOW, model=model, cycle=cycle, cycle_no=n)
+    return [discovered, *results, closed]
+
+
+def healthy(*providers: str, kinds: tuple[str, ...] = ("ttft", "structured")) -> dict[str, dict[str, str]]:
+    """Every provider passes every kind."""
+    return {p: {k: "pass" for k in kinds} for p in providers}
