@@ -41,6 +41,10 @@ from shared.streams import DEADLETTER
 
 PUBLISH_TIMEOUT_S = 5.0
 
+#: FastStream's own lines (per-message, task callbacks) go here, quiet below WARNING.
+_BROKER_LOGGER = logging.getLogger("canary.broker")
+_BROKER_LOGGER.setLevel(logging.WARNING)
+
 
 def make_broker(settings: Settings, service: str) -> NatsBroker:
     """A NatsBroker for ``service`` that reconnects forever.
@@ -59,6 +63,7 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
         reconnect_time_wait=1,
         connect_timeout=5,
         graceful_timeout=10.0,
+        logger=_BROKER_LOGGER,
         log_level=logging.DEBUG,
         **kwargs,
     )

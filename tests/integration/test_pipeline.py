@@ -1,0 +1,39 @@
+"""The whole pipeline, end to end, on real NATS and Redis against the simulated gateway.
+
+Healthy providers answer with real sentences from ``../shared/data/lang/sentences``
+(text no one here wrote), so the checks meet natural language.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from canary.demo import pipeline
+from tests.conftest import shared_path
+
+pytestmark = pytest.mark.integration
+
+SLOW, BROKEN, FLAKY = "lambda/fp8", "baseten/fp8", "atlas-cloud/fp8"
+
+
+async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ignored(tmp_path):
+    """Slow and broken are suspended after their second failed cycle; flaky and healthy never."""
+    sentences = str(shared_path("data", "lang", "sentences"))
+    async with pipeline(workdir=tmp_path, scenario="default", sentences=sentences) as p:
+        assert await p.wait_cycles(4)
+        summary = await p.summary()
+
+    providers = summary["providers"]
+    assert summary["ignore"] == sorted([BROKEN, SLOW])
+    assert len(providers) >= 8
+    for slug in (SLOW, BROKEN):
+        assert providers[slug]["verdicts"][:2] == ["failed", "failed"]
+        assert providers[slug]["suspended"] is True
+    suspends = [d for d in summary["decisions"] if d["action"] == "suspend"]
+    assert sorted(d["provider"] for d in suspends) == sorted([BROKEN, SLOW])
+    # transport-only failures freeze: never a failed cycle, never a streak
+    assert "failed" not in providers[FLAKY]["verdicts"]
+    assert providers[FLAKY]["failed_streak"] == 0 and providers[FLAKY]["suspended"] is False
+    for slug, info in providers.items():
+        if slug not in (SLOW, BROKEN, FLAKY):
+            assert set(info["verdicts"]) == {"passed"}, (slug, info)
