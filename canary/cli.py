@@ -188,5 +188,6 @@ def main() -> None:
         sys.exit(2)
 
 
-if __name__ == "__main__":
-    main()
+
+# Commands defined in other modules register themselves on ``app``.
+from canary import cli_judge  # noqa: E402,F401

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+import nats
+
 from canary.demo import pipeline
+from services.judge.core import Policy
+from services.judge.replay import diff_states, read_log, refold
+from services.judge.store import RedisJudgeStore
+from shared.events import Decision
+from shared.service import redis_client
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration
@@ -22,6 +29,11 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
     async with pipeline(workdir=tmp_path, scenario="default", sentences=sentences) as p:
         assert await p.wait_cycles(4)
         summary = await p.summary()
+        replay_differences, replayed_suspends = await _replay(p)
+
+    # the live Redis state is exactly the fold of the log (DESIGN.md: replay gives the same state)
+    assert replay_differences == []
+    assert replayed_suspends == sorted([BROKEN, SLOW])
 
     providers = summary["providers"]
     assert summary["ignore"] == sorted([BROKEN, SLOW])
@@ -37,3 +49,22 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
     for slug, info in providers.items():
         if slug not in (SLOW, BROKEN, FLAKY):
             assert set(info["verdicts"]) == {"passed"}, (slug, info)
+
+
+async def _replay(p) -> tuple[list[str], list[str]]:
+    """Fold the stored log up to the judge's position and diff it with Redis."""
+    settings = p.settings
+    model = settings.models[0]
+    client = redis_client(settings)
+    try:
+        record = await RedisJudgeStore(client, settings.namespace).load(model)
+    finally:
+        await client.aclose()
+    nc = await nats.connect(settings.nats_url)
+    try:
+        logged = await read_log(nc.jetstream())
+    finally:
+        await nc.close()
+    states, effects = refold(logged, Policy.from_settings(settings), positions={model: record.position})
+    suspends = sorted(e.provider for _, e in effects if isinstance(e, Decision) and e.action == "suspend")
+    return diff_states(states[model], record.state), suspends

@@ -1,0 +1,171 @@
+"""``canary replay``, ``canary explain``, ``canary report``: the judge's audits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Optional
+
+import msgspec
+import typer
+
+from canary.cli import ConfigOpt, _settings, app
+
+
+def _decision_line(seq: int | None, d) -> str:
+    until = f" until {d.until.strftime('%Y-%m-%dT%H:%M:%SZ')}" if d.until else ""
+    where = f"#{seq} " if seq is not None else ""
+    who = d.provider or "(model)"
+    return f"{where}{d.at.strftime('%Y-%m-%dT%H:%M:%SZ')}  {d.action:<14} {d.model}  {who}{until}  {d.reason}: {d.detail}"
+
+
+@app.command()
+def replay(
+    events: Annotated[Optional[Path], typer.Option("--events", help="fold this JSON-lines file offline instead of the log")] = None,
+    since: Annotated[Optional[str], typer.Option(help="start at this UTC time (ISO 8601); default the beginning")] = None,
+    other: Annotated[Optional[Path], typer.Option("--config", help="backtest: other thresholds (settings TOML)")] = None,
+) -> None:
+    """Fold the event log again: the decision timeline and any difference from the live Redis state.
+
+    Exit status 1 when the live state differs from the log.
+    """
+    from services.judge.core import Policy, fold
+    from services.judge.replay import backtest, read_events_file
+    from shared.errors import Undecodable
+    from shared.events import Decision
+
+    settings = _settings()
+    policy = Policy.from_settings(settings)
+    other_policy = Policy.from_settings(_settings(other)) if other else None
+
+    if events is not None:
+        try:
+            evs = read_events_file(events.read_text(encoding="utf-8").splitlines())
+        except (OSError, Undecodable) as exc:
+            typer.echo(f"error: {events}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if other_policy is not None:
+            diff = backtest(evs, policy, other_policy)
+            print(json.dumps({k: [msgspec.to_builtins(d) for d in v] for k, v in diff.items()}, indent=2))
+            raise typer.Exit(0)
+        states, effects = fold(evs, policy)
+        print(json.dumps({
+            "states": {m: msgspec.to_builtins(s) for m, s in states.items()},
+            "decisions": [msgspec.to_builtins(e) for e in effects if isinstance(e, Decision)],
+        }, indent=2, sort_keys=True))
+        raise typer.Exit(0)
+
+    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since)))
+
+
+async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None) -> int:
+    import nats
+
+    from services.judge.replay import backtest, diff_states, read_log, refold
+    from services.judge.store import RedisJudgeStore
+    from shared.events import Decision
+    from shared.service import redis_client
+
+    start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
+    client = redis_client(settings)
+    store = RedisJudgeStore(client, settings.namespace)
+    try:
+        # live positions first, so the log prefix folded is the one the judge had applied
+        stored = await store.models()
+        records = {m: await store.load(m) for m in stored}
+        nc = await nats.connect(settings.nats_url, **kwargs)
+        try:
+            logged = await read_log(nc.jetstream(), since=start)
+        finally:
+            await nc.close()
+    finally:
+        await client.aclose()
+    positions = {m: r.position for m, r in records.items()}
+    states, effects = refold(logged, policy, positions=None if start else positions)
+    print(f"{len(logged)} events folded from the log" + (f" since {since}" if since else ""))
+    for seq, e in effects:
+        if isinstance(e, Decision):
+            print(_decision_line(seq, e))
+    if other_policy is not None:
+        diff = backtest([e.event for e in logged], policy, other_policy)
+        print(f"\nbacktest against {other}: {len(diff['only_current'])} decision(s) only with the current "
+              f"thresholds, {len(diff['only_other'])} only with the other ones")
+        for d in diff["only_current"]:
+            print("  - " + _decision_line(None, d))
+        for d in diff["only_other"]:
+            print("  + " + _decision_line(None, d))
+    if start is not None:
+        print("\n(started mid-log: no comparison with the live state)")
+        return 0
+    differences = 0
+    for model, record in sorted(records.items()):
+        replayed = states.get(model)
+        if replayed is None:
+            print(f"\n{model}: stored state but no events in the log")
+            differences += 1
+            continue
+        problems = diff_states(replayed, record.state)
+        differences += len(problems)
+        status = "agrees with the log" if not problems else f"DIFFERS in {len(problems)} place(s)"
+        print(f"\nlive state of {model} (position #{record.position}) {status}")
+        for line in problems[:50]:
+            print("  " + line)
+    return 1 if differences else 0
+
+
+@app.command()
+def explain(
+    provider: Annotated[str, typer.Argument(help="provider (endpoint tag)")],
+    model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Why a provider is in its current state: streaks, the cycles and results behind them, the ladder."""
+    from services.judge.core import Policy
+    from services.judge.explain import explain_provider
+    from services.judge.store import RedisJudgeStore
+    from shared.service import redis_client
+
+    settings = _settings(config)
+    target = model or settings.models[0]
+
+    async def load():
+        client = redis_client(settings)
+        try:
+            return await RedisJudgeStore(client, settings.namespace).load(target)
+        finally:
+            await client.aclose()
+
+    record = asyncio.run(load())
+    if provider not in record.state.providers:
+        known = ", ".join(sorted(record.state.providers)) or "none yet"
+        typer.echo(f"{provider} is unknown to the judge for {target} (known: {known})", err=True)
+        raise typer.Exit(1)
+    print(explain_provider(record.state, provider, Policy.from_settings(settings)))
+
+
+@app.command()
+def report(
+    model: Annotated[Optional[str], typer.Option(help="model id (default: every configured)")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Observe mode's record: how many would-be suspensions turned out right or wrong."""
+    from services.judge.explain import shadow_report
+    from services.judge.store import RedisJudgeStore
+    from shared.service import redis_client
+
+    settings = _settings(config)
+    models = [model] if model else settings.models
+
+    async def load():
+        client = redis_client(settings)
+        try:
+            store = RedisJudgeStore(client, settings.namespace)
+            return [(await store.load(m)).state for m in models]
+        finally:
+            await client.aclose()
+
+    for state in asyncio.run(load()):
+        print(shadow_report(state))
