@@ -68,8 +68,8 @@ from shared.snapshots import IgnoreSnapshot
 
 #: How many closed cycle numbers a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64
-#: Verdicts kept per provider for ``canary explain``.
-HISTORY = 24
+#: Verdicts kept per provider for ``canary explain`` (only their non-passing results are kept).
+HISTORY = 12
 #: Operator command ids remembered for idempotence.
 COMMAND_MEMORY = 256
 #: Shadow (observe-mode) calls kept for ``canary report``.
@@ -234,6 +234,9 @@ def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, l
         ``(new_state, effects)``; for repeated, stale or foreign input the
         state is returned unchanged with no effects.
     """
+    if isinstance(event, ProbeResult):
+        # hot path: a result only touches one open cycle, so copy just that
+        return _result_fast(state, event)
     new = _copy(state)
     match event:
         case EndpointsDiscovered() if event.model == state.model:
@@ -278,6 +281,18 @@ def _models_of(event: Any, states: dict[str, ModelState]) -> list[str]:
     if model == "*":
         return sorted(states)
     return [model]
+
+
+def _result_fast(state: ModelState, event: ProbeResult) -> tuple[ModelState, list[Effect]]:
+    cycle = state.open_cycles.get(event.cycle) if event.model == state.model else None
+    if cycle is None or event.task_id in cycle.results:
+        return state, []
+    new_cycle = msgspec.structs.replace(cycle, results=dict(cycle.results))
+    new = msgspec.structs.replace(state, open_cycles={**state.open_cycles, event.cycle: new_cycle})
+    effects = _result(new, event)
+    if event.task_id not in new_cycle.results:
+        return state, []
+    return new, effects
 
 
 def _copy(state: ModelState) -> ModelState:
@@ -428,7 +443,8 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
         _apply_streaks(ps, verdict, cycle, enforce_failed)
         ps.history = [*ps.history, VerdictRecord(cycle=cycle.cycle, cycle_no=cycle.cycle_no, at=at,
                                                  verdict=verdict.verdict, reasons=verdict.reasons,
-                                                 results=verdict.results)][-HISTORY:]
+                                                 results=[r for r in verdict.results if r.outcome != "pass"])
+                          ][-HISTORY:]
         _score_shadow_calls(state, ps, verdict.verdict, at, policy)
         for r in verdict.results:
             if r.reason == "pin_violated":

@@ -15,11 +15,11 @@ from typing import Protocol
 
 import msgspec
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import RedisError
 
 from services.judge.core import Effect, ModelState, initial
 from shared.errors import Transient
-from shared.subjects import encode_token
+from shared.subjects import decode_token, encode_token
 
 
 class JudgeRecord(msgspec.Struct, kw_only=True):
@@ -75,44 +75,49 @@ class MemoryJudgeStore:
         return sorted(self.records)
 
 
+_CAS = """
+local current = redis.call('HGET', KEYS[1], 'rev')
+if (current or '0') ~= ARGV[1] then
+  return current or '0'
+end
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'doc', ARGV[3])
+return 'ok'
+"""
+
+
 class RedisJudgeStore:
-    """Records as JSON under ``<namespace>:judge:<encoded model>``, saved with WATCH/MULTI."""
+    """Records in a hash ``<namespace>:judge:<encoded model>`` (``rev``, ``doc``).
+
+    A save is one compare-and-set Lua script: it writes only if ``rev`` is
+    still the revision the record was loaded at (atomic in Redis, one round trip).
+    """
 
     def __init__(self, client: aioredis.Redis, namespace: str) -> None:
         self.client = client
         self.prefix = f"{namespace}:judge:"
+        self._cas = client.register_script(_CAS)
 
     def key(self, model: str) -> str:
         return self.prefix + encode_token(model)
 
     async def load(self, model: str) -> JudgeRecord:
         try:
-            raw = await self.client.get(self.key(model))
+            raw = await self.client.hget(self.key(model), "doc")
         except RedisError as exc:
             raise Transient(f"redis get {model}: {exc!r}", model=model) from exc
         return _decoder.decode(raw) if raw else JudgeRecord(state=initial(model))
 
     async def save(self, model: str, record: JudgeRecord, *, expected_revision: int) -> None:
-        key = self.key(model)
-        data = _encoder.encode(record)
         try:
-            async with self.client.pipeline(transaction=True) as pipe:
-                await pipe.watch(key)
-                raw = await pipe.get(key)
-                current = _decoder.decode(raw).revision if raw else 0
-                if current != expected_revision:
-                    raise Transient(f"judge record of {model} is at revision {current}, expected {expected_revision}")
-                pipe.multi()
-                pipe.set(key, data)
-                await pipe.execute()
-        except WatchError as exc:
-            raise Transient(f"judge record of {model} changed during save", model=model) from exc
+            answer = await self._cas(keys=[self.key(model)],
+                                     args=[str(expected_revision), str(record.revision), _encoder.encode(record)])
         except RedisError as exc:
             raise Transient(f"redis save {model}: {exc!r}", model=model) from exc
+        if answer not in (b"ok", "ok"):
+            raise Transient(f"judge record of {model} is at revision {answer!r}, expected {expected_revision}",
+                            model=model)
 
     async def models(self) -> list[str]:
-        from shared.subjects import decode_token
-
         try:
             keys = [k async for k in self.client.scan_iter(match=self.prefix + "*", count=200)]
         except RedisError as exc:
