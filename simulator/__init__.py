@@ -1,0 +1,7 @@
+"""The simulated OpenRouter gateway and its scenarios.
+
+An honest stand-in for the real gateway: same HTTP surface and wire format
+(``shared/reference/openrouter-api.md``), a scripted fleet of providers with
+faults (:mod:`simulator.scenario`), served by uvicorn on a real socket
+(:mod:`simulator.server`).  ``python -m simulator --scenario default``.
+"""

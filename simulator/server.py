@@ -1,0 +1,114 @@
+"""Serve an ASGI app with uvicorn on a real socket.
+
+``serve`` binds the socket itself, so ``port=0`` gets a free port that is known
+before the first request; tests and ``canary demo`` use it.  ``main`` is the
+command line: ``python -m simulator --scenario default --port 8080``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+
+from shared.errors import ConfigError
+
+
+@asynccontextmanager
+async def serve(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    shutdown_timeout_s: float = 2.0,
+) -> AsyncIterator[str]:
+    """Run ``app`` until the block exits; yield the OpenRouter-style base URL.
+
+    Args:
+        app: an ASGI app (:func:`simulator.gateway.create_app`).
+        host: interface to bind.
+        port: TCP port; 0 picks a free one.
+        shutdown_timeout_s: seconds open requests (a hanging provider, a
+            stream) get on exit before they are cancelled.
+
+    Yields:
+        ``"http://<host>:<port>/api/v1"``.
+
+    Raises:
+        OSError: when the address cannot be bound.
+        RuntimeError: when uvicorn stops during start-up.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(app, host=host, port=bound_port, log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=shutdown_timeout_s)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("uvicorn stopped during start-up")
+            await asyncio.sleep(0.005)
+        url_host = f"[{host}]" if family == socket.AF_INET6 else host
+        yield f"http://{url_host}:{bound_port}/api/v1"
+    finally:
+        server.should_exit = True
+        try:
+            await task
+        finally:
+            sock.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the simulated gateway until interrupted.
+
+    ``python -m simulator [--scenario NAME|PATH] [--host H] [--port P]
+    [--sentences DIR] [--keepalive-s S]``.  Returns the exit status (2 on a bad
+    scenario).
+    """
+    from simulator.gateway import create_app
+    from simulator.scenario import load_scenario
+
+    parser = argparse.ArgumentParser(prog="python -m simulator",
+                                     description="Simulated OpenRouter gateway with a scripted provider fleet.")
+    parser.add_argument("--scenario", default="default",
+                        help="packaged scenario name (default, full) or a TOML file path")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="TCP port, 0 for a free one")
+    parser.add_argument("--sentences", default=None, help="directory of <lang>.txt real sentences")
+    parser.add_argument("--keepalive-s", type=float, default=None, help="keep-alive comment interval, seconds")
+    args = parser.parse_args(argv)
+    try:
+        scenario = load_scenario(args.scenario)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(scenario, sentences_dir=args.sentences, keepalive_s=args.keepalive_s)
+
+    async def run() -> None:
+        async with serve(app, host=args.host, port=args.port) as url:
+            endpoints = sum(len(m.endpoints) for m in scenario.models)
+            print(f"simulated OpenRouter gateway at {url} ({args.scenario}: {len(scenario.models)} model(s), "
+                  f"{endpoints} endpoints)", flush=True)
+            await asyncio.Event().wait()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
