@@ -4,20 +4,69 @@
 behavioural integrity, and folds them into one :class:`Evaluation`
 (DESIGN.md, "The four probe contracts (plus one)").  No network, no clock.
 
-Folding rule: a transport error decides alone (content cannot be judged);
-otherwise any ``fail`` makes the probe ``fail`` (the first failing check gives
-the reason), else any ``inconclusive`` makes it ``inconclusive``, else ``pass``.
+Order (the first failing check gives the probe's reason):
+
+1. transport (:mod:`.transport`) decides alone: a transport error (or a 403
+   moderation filter) ends the evaluation;
+2. the kind's checks (:data:`KIND_CHECKS`), the finish-reason filter and the
+   empty-output check first; the encoding check (a few µs) runs on every
+   reply, not only the language probe's: mojibake breaks any reply;
+3. behavioural integrity (:mod:`.behaviour`) on every reply;
+4. for the language probe, language detection last: it only means something
+   on text that is intact.
+
+Folding rule: any ``fail`` makes the probe ``fail`` (the first failing check
+gives the reason), else any ``inconclusive`` makes it ``inconclusive``, else
+``pass``.
+
+Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
+``empty_output``, ``reasoning_budget``, ``budget_exhausted``, ``timed_out``,
+``truncated``, ``truncated_at_length``, ``refusal``, ``schema_invalid``,
+``not_json``, ``fenced``, ``language_switch``, ``language_mix``,
+``too_short``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
+``unsupported_language``, ``encoding_broken``, ``leading_junk``,
+``control_tokens``, ``bytelevel_tokens``, ``control_characters``,
+``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``; transport:
+``http_<status>``, ``in_band_error``, ``finish_reason_error``,
+``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
+HTTP layer's own (``connect_error``, ``headers_timeout``, ``body_parse`` ...).
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from msgspec import Struct
 
+from services.prober.checks.behaviour import BEHAVIOUR_CHECKS
+from services.prober.checks.encoding import check_encoding
+from services.prober.checks.language import check_language
 from services.prober.checks.latency import check_ttft
+from services.prober.checks.refusal import (
+    check_empty,
+    check_finish,
+    check_refusal_phrasing,
+    check_truncation,
+)
 from services.prober.checks.structured import check_structured
 from services.prober.checks.transport import check_transport
 from services.prober.reply import ProbeSpec, Reply
 from shared.events import CheckResult, Outcome
+
+Check = Callable[[Reply, ProbeSpec], CheckResult]
+
+#: Kind-specific checks, in reporting order; behavioural checks follow.
+KIND_CHECKS: dict[str, tuple[Check, ...]] = {
+    "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing),
+    "refusal": (check_finish, check_empty, check_truncation, check_encoding, check_refusal_phrasing),
+    "structured": (check_finish, check_empty, check_structured, check_encoding),
+    "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing),
+    "echo": (check_finish, check_empty, check_encoding),
+}
+#: Checks for a kind not listed above (``transport`` in recorded cases ...).
+DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding)
+#: Checks that run after the behavioural ones, per kind.
+LATE_CHECKS: dict[str, tuple[Check, ...]] = {"language": (check_language,)}
 
 
 class Evaluation(Struct, frozen=True, kw_only=True):
@@ -33,25 +82,32 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
 
     Args:
         reply: the finished reply.
-        spec: what the probe asked for.
+        spec: what the probe asked for (``kind``: ``ttft``, ``refusal``,
+            ``structured``, ``language``, ``echo``; other kinds get the
+            generic checks).
 
     Returns:
-        The folded :class:`Evaluation`.
+        The folded :class:`Evaluation` (see the module docstring for order and
+        folding).
     """
-    transport = check_transport(reply)
-    if transport.outcome == "transport_error":
-        return Evaluation(outcome="transport_error", reason=transport.reason, checks=[transport])
-    checks: list[CheckResult] = []
-    if spec.kind == "ttft":
-        checks.append(check_ttft(reply, spec))
-    if spec.kind == "structured":
-        checks.append(check_structured(reply, spec))
+    transport = check_transport(reply, spec)
+    if transport.outcome != "pass":
+        return Evaluation(outcome=transport.outcome, reason=transport.reason, checks=[transport])
+    kind_checks = KIND_CHECKS.get(spec.kind, DEFAULT_CHECKS)
+    if reply.timed_out and check_ttft not in kind_checks:
+        kind_checks = (check_ttft, *kind_checks)
+    checks = [check(reply, spec) for check in kind_checks]
+    checks.extend(check(reply, spec) for check in BEHAVIOUR_CHECKS)
+    checks.extend(check(reply, spec) for check in LATE_CHECKS.get(spec.kind, ()))
     return fold(checks)
 
 
 def fold(checks: list[CheckResult]) -> Evaluation:
-    """Combine check results: fail > inconclusive > pass."""
-    for outcome in ("fail", "inconclusive"):
+    """Combine check results: fail > inconclusive > pass (the first of each gives the reason).
+
+    A ``transport_error`` among them decides like in :func:`evaluate`.
+    """
+    for outcome in ("transport_error", "fail", "inconclusive"):
         for c in checks:
             if c.outcome == outcome:
                 return Evaluation(outcome=outcome, reason=c.reason, checks=checks)

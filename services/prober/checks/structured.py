@@ -1,47 +1,107 @@
 """Structured output (DESIGN.md, contract 3).
 
-Under ``response_format`` json_schema the contract is raw JSON that validates:
-prose around it or a Markdown fence fails (case FC-10); without
-``response_format`` one enclosing fence is tolerated (FP-02).  Validation uses
-``jsonschema`` (Draft 2020-12 unless the schema says otherwise).
+The probe asks for a small object with a fixed JSON schema
+(``response_format`` json_schema, strict) and validates it with
+``jsonschema``.  Rules (shared/cases/README.md, "Decisions these cases
+encode"; openrouter-api.md §5):
+
+- Under ``response_format`` (json_schema or json_object) the contract is raw
+  JSON: a Markdown fence around it is ``fenced`` (FC-10), prose around it or
+  malformed JSON is ``not_json`` (FC-07).
+- Without ``response_format`` one enclosing fence is tolerated (FP-02).
+- A finished generation that does not match the schema is ``schema_invalid``
+  with the validator's path and message (FC-08, FC-12).
+- A generation cut by ``length`` (a runaway value) is ``truncated``: it fails
+  too; the budget is generous.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
+from typing import Any
 
 import jsonschema
 
 from services.prober.reply import ProbeSpec, Reply
 from shared.events import CheckResult
 
-_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(?P<body>.*)\n```\s*$", re.DOTALL)
+CHECK = "structured"
+_FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\s*$", re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str) -> Any:
+    """Parse strict JSON (no ``NaN``/``Infinity``; no trailing data).
+
+    Raises:
+        ValueError (``json.JSONDecodeError``) when ``text`` is not one JSON value.
+    """
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+@lru_cache(maxsize=32)
+def _validator(schema_json: str):
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def validator_for(schema: dict[str, Any]):
+    """Return a cached ``jsonschema`` validator (draft from ``$schema``, else the latest)."""
+    return _validator(json.dumps(schema, sort_keys=True))
+
+
+def _pointer(path) -> str:
+    return "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in path)
 
 
 def check_structured(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Parse the reply as JSON and validate it against ``spec.schema``."""
-    name = "structured"
+    """Parse the reply as JSON and validate it against ``spec.schema``.
+
+    Args:
+        reply: ``reply.text`` is the generation; ``reply.finish_reason``
+            tells a cut generation from a finished one.
+        spec: ``schema``, ``response_format``.
+
+    Returns:
+        ``CheckResult(check="structured")``: ``pass``; or ``fail`` with
+        reason ``truncated`` / ``fenced`` / ``not_json`` (evidence: parser
+        ``error``, ``first_bytes``) or ``schema_invalid`` (evidence: ``path``
+        as a JSON pointer, ``message``, ``validator``, ``errors`` count).
+    """
     text = reply.text.strip()
-    if spec.response_format is None:
-        fenced = _FENCE.match(text)
-        if fenced:
-            text = fenced.group("body").strip()
+    fenced = _FENCE.match(text)
+    strict = spec.response_format is not None
+    body = fenced.group("body").strip() if (fenced and not strict) else text
     try:
-        value = json.loads(text)
+        value = parse_json(body)
     except ValueError as exc:
-        reason = "fenced" if _FENCE.match(text) else "not_json"
+        evidence = {"error": str(exc), "first_bytes": text[:120]}
         if reply.finish_reason == "length":
-            reason = "truncated"
-        return CheckResult(check=name, outcome="fail", reason=reason,
-                           evidence={"error": str(exc), "first_bytes": reply.text[:120]})
+            return CheckResult(check=CHECK, outcome="fail", reason="truncated", evidence=evidence)
+        if fenced:
+            try:
+                parse_json(fenced.group("body"))
+                return CheckResult(check=CHECK, outcome="fail", reason="fenced", evidence=evidence)
+            except ValueError:
+                pass
+        return CheckResult(check=CHECK, outcome="fail", reason="not_json", evidence=evidence)
+    if reply.finish_reason == "length":
+        return CheckResult(check=CHECK, outcome="fail", reason="truncated",
+                           evidence={"first_bytes": text[:120], "finish_reason": "length"})
     if spec.schema is None:
-        return CheckResult(check=name, outcome="pass")
-    validator_cls = jsonschema.validators.validator_for(spec.schema)
-    errors = sorted(validator_cls(spec.schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        return CheckResult(check=CHECK, outcome="pass")
+    validator = validator_for(spec.schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     if errors:
         first = errors[0]
-        return CheckResult(check=name, outcome="fail", reason="schema_invalid",
-                           evidence={"path": "/".join(str(p) for p in first.absolute_path),
-                                     "message": first.message, "errors": len(errors)})
-    return CheckResult(check=name, outcome="pass")
+        return CheckResult(check=CHECK, outcome="fail", reason="schema_invalid",
+                           evidence={"path": _pointer(first.absolute_path), "message": first.message,
+                                     "validator": first.validator, "errors": len(errors)})
+    return CheckResult(check=CHECK, outcome="pass")

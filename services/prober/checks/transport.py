@@ -1,33 +1,87 @@
 """Transport: was there a reply to judge at all? (DESIGN.md, contract 1).
 
-No response headers, connection errors, 408/429/5xx, an error body, an in-band
-error chunk, ``finish_reason: error`` or an error in ``native_finish_reason``
-are transport errors, never quality failures (cases FC-26, FC-27, FC-28).
+No response headers, connection errors, 408/429/5xx (any status but 200), an
+error body, an in-band error chunk, ``finish_reason: error`` or an error in
+``native_finish_reason`` are transport errors, never quality failures (cases
+FC-26, FC-27, FC-28; openrouter-api.md §3, §4, §6).  A ``200`` stream that
+stopped without a finish reason (no ``[DONE]``) was cut; one the client gave
+up on after output had started stalled.  Content cannot be judged in either
+case.
+
+One exception is a quality ``fail``: a ``403`` moderation refusal of the
+benign canary prompt (openrouter-api.md §6, "Moderation (403)") is a filter
+stopping supported traffic, reason ``content_filter``.
 """
 
 from __future__ import annotations
 
-from services.prober.reply import Reply
+from typing import Any
+
+from services.prober.reply import ProbeSpec, Reply
 from shared.events import CheckResult
 
-_ERROR_NATIVE = ("error", "network_error", "provider_error", "upstream_error", "timeout")
+CHECK = "transport"
+
+#: Substrings of a native finish reason that mean the upstream failed
+#: (``network_error``, ``error``, ``provider_error`` ...; FC-28).
+ERROR_NATIVE = ("error", "timeout", "abort", "cancel", "interrupted", "overloaded", "unavailable")
+
+#: ``error.metadata.error_type`` values that are a filter, not a breakage.
+FILTER_ERROR_TYPES = frozenset({"content_policy_violation", "refusal", "moderation"})
 
 
-def check_transport(reply: Reply) -> CheckResult:
-    """Return ``transport_error`` with a reason when the exchange itself broke, else ``pass``."""
-    name = "transport"
+def _is_moderation(error: dict[str, Any] | None) -> bool:
+    if not isinstance(error, dict):
+        return False
+    inner = error.get("error", error)
+    if not isinstance(inner, dict):
+        return False
+    meta = inner.get("metadata") or {}
+    kind = (meta.get("error_type") if isinstance(meta, dict) else None) or inner.get("error_type")
+    return kind in FILTER_ERROR_TYPES or (isinstance(meta, dict) and "flagged_input" in meta)
+
+
+def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
+    """Decide whether the exchange itself broke.
+
+    Args:
+        reply: the finished reply.
+        spec: optional; with it, a stalled stream whose first token was
+            already late is left to the latency check.
+
+    Returns:
+        ``pass``; ``transport_error`` with reason ``<transport_error>``,
+        ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
+        ``native_finish_reason_error``, ``stream_cut`` or ``stream_stalled``;
+        or ``fail`` / ``content_filter`` for a 403 moderation refusal.
+    """
     if reply.transport_error:
-        return CheckResult(check=name, outcome="transport_error", reason=reply.transport_error)
+        return CheckResult(check=CHECK, outcome="transport_error", reason=reply.transport_error,
+                           evidence={"http_status": reply.http_status})
     status = reply.http_status
     if status is not None and status != 200:
-        return CheckResult(check=name, outcome="transport_error", reason=f"http_{status}",
-                           evidence={"http_status": status, "error": reply.error})
+        evidence = {"http_status": status, "error": reply.error}
+        if status == 403 and _is_moderation(reply.error):
+            return CheckResult(check=CHECK, outcome="fail", reason="content_filter", evidence=evidence)
+        return CheckResult(check=CHECK, outcome="transport_error", reason=f"http_{status}", evidence=evidence)
     if reply.error is not None:
-        return CheckResult(check=name, outcome="transport_error", reason="in_band_error", evidence={"error": reply.error})
+        return CheckResult(check=CHECK, outcome="transport_error", reason="in_band_error",
+                           evidence={"error": reply.error})
     if reply.finish_reason == "error":
-        return CheckResult(check=name, outcome="transport_error", reason="finish_reason_error")
-    native = (reply.native_finish_reason or "").lower()
-    if any(marker in native for marker in _ERROR_NATIVE):
-        return CheckResult(check=name, outcome="transport_error", reason="native_finish_reason_error",
+        return CheckResult(check=CHECK, outcome="transport_error", reason="finish_reason_error",
                            evidence={"native_finish_reason": reply.native_finish_reason})
-    return CheckResult(check=name, outcome="pass")
+    native = (reply.native_finish_reason or "").lower()
+    if native and any(marker in native for marker in ERROR_NATIVE):
+        return CheckResult(check=CHECK, outcome="transport_error", reason="native_finish_reason_error",
+                           evidence={"native_finish_reason": reply.native_finish_reason})
+    produced = bool(reply.text or reply.reasoning_text)
+    if reply.timed_out and produced:
+        first = min((t for t in (reply.ttft_ms, reply.first_content_ms, reply.first_reasoning_ms) if t is not None),
+                    default=None)
+        if spec is None or first is None or first <= spec.ttft_threshold_ms:
+            return CheckResult(check=CHECK, outcome="transport_error", reason="stream_stalled",
+                               evidence={"ttft_ms": first, "total_ms": reply.total_ms})
+    elif status == 200 and reply.finish_reason is None and produced:
+        return CheckResult(check=CHECK, outcome="transport_error", reason="stream_cut",
+                           evidence={"output_chars": len(reply.text)})
+    return CheckResult(check=CHECK, outcome="pass")

@@ -1,0 +1,180 @@
+#!/usr/bin/env python
+"""Median time of each check on a 300-token reply, beside baselines measured in the same run.
+
+Usage::
+
+    python benchmarks/checks_bench.py [--runs N]
+
+The prober runs :func:`services.prober.checks.evaluate` on every reply, so
+the non-language checks must stay well under 1 ms on a 300-token reply and
+language detection at tens of µs per sentence.  Each row prints the median
+and p95 in µs and the median as a ratio to two baselines timed on the same
+text in the same process: ``json.loads`` of the reply serialised as a JSON
+string, and ``str.split()`` of the reply.  Ratios travel between machines
+better than microseconds do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from services.prober.checks import evaluate  # noqa: E402
+from services.prober.checks.behaviour import (  # noqa: E402
+    check_bytelevel,
+    check_control_chars,
+    check_control_tokens,
+    check_echo,
+    check_leading_junk,
+    check_repetition,
+    check_tool_calls,
+)
+from services.prober.checks.encoding import check_encoding  # noqa: E402
+from services.prober.checks.language import check_language, warm_up  # noqa: E402
+from services.prober.checks.latency import check_ttft  # noqa: E402
+from services.prober.checks.refusal import (  # noqa: E402
+    check_empty,
+    check_finish,
+    check_refusal_phrasing,
+    check_truncation,
+)
+from services.prober.checks.structured import check_structured  # noqa: E402
+from services.prober.checks.transport import check_transport  # noqa: E402
+from services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
+from services.prober.reply import ProbeSpec, Reply  # noqa: E402
+
+EN = (
+    "*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
+    "The leader, a tall man with a salt-stained coat and a scar across his chin, draws a curved knife "
+    "and lets the lantern light run along its edge. \"Give me the lamp, keeper, or I'll throw it into "
+    "the sea myself,\" he growls, and two of his men laugh somewhere in the dark behind him. Mira does "
+    "not answer at once. She listens to the wind pressing against the old windows, to the waves breaking "
+    "on the rocks a hundred feet below, and to the slow creak of the iron railing under the weight of "
+    "too many boots. Then she lifts the lamp higher, so that its beam swings across the water and catches "
+    "the sails of a fishing boat that should not be out on a night like this. \"If I put this light out,\" "
+    "she says quietly, \"that boat will break on the reef before midnight, and everyone in the harbour "
+    "will know who did it.\" The leader hesitates. For a moment the only sound is the hiss of the rain on "
+    "the glass and the distant bell of the buoy marking the channel. One of the younger smugglers glances "
+    "back down the stairs, as if he is already counting the steps to the door. *Mira takes one careful "
+    "step upward, never letting the beam leave the water,* and waits to see whether fear or greed will win "
+    "the argument she can see written on the leader's face. "
+)
+PT = (
+    "*Mira aperta a lanterna de latão enquanto os contrabandistas se amontoam na escada estreita.* "
+    "O líder, um homem alto de casaco manchado de sal e com uma cicatriz no queixo, saca uma faca curva "
+    "e deixa a luz escorrer pela lâmina. \"Entregue a lanterna, faroleira, ou eu mesmo a jogo no mar\", "
+    "rosna ele, e dois dos seus homens riem em algum lugar no escuro. Mira não responde logo. Ela escuta "
+    "o vento contra as janelas antigas, as ondas quebrando nas rochas lá embaixo e o rangido lento do "
+    "corrimão de ferro sob o peso de tantas botas. Então ergue a lanterna, e o feixe varre a água até "
+    "encontrar as velas de um barco de pesca que não deveria estar no mar numa noite assim. \"Se eu apagar "
+    "esta luz\", diz ela baixinho, \"aquele barco vai se despedaçar no recife antes da meia-noite, e todo o "
+    "porto vai saber quem foi.\" O líder hesita. Por um instante só se ouve a chuva no vidro e o sino "
+    "distante da boia que marca o canal. Um dos contrabandistas mais jovens olha para trás, como se já "
+    "contasse os degraus até a porta. *Mira sobe mais um degrau, sem tirar o feixe da água,* e espera para "
+    "ver se o medo ou a ganância vai vencer a discussão que ela lê no rosto do líder. "
+)
+JSON_REPLY = json.dumps([{"city": f"Harbour {i}", "temp_c": 10 + i / 2, "summary": "light rain over the bay, wind "
+                          "from the north-west, gusts near the cliffs"} for i in range(14)])
+
+
+def _time(fn: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Median and p95 in µs of ``runs`` calls (after a warm-up call)."""
+    fn()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) / 1000.0)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=400, help="timed calls per check (default 400)")
+    args = parser.parse_args(argv)
+    runs = args.runs
+    warm_up()
+
+    en = Reply(text=EN + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    pt = Reply(text=PT + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    js = Reply(text=JSON_REPLY, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    one = Reply(text='{"city": "Lisbon", "temp_c": 21.5, "summary": "clear sky over the harbour"}',
+                finish_reason="stop", http_status=200, ttft_ms=640.0)
+    weather = ProbeSpec(kind="structured", language="en", response_format="json_schema", schema=WEATHER_SCHEMA)
+    refusal = ProbeSpec(kind="refusal", language="en", sentinel=SENTINEL, expected_prefix="*")
+    refusal_pt = ProbeSpec(kind="refusal", language="pt", sentinel=SENTINEL, expected_prefix="*")
+    language_en = ProbeSpec(kind="language", language="en")
+    language_pt = ProbeSpec(kind="language", language="pt")
+    structured = ProbeSpec(kind="structured", language="en", response_format="json_schema",
+                           schema={"type": "array", "items": WEATHER_SCHEMA})
+    echo_text = "The lighthouse keeper counted nine ships before the fog rolled in."
+    echo = ProbeSpec(kind="echo", language="en", echo_text=echo_text)
+    echo_ok = Reply(text=echo_text, finish_reason="stop")
+    echo_bad = Reply(text="The lighthouse keeper counted nine REDACTED ships before the fog rolled in.", finish_reason="stop")
+
+    serialized = json.dumps(EN)
+    base_json, _ = _time(lambda: json.loads(serialized), runs)
+    base_split, _ = _time(EN.split, runs)
+    words = len(EN.split())
+    print(f"reply: {len(EN)} characters, {words} words (about 300 tokens); pt reply {len(PT)} characters; "
+          f"JSON reply {len(JSON_REPLY)} characters")
+    print(f"baselines (same run): json.loads of the reply as a JSON string {base_json:.1f} µs, "
+          f"str.split() {base_split:.1f} µs\n")
+
+    rows: list[tuple[str, Callable[[], object], int]] = [
+        ("transport", lambda: check_transport(en, refusal), runs),
+        ("latency.ttft", lambda: check_ttft(en, refusal), runs),
+        ("refusal.finish_reason", lambda: check_finish(en, refusal), runs),
+        ("refusal.empty", lambda: check_empty(en, refusal), runs),
+        ("refusal.truncation", lambda: check_truncation(en, refusal), runs),
+        ("refusal.phrasing (en)", lambda: check_refusal_phrasing(en, refusal), runs),
+        ("refusal.phrasing (pt + en)", lambda: check_refusal_phrasing(pt, refusal_pt), runs),
+        ("structured (the probe's one object)", lambda: check_structured(one, weather), runs),
+        ("structured (stress: 14 objects, 1.8 kB)", lambda: check_structured(js, structured), runs),
+        ("encoding (en, ASCII)", lambda: check_encoding(en, language_en), runs),
+        ("encoding (pt)", lambda: check_encoding(pt, language_pt), runs),
+        ("corruption.leading_junk", lambda: check_leading_junk(en, refusal), runs),
+        ("corruption.control_tokens", lambda: check_control_tokens(en, refusal), runs),
+        ("corruption.bytelevel_tokens", lambda: check_bytelevel(en, refusal), runs),
+        ("corruption.control_chars", lambda: check_control_chars(pt, refusal), runs),
+        ("corruption.repetition", lambda: check_repetition(en, refusal), runs),
+        ("corruption.echo (exact echo)", lambda: check_echo(echo_ok, echo), runs),
+        ("corruption.echo (FC-17 diff)", lambda: check_echo(echo_bad, echo), runs),
+        ("corruption.repetition (stress: 1.8 kB JSON)", lambda: check_repetition(js, structured), runs),
+        ("corruption.tool_calls", lambda: check_tool_calls(en, refusal), runs),
+        ("evaluate(refusal probe, en)", lambda: evaluate(en, refusal), runs),
+        ("evaluate(refusal probe, pt)", lambda: evaluate(pt, refusal_pt), runs),
+        ("evaluate(structured probe, one object)", lambda: evaluate(one, weather), runs),
+        ("evaluate(structured, stress 1.8 kB JSON)", lambda: evaluate(js, structured), runs),
+        ("language (en)", lambda: check_language(en, language_en), max(50, runs // 4)),
+        ("language (pt)", lambda: check_language(pt, language_pt), max(50, runs // 4)),
+        ("evaluate(language probe, pt)", lambda: evaluate(pt, language_pt), max(50, runs // 4)),
+    ]
+    header = ("check", "median µs", "p95 µs", "× json.loads", "× str.split")
+    table = [header]
+    for name, fn, n in rows:
+        median, p95 = _time(fn, n)
+        table.append((name, f"{median:.1f}", f"{p95:.1f}", f"{median / base_json:.1f}", f"{median / base_split:.1f}"))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for i, row in enumerate(table):
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    sentences = len([s for s in PT.replace("!", ".").replace("?", ".").split(".") if s.strip()])
+    lang_pt, _ = _time(lambda: check_language(pt, language_pt), max(50, runs // 4))
+    print(f"\nlanguage (pt): {sentences} sentences, {lang_pt / sentences:.0f} µs per sentence")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

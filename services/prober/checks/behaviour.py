@@ -1,0 +1,367 @@
+"""Behavioural integrity (DESIGN.md, contract 5): runs on every reply.
+
+Faults a provider's engine, template or parser causes whatever the prompt:
+
+- junk before the expected first character: a stray punctuation mark, a lost
+  first token (FC-15), a leaked role word before Markdown ``*`` (FC-14), a
+  BOM or control character; legitimate openings (``¿``, ``¡``, a dialogue
+  dash, Markdown, typographic quotes ``« „ “``) pass (FP-06);
+- leaked control and tool-call tokens (``<|im_end|>``, ``<|tool_call_begin|>``,
+  ``<｜end▁of▁sentence｜>``, ``[INST]``, ``<think>``; FC-11);
+- byte-level tokenizer markers in place of spaces and newlines (``Ġ``/``Ċ``,
+  SentencePiece ``▁``; FC-01);
+- control characters (C0 except tab/newline/CR, DEL, C1) and U+FFFD;
+- runaway repetition (legitimate short repetition passes, FP-11);
+- words injected into an exact-echo sentence (FC-17);
+- ``finish_reason: tool_calls`` on a probe that offered no tools (FC-11).
+
+Every function here is pure and cheap: together well under a millisecond on
+a 300-token reply (benchmarks/checks_bench.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+import zlib
+
+import numpy as np
+
+from services.prober.reply import ProbeSpec, Reply
+from shared.events import CheckResult
+
+# -- leading junk --------------------------------------------------------------
+
+#: A chat-template role word leaked before the answer (``assistant\n\n``,
+#: ``Assistant:``, ``<|assistant|>``, Gemma's ``model\n``).
+ROLE_LEAK = re.compile(r"(?:<\|?)?(?:assistant|model|system|user|human|bot)(?:\|?>)?[ \t]*(?::|\r?\n)", re.I)
+
+#: First characters that never open a reply: stray closing or separating
+#: punctuation.  Letters, digits, ``¿ ¡``, dashes, quotes, brackets, Markdown
+#: and emoji are all legitimate (FP-06).
+STRAY_START = frozenset(",;:)]}!?|\\.")
+
+
+def _char_kind(ch: str) -> str | None:
+    """Why ``ch`` cannot open a reply, or ``None`` when it can."""
+    if ch == "\ufffd":
+        return "replacement_char"
+    if ch == "\ufeff":
+        return "bom"
+    cat = unicodedata.category(ch)
+    if cat in ("Cc", "Cf", "Co", "Cs", "Cn"):
+        return "control_char"
+    if cat in ("Mn", "Me"):
+        return "combining_mark"
+    if ch in STRAY_START:
+        return "stray_punctuation"
+    return None
+
+
+def check_leading_junk(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail junk before the first character the reply should open with.
+
+    Rules (DESIGN.md contract 5; FC-14, FC-15, FP-06):
+
+    - Leading spaces and newlines are ignored.
+    - With ``spec.expected_prefix`` (the probe demanded ``*``): the reply must
+      open with it; anything else is ``leading_junk`` (a role word, a
+      lowercase word fragment = the lost first token, a stray mark).
+    - Without: a leaked role word, a BOM, a control character, U+FFFD, a
+      lone combining mark or stray ``, ; : ) ] } ! ? | \\ .`` (not ``...``)
+      first is ``leading_junk``.
+
+    Evidence: ``kind`` (``role_word``, ``lost_first_token``,
+    ``stray_punctuation``, ``control_char``, ``bom``, ``replacement_char``,
+    ``missing_prefix``), ``junk`` (the characters before the expected
+    opening when found within 40 characters), ``first_chars``.
+    """
+    name = "corruption.leading_junk"
+    text = reply.text
+    body = text.lstrip(" \t\r\n")
+    if not body:
+        return CheckResult(check=name, outcome="pass")
+    evidence: dict = {"first_chars": body[:24]}
+    prefix = spec.expected_prefix
+    if prefix:
+        evidence["expected_prefix"] = prefix
+        if body.startswith(prefix):
+            return CheckResult(check=name, outcome="pass")
+        at = body.find(prefix, 0, 40)
+        if at > 0:
+            evidence["junk"] = body[:at]
+        if ROLE_LEAK.match(body):
+            kind = "role_word"
+        elif _char_kind(body[0]):
+            kind = _char_kind(body[0])
+        elif body[0].isalpha() and body[0].islower():
+            kind = "lost_first_token"
+        else:
+            kind = "missing_prefix"
+        evidence["kind"] = kind
+        return CheckResult(check=name, outcome="fail", reason="leading_junk", evidence=evidence)
+    if ROLE_LEAK.match(body):
+        evidence.update(kind="role_word", junk=ROLE_LEAK.match(body).group(0))
+        return CheckResult(check=name, outcome="fail", reason="leading_junk", evidence=evidence)
+    kind = _char_kind(body[0])
+    if kind == "stray_punctuation" and body.startswith(".."):
+        kind = None
+    if kind:
+        evidence.update(kind=kind, junk=body[0])
+        return CheckResult(check=name, outcome="fail", reason="leading_junk", evidence=evidence)
+    return CheckResult(check=name, outcome="pass")
+
+
+# -- control and tool-call tokens ------------------------------------------------
+
+#: Special tokens of the common chat templates and tool-call parsers.
+CONTROL_TOKEN = re.compile(
+    r"<\|[A-Za-z][\w.-]{0,48}\|>"                      # <|im_end|> <|eot_id|> <|tool_call_begin|> <|channel|>
+    r"|<｜[^｜>\n]{1,48}｜>"                            # DeepSeek <｜end▁of▁sentence｜>
+    r"|\[/?INST\]|\[/?(?:TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS)\]"  # Llama 2 / Mistral
+    r"|</?(?:think|thinking|tool_call|tool_response|function_call|start_of_turn|end_of_turn)>"
+    r"|</s>|<s>(?=\S)|<unk>|<pad>|<eos>|<bos>"
+    r"|<0x[0-9A-Fa-f]{2}>"                              # SentencePiece byte fallback
+    r"|<(?:start|end)_of_(?:turn|text)>",
+)
+
+
+def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail leaked template, end-of-turn and tool-call tokens in the visible text (FC-11).
+
+    Evidence: ``token`` (the first one), ``offset``, ``count``.
+    """
+    name = "corruption.control_tokens"
+    text = reply.text
+    if "<" not in text and "[" not in text:
+        return CheckResult(check=name, outcome="pass")
+    found = CONTROL_TOKEN.findall(text)
+    if not found:
+        return CheckResult(check=name, outcome="pass")
+    first = CONTROL_TOKEN.search(text)
+    return CheckResult(check=name, outcome="fail", reason="control_tokens",
+                       evidence={"token": found[0], "offset": first.start() if first else None,
+                                 "count": len(found)})
+
+
+# -- byte-level tokenizer markers ----------------------------------------------
+
+#: GPT-2 byte-level BPE shows space as U+0120 ``Ġ``, newline as U+010A ``Ċ``,
+#: tab as U+0109 ``ĉ``; SentencePiece shows space as U+2581 ``▁``.  No
+#: supported language uses them.
+BYTELEVEL_MARKERS = ("\u0120", "\u010a", "\u0109", "\u2581")
+
+
+_STRONG_MARKER = re.compile(
+    "(?<=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af.!?。！？、，,;:])[\u0120\u010a\u0109\u2581]"
+    "|[\u0120\u010a\u0109\u2581](?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\\[]|\\Z)"
+)
+
+
+def check_bytelevel(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail raw byte-level tokenizer symbols standing in for whitespace (FC-01).
+
+    Rule: at least 3 markers making at least 25 % of all whitespace-like
+    separators (markers + spaces + newlines + tabs); or any marker next to a
+    CJK character, after sentence punctuation or at the very end (Chinese and
+    Japanese text has few spaces to replace, and Maltese, the one language
+    that writes ``Ġ``/``Ċ``, only has them inside Latin words).
+    Evidence: ``count``, ``share``, ``span`` around the first marker.
+    """
+    name = "corruption.bytelevel_tokens"
+    text = reply.text
+    count = sum(text.count(m) for m in BYTELEVEL_MARKERS)
+    if count == 0:
+        return CheckResult(check=name, outcome="pass")
+    spaces = text.count(" ") + text.count("\n") + text.count("\t")
+    share = count / (count + spaces)
+    if not ((count >= 3 and share >= 0.25) or _STRONG_MARKER.search(text)):
+        return CheckResult(check=name, outcome="pass")
+    first = min(i for i in (text.find(m) for m in BYTELEVEL_MARKERS) if i >= 0)
+    return CheckResult(check=name, outcome="fail", reason="bytelevel_tokens",
+                       evidence={"count": count, "share": round(share, 3), "span": text[max(0, first - 20):first + 40]})
+
+
+# -- control characters ----------------------------------------------------------
+
+CONTROL_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffd]")
+
+
+def check_control_chars(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail C0 controls (except tab, newline, CR), DEL, C1 controls and U+FFFD.
+
+    Reasons: ``control_characters``; ``encoding_broken`` for U+FFFD (bytes were
+    lost on the way; language-detection.md, recommendation 4).
+    Evidence: ``codepoints`` (up to five, ``U+XXXX``), ``offset``.
+    """
+    name = "corruption.control_chars"
+    text = reply.text
+    m = CONTROL_CHAR.search(text)
+    if not m:
+        return CheckResult(check=name, outcome="pass")
+    found = CONTROL_CHAR.findall(text)
+    codepoints = sorted({f"U+{ord(c):04X}" for c in found})[:5]
+    reason = "encoding_broken" if all(c == "\ufffd" for c in found) else "control_characters"
+    return CheckResult(check=name, outcome="fail", reason=reason,
+                       evidence={"codepoints": codepoints, "offset": m.start(), "count": len(found)})
+
+
+# -- runaway repetition ------------------------------------------------------------
+
+#: Words, one token per kana or CJK ideograph (no spaces to split on), punctuation marks.
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+                    r"|[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\w\s]")
+_CHAR_RUN = re.compile(r"(\S)\1{31,}")
+MAX_PERIOD = 24
+
+
+def _min_repeats(period: int) -> int:
+    """Back-to-back copies of a unit of ``period`` tokens that make a runaway (FP-11)."""
+    if period <= 3:
+        return 8
+    if period <= 10:
+        return 4
+    return 3
+
+
+def find_repetition(text: str, *, min_share: float = 0.3) -> dict | None:
+    """Find a unit repeated back to back often enough to be a runaway.
+
+    Rule (FP-11: "8 or more consecutive repeats and over 30 % of the output"):
+    a unit of 1-3 tokens repeated >= 8 times, 4-10 tokens >= 4 times, longer
+    units (a sentence) >= 3 times, the run covering >= ``min_share`` of the
+    tokens; or one character repeated 32 times.  Text that zlib compresses
+    well is checked exactly; other text cannot hold such a run.
+
+    Returns:
+        ``{"unit", "period", "repeats", "share"}`` or ``None``.
+    """
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) >= 200 and len(zlib.compress(raw, 1)) > 0.5 * len(raw):
+        return None
+    m = _CHAR_RUN.search(text)
+    if m:
+        return {"unit": m.group(1), "period": 1, "repeats": len(m.group(0)), "share": round(len(m.group(0)) / len(text), 3)}
+    tokens = _TOKEN.findall(text.lower())
+    n = len(tokens)
+    if n < 3:
+        return None
+    best = _longest_run_small(tokens, min_share) if n <= 120 else _longest_run(tokens, min_share)
+    if best is None:
+        return None
+    covered, period, start = best
+    return {"unit": " ".join(tokens[start:start + period])[:120], "period": period,
+            "repeats": covered // period, "share": round(covered / n, 3)}
+
+
+def _longest_run_small(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
+    """Pure-Python search of :func:`find_repetition` (faster than numpy below ~120 tokens)."""
+    n = len(tokens)
+    best: tuple[int, int, int] | None = None  # (tokens covered, period, start)
+    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
+        need = _min_repeats(period)
+        run = 0
+        for i in range(n - period):
+            if tokens[i] != tokens[i + period]:
+                run = 0
+                continue
+            run += 1
+            covered = run + period
+            if covered // period >= need and covered >= min_share * n and (best is None or covered > best[0]):
+                best = (covered, period, i - run + 1)
+    return best
+
+
+def _longest_run(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
+    """Vectorised search of :func:`find_repetition`: one numpy pass per period."""
+    n = len(tokens)
+    ids: dict[str, int] = {}
+    seq = np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), dtype=np.int32, count=n)
+    best: tuple[int, int, int] | None = None  # (tokens covered, period, start)
+    need_cover = min_share * n
+    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
+        # runs of positions where the token equals the one `period` later
+        eq = np.empty(n - period + 2, dtype=np.int8)
+        eq[0] = eq[-1] = 0
+        np.equal(seq[period:], seq[:-period], out=eq[1:-1].view(bool))
+        edges = np.flatnonzero(np.diff(eq))
+        if not len(edges):
+            continue
+        starts, ends = edges[0::2], edges[1::2]
+        runs = ends - starts
+        i = int(runs.argmax())
+        covered = int(runs[i]) + period
+        if covered // period >= _min_repeats(period) and covered >= need_cover and (best is None or covered > best[0]):
+            best = (covered, period, int(starts[i]))
+    return best
+
+
+def check_repetition(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail runaway repetition (:func:`find_repetition`); short requested repetition passes."""
+    name = "corruption.repetition"
+    found = find_repetition(reply.text)
+    if found is None:
+        return CheckResult(check=name, outcome="pass")
+    return CheckResult(check=name, outcome="fail", reason="repetition", evidence=found)
+
+
+# -- exact echo ------------------------------------------------------------------
+
+_QUOTES = "\"'“”‘’«»„"
+
+
+def _echo_norm(text: str) -> str:
+    t = unicodedata.normalize("NFC", text).strip()
+    if len(t) >= 2 and t[0] in _QUOTES and t[-1] in _QUOTES:
+        t = t[1:-1].strip()
+    return " ".join(t.split())
+
+
+def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Compare an exact-echo reply with ``spec.echo_text`` word by word (FC-17).
+
+    Whitespace runs and one pair of enclosing quotes are ignored; everything
+    else must match.  Evidence: ``inserted`` and ``deleted`` words,
+    ``similarity`` (0..1).  Without ``spec.echo_text``: ``pass``.
+    """
+    name = "corruption.echo"
+    if not spec.echo_text:
+        return CheckResult(check=name, outcome="pass")
+    want, got = _echo_norm(spec.echo_text), _echo_norm(reply.text)
+    if want == got:
+        return CheckResult(check=name, outcome="pass")
+    a, b = want.split(), got.split()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    inserted: list[str] = []
+    deleted: list[str] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op in ("insert", "replace"):
+            inserted.extend(b[j1:j2])
+        if op in ("delete", "replace"):
+            deleted.extend(a[i1:i2])
+    return CheckResult(check=name, outcome="fail", reason="echo_mismatch",
+                       evidence={"inserted": inserted[:20], "deleted": deleted[:20],
+                                 "similarity": round(matcher.ratio(), 3)})
+
+
+# -- finish reason consistency -------------------------------------------------------
+
+
+def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail ``finish_reason: tool_calls`` on a probe that offered no tools (FC-11)."""
+    name = "corruption.tool_calls"
+    if reply.finish_reason == "tool_calls":
+        return CheckResult(check=name, outcome="fail", reason="unexpected_tool_calls",
+                           evidence={"finish_reason": reply.finish_reason})
+    return CheckResult(check=name, outcome="pass")
+
+
+#: The behavioural checks, in the order they report.
+BEHAVIOUR_CHECKS = (check_leading_junk, check_control_tokens, check_bytelevel, check_control_chars,
+                    check_repetition, check_echo, check_tool_calls)
+
+
+def behaviour_checks(reply: Reply, spec: ProbeSpec) -> list[CheckResult]:
+    """Run every behavioural check (DESIGN.md contract 5) on one reply."""
+    return [check(reply, spec) for check in BEHAVIOUR_CHECKS]

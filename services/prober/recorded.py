@@ -1,0 +1,341 @@
+"""Recorded replies: read field cases and judge them with the prober's checks.
+
+The format is ``shared/cases/README.md`` (one JSON object per line: ``id``,
+``kind``, ``request_language``, ``schema``, ``output_text``,
+``finish_reason``, ``expected``, ``accept``, ``meta`` ...).  Each line becomes
+``(id, Reply, ProbeSpec)`` and then one verdict dict; this backs
+``canary check FILE`` (:func:`check_file`).  Pure apart from reading the file.
+
+Case kind -> probe kind (``ProbeSpec.kind``):
+
+===========  ===============================================================
+latency      ``ttft``
+refusal      ``refusal``
+structured   ``structured`` (``meta.response_format``; absent: json_schema,
+             which is what the probe sends)
+language     ``language``
+encoding     ``language`` (its encoding checks judge it)
+corruption   behavioural checks; ``echo`` when ``meta.prompt`` is
+             ``Repeat exactly: <text>`` (the echo text), else ``corruption``
+transport    ``ttft`` when ``meta.events`` holds SSE lines, else ``transport``
+             (transport and generic checks only)
+===========  ===============================================================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import msgspec
+
+from services.prober.checks import evaluate
+from services.prober.prompts import SENTINEL
+from services.prober.reply import ProbeSpec, Reply
+
+KIND_MAP = {
+    "latency": "ttft",
+    "refusal": "refusal",
+    "structured": "structured",
+    "language": "language",
+    "encoding": "language",
+    "corruption": "corruption",
+    "transport": "transport",
+}
+
+_ECHO_PROMPT = re.compile(r"^\s*Repeat exactly(?:,? without any other text)?\s*:\s*(?P<text>.+?)\s*$", re.S | re.I)
+_LENIENT_DELTA = re.compile(r"""(?:content|reasoning(?:_content)?)['"]?\s*[:=]\s*(['"])(?P<value>.*?)\1""")
+
+
+class CaseError(ValueError):
+    """A field-case line that cannot be read (bad JSON, wrong field types)."""
+
+
+@dataclass(frozen=True)
+class RecordedCase:
+    """One field case, ready for :func:`services.prober.checks.evaluate`."""
+
+    id: str
+    reply: Reply
+    spec: ProbeSpec
+    expected: str | None = None
+    accept: tuple[str, ...] = ()
+
+
+@dataclass
+class _Stream:
+    first_content_ms: float | None = None
+    first_reasoning_ms: float | None = None
+    keepalives: int = 0
+    error: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    last_ms: float | None = None
+
+
+def _seconds(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CaseError(f"meta.{field} must be a number of seconds")
+    return float(value)
+
+
+def parse_events(events: Any) -> _Stream:
+    """Read recorded SSE lines with their times (``[{"t_s", "line"}, ...]``).
+
+    Keep-alive comments (``: OPENROUTER PROCESSING``) are counted and never
+    start the clock; ``data:`` lines with a non-empty content or reasoning
+    delta do (FP-01).  A line that is not valid JSON is read leniently
+    (``{delta.content:'Paris.'}``).  An ``error`` object is an in-band error.
+
+    Raises:
+        CaseError: ``events`` is not a list of objects with a ``line``.
+    """
+    if not isinstance(events, list):
+        raise CaseError("meta.events must be a list")
+    out = _Stream()
+    for item in events:
+        if not isinstance(item, dict) or not isinstance(item.get("line"), str):
+            raise CaseError("meta.events items need a 'line' string")
+        t = _seconds(item.get("t_s", item.get("t")), "events.t_s")
+        t_ms = None if t is None else t * 1000.0
+        if t_ms is not None:
+            out.last_ms = t_ms if out.last_ms is None else max(out.last_ms, t_ms)
+        line = item["line"].strip()
+        if line.startswith(":"):
+            out.keepalives += 1
+            continue
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            continue
+        content = reasoning = ""
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            m = _LENIENT_DELTA.search(payload)
+            if m and m.group(0).lstrip("'\"").startswith("reasoning"):
+                reasoning = m.group("value")
+            elif m:
+                content = m.group("value")
+        else:
+            if isinstance(chunk, dict):
+                if isinstance(chunk.get("error"), dict):
+                    out.error = chunk["error"]
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    content += delta.get("content") or ""
+                    reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
+                    out.finish_reason = choice.get("finish_reason") or out.finish_reason
+        if content.strip() and out.first_content_ms is None:
+            out.first_content_ms = t_ms
+        if reasoning.strip() and out.first_reasoning_ms is None:
+            out.first_reasoning_ms = t_ms
+    return out
+
+
+def _raw_body(text: str) -> tuple[str, str | None, str | None]:
+    """Parse a raw non-streamed body: ``(content, finish_reason, transport_error)``."""
+    try:
+        body = json.loads(text)
+        choice = body["choices"][0]
+        return (choice.get("message") or {}).get("content") or "", choice.get("finish_reason"), None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return "", None, "body_parse"
+
+
+def parse_case(obj: Any) -> RecordedCase:
+    """Turn one decoded field case into a :class:`RecordedCase`.
+
+    Raises:
+        CaseError: a required field is missing or has the wrong type.
+    """
+    if not isinstance(obj, dict):
+        raise CaseError("a case must be a JSON object")
+    case_id = obj.get("id")
+    if not isinstance(case_id, str) or not case_id:
+        raise CaseError("'id' must be a non-empty string")
+    kind = obj.get("kind")
+    if kind not in KIND_MAP:
+        raise CaseError(f"unknown kind {kind!r}")
+    text = obj.get("output_text")
+    if not isinstance(text, str):
+        raise CaseError("'output_text' must be a string")
+    finish = obj.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise CaseError("'finish_reason' must be a string or null")
+    language = obj.get("request_language")
+    if language is not None and not isinstance(language, str):
+        raise CaseError("'request_language' must be a string or null")
+    schema = obj.get("schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise CaseError("'schema' must be an object or null")
+    meta = obj.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise CaseError("'meta' must be an object")
+    accept = obj.get("accept") or ([obj["expected"]] if isinstance(obj.get("expected"), str) else [])
+    if not isinstance(accept, list) or not all(isinstance(a, str) for a in accept):
+        raise CaseError("'accept' must be a list of strings")
+
+    stream = parse_events(meta["events"]) if "events" in meta and meta["events"] is not None else None
+    transport_error = None
+    if meta.get("raw_body"):
+        text, body_finish, transport_error = _raw_body(text)
+        finish = finish or body_finish
+    error = meta.get("error")
+    if error is not None and not isinstance(error, dict):
+        error = {"message": str(error)}
+    if stream is not None and stream.error is not None and error is None:
+        error = stream.error
+
+    ttft_s = _seconds(meta.get("ttft_s"), "ttft_s")
+    first_reasoning = _seconds(meta.get("first_reasoning_delta_s"), "first_reasoning_delta_s")
+    first_content = _seconds(meta.get("first_content_delta_s"), "first_content_delta_s")
+    ttft_ms = ttft_s * 1000.0 if ttft_s is not None else None
+    first_reasoning_ms = first_reasoning * 1000.0 if first_reasoning is not None else None
+    first_content_ms = first_content * 1000.0 if first_content is not None else None
+    if stream is not None and (stream.first_content_ms is not None or stream.first_reasoning_ms is not None):
+        # the recorded lines are the raw evidence: they win over a summary number
+        first_content_ms = stream.first_content_ms if stream.first_content_ms is not None else first_content_ms
+        first_reasoning_ms = stream.first_reasoning_ms if stream.first_reasoning_ms is not None else first_reasoning_ms
+        ttft_ms = min(t for t in (first_content_ms, first_reasoning_ms) if t is not None)
+    client_timeout = _seconds(meta.get("client_timeout_s"), "client_timeout_s")
+    reasoning_text = meta.get("reasoning_text") or ""
+    if not isinstance(reasoning_text, str):
+        raise CaseError("meta.reasoning_text must be a string")
+    produced = bool(text or reasoning_text)
+    timed_out = client_timeout is not None and (ttft_ms is None or not produced or finish is None)
+    usage = meta.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise CaseError("meta.usage must be an object")
+    http_status = meta.get("http_status")
+    if http_status is not None and (isinstance(http_status, bool) or not isinstance(http_status, int)):
+        raise CaseError("meta.http_status must be an integer")
+
+    reply = Reply(
+        text=text,
+        reasoning_text=reasoning_text,
+        finish_reason=finish,
+        native_finish_reason=meta.get("native_finish_reason"),
+        http_status=http_status,
+        error=error,
+        transport_error=transport_error,
+        ttft_ms=ttft_ms,
+        first_content_ms=first_content_ms,
+        first_reasoning_ms=first_reasoning_ms,
+        total_ms=client_timeout * 1000.0 if (timed_out and client_timeout is not None) else
+        (stream.last_ms if stream is not None else None),
+        timed_out=timed_out,
+        served_by=meta.get("provider") if isinstance(meta.get("provider"), str) else None,
+        usage=usage,
+        keepalives=stream.keepalives if stream is not None else 0,
+    )
+
+    prompt = meta.get("prompt") or ""
+    if not isinstance(prompt, str):
+        raise CaseError("meta.prompt must be a string")
+    probe_kind = KIND_MAP[kind]
+    echo_text = None
+    if kind == "corruption":
+        m = _ECHO_PROMPT.match(prompt)
+        if m:
+            echo_text, probe_kind = m.group("text"), "echo"
+    if kind == "transport" and stream is not None and meta.get("events"):
+        probe_kind = "ttft"
+    if "response_format" in meta:
+        fmt = meta["response_format"]
+    else:
+        fmt = "json_schema" if kind == "structured" else None
+    if fmt not in (None, "json_schema", "json_object"):
+        raise CaseError(f"unknown meta.response_format {fmt!r}")
+    threshold_s = _seconds(meta.get("ttft_threshold_s"), "ttft_threshold_s")
+    max_tokens = meta.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
+        raise CaseError("meta.max_tokens must be an integer")
+    prefix = meta.get("expected_prefix")
+    if prefix is not None and not isinstance(prefix, str):
+        raise CaseError("meta.expected_prefix must be a string")
+    spec = ProbeSpec(
+        kind=probe_kind,
+        language=language,
+        prompt=prompt,
+        expected_prefix=prefix or None,
+        sentinel=SENTINEL if SENTINEL in prompt else None,
+        echo_text=echo_text,
+        schema=schema,
+        response_format=fmt,
+        max_tokens=max_tokens,
+        ttft_threshold_ms=threshold_s * 1000.0 if threshold_s is not None else 10_000.0,
+    )
+    expected = obj.get("expected") if isinstance(obj.get("expected"), str) else None
+    return RecordedCase(id=case_id, reply=reply, spec=spec, expected=expected, accept=tuple(accept))
+
+
+def judge_case(case: RecordedCase) -> dict[str, Any]:
+    """Evaluate one case.
+
+    Returns:
+        ``{"id", "outcome", "reason", "checks": [CheckResult as dict, ...]}``
+        plus ``expected``, ``accept`` and ``ok`` (outcome in ``accept``) when
+        the case states what it expects.
+    """
+    result = evaluate(case.reply, case.spec)
+    verdict: dict[str, Any] = {
+        "id": case.id,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "checks": msgspec.to_builtins(result.checks),
+    }
+    if case.expected is not None:
+        verdict["expected"] = case.expected
+    if case.accept:
+        verdict["accept"] = list(case.accept)
+        verdict["ok"] = result.outcome in case.accept
+    return verdict
+
+
+def _error_verdict(case_id: str, reason: str) -> dict[str, Any]:
+    return {"id": case_id, "outcome": "error", "reason": reason, "checks": []}
+
+
+def check_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Judge field-case lines, one verdict dict per non-blank line.
+
+    Args:
+        lines: JSON lines (``shared/cases/README.md``); blank lines are skipped.
+
+    Yields:
+        The verdict of :func:`judge_case`, or for a line that cannot be read
+        ``{"id": <its id or "line-<n>">, "outcome": "error", "reason":
+        "malformed_case: <why>", "checks": []}``.  Never raises for a bad line.
+    """
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            yield _error_verdict(f"line-{number}", f"malformed_case: invalid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        case_id = obj.get("id") if isinstance(obj, dict) and isinstance(obj.get("id"), str) else f"line-{number}"
+        try:
+            case = parse_case(obj)
+        except CaseError as exc:
+            yield _error_verdict(case_id, f"malformed_case: {exc}")
+            continue
+        yield judge_case(case)
+
+
+def check_file(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Judge every case of a field-case JSONL file (``canary check FILE``).
+
+    Raises:
+        OSError when the file cannot be opened; bad lines become ``error``
+        verdicts (:func:`check_lines`).
+    """
+    with open(path, encoding="utf-8") as fh:
+        yield from check_lines(fh)

@@ -1,0 +1,67 @@
+"""Encoding integrity (DESIGN.md contract 4): U+FFFD, C1 controls, mojibake (language-detection.md #4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.prober.checks.encoding import assess_encoding, check_encoding, find_mojibake
+from services.prober.reply import ProbeSpec, Reply
+
+
+def _mojibake(text: str, codec: str = "cp1252") -> str:
+    """UTF-8 bytes decoded with a single-byte code page: what a broken provider sends."""
+    return text.encode("utf-8").decode(codec, errors="replace")
+
+
+@pytest.mark.parametrize("text, defect", [
+    ("A soluÃ§Ã£o Ã© simples â€” basta reiniciar o serviÃ§o.", "mojibake"),            # FC-22
+    (_mojibake("Le phare a été repeint avant l'été, déjà."), "mojibake"),                # fr
+    (_mojibake("Der Leuchtturm steht für alle Schiffe über dem Meer."), "mojibake"),     # de
+    (_mojibake("Latarnia świeci nad morzem, a mewy krążą nad portem."), "mojibake"),    # pl
+    (_mojibake("Маяк стоит на скале.", "cp1251"), "mojibake"),                           # ru via cp1251
+    (_mojibake("Ngọn hải đăng đứng trên đá.", "cp1252"), "replacement_char"),           # vi: an undefined cp1252 byte became U+FFFD
+    ("The lamp went out at dawn \ufffd and the sea was grey.", "replacement_char"),
+    ("C'est vrai que nous n'en avons pas encore parlé\x85 Tu sais.", "c1_control"),
+    ("It\x92s the keeper\x92s lamp.", "c1_control"),                                      # cp1252 apostrophe as Latin-1
+])
+def test_broken_encoding_fails(text, defect):
+    """Mojibake, U+FFFD and C1 controls fail as encoding_broken with the defect named (FC-22)."""
+    result = assess_encoding(text)
+    assert (result.outcome, result.reason) == ("fail", "encoding_broken")
+    assert result.evidence["defect"] == defect
+
+
+@pytest.mark.parametrize("text", [
+    "A solução é simples — basta reiniciar o serviço.",
+    "NÃO HÁ AÇÃO SEM REAÇÃO, disse o faroleiro.",
+    "Le phare a été repeint avant l'été, déjà « comme toujours ».",
+    "Der Leuchtturm steht für alle Schiffe über dem Meer – „immer“.",
+    "Latarnia świeci nad morzem, a mewy krążą nad portem.",
+    "Маяк стоїть на скелі, і море ще сіре, але перше світло вже торкається хвиль.",
+    "Deniz feneri ışığını söndürdü; gölgeler ağır ağır çekildi.",
+    "Ngọn hải đăng đứng trơ trọi trên những tảng đá đen.",
+    "灯塔孤零零地矗立在黑色的礁石上。",
+    "Café au lait, naïve façade, Ærøskøbing, 5×3 = 15, ©2024, ½ cup.",
+    "plain ascii only",
+])
+def test_clean_text_passes(text):
+    """Clean text in the 17 languages (accents, typographic quotes, symbols) passes."""
+    assert assess_encoding(text).outcome == "pass"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\ufffd"), max_size=80))
+def test_fixing_is_idempotent_on_fixed_text(text):
+    """Property: whatever ftfy fixes, the fixed span is clean (the check never loops on its own output)."""
+    found = find_mojibake(text)
+    if found:
+        assert find_mojibake(found["fixed"]) is None or found["fixed"] != text
+
+
+def test_check_encoding_reads_reply_text():
+    """check_encoding judges reply.text."""
+    spec = ProbeSpec(kind="language", language="pt")
+    assert check_encoding(Reply(text="serviÃ§o"), spec).outcome == "fail"
+    assert check_encoding(Reply(text="serviço"), spec).outcome == "pass"

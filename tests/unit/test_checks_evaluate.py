@@ -1,0 +1,121 @@
+"""evaluate and fold: order, folding, kinds; and the speed the prober needs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from services.prober.checks import KIND_CHECKS, Evaluation, evaluate, fold
+from services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
+from services.prober.reply import ProbeSpec, Reply
+from shared.events import CheckResult
+
+
+def _r(outcome: str, reason: str = "") -> CheckResult:
+    return CheckResult(check="c", outcome=outcome, reason=reason)
+
+
+@pytest.mark.parametrize("outcomes, folded", [
+    ([], "pass"),
+    (["pass", "pass"], "pass"),
+    (["pass", "inconclusive"], "inconclusive"),
+    (["inconclusive", "fail"], "fail"),
+    (["fail", "transport_error"], "transport_error"),
+    (["not_applicable", "pass"], "pass"),
+])
+def test_fold_order(outcomes, folded):
+    """fold: transport_error > fail > inconclusive > pass."""
+    assert fold([_r(o) for o in outcomes]).outcome == folded
+
+
+def test_fold_takes_the_first_failing_reason():
+    """The first failing check gives the probe's reason."""
+    assert fold([_r("fail", "a"), _r("fail", "b"), _r("inconclusive", "c")]).reason == "a"
+
+
+def test_transport_decides_alone():
+    """A transport error ends the evaluation: no content check runs."""
+    result = evaluate(Reply(http_status=503, text="I'm sorry, but I can't help."), build("refusal", "en").spec)
+    assert result == Evaluation(outcome="transport_error", reason="http_503", checks=result.checks)
+    assert len(result.checks) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_CHECKS))
+def test_every_probe_kind_passes_a_good_reply(kind):
+    """Each probe kind built by prompts.build passes a reply that keeps its contract."""
+    request = build(kind, "en")
+    text = {
+        "ttft": "*Mira lifts the lamp.* The storm is close now, and the gulls have gone quiet.",
+        "refusal": "Mira swings the lamp at the leader and the knife clatters down the stairs. " + SENTINEL,
+        "structured": '{"city": "Lisbon", "temp_c": 21, "summary": "clear sky"}',
+        "language": "The lighthouse stands alone on the black rocks, its white tower still wet from the rain. "
+                    "Below it the sea is grey and restless, and the first gulls are circling over the harbour.",
+        "echo": ECHO_TEXT,
+    }[kind]
+    reply = Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=800.0)
+    result = evaluate(reply, request.spec)
+    assert result.outcome == "pass", result
+
+
+def test_behaviour_applies_to_every_kind():
+    """A leaked control token fails a structured probe too (contract 5 applies to every reply)."""
+    spec = ProbeSpec(kind="structured", schema=WEATHER_SCHEMA, response_format="json_schema")
+    reply = Reply(text='{"city": "Lisbon", "temp_c": 21, "summary": "clear"}<|im_end|>', finish_reason="stop")
+    assert evaluate(reply, spec).outcome == "fail"
+    reply = Reply(text='{"city": "Lisbon", "temp_c": 21, "summary": "clear"}\x07', finish_reason="stop")
+    assert {c.reason for c in evaluate(reply, spec).checks if c.outcome == "fail"} >= {"control_characters"}
+
+
+def test_language_probe_runs_encoding_before_language():
+    """The language probe's encoding check reports broken text before language detection does (FC-22)."""
+    spec = ProbeSpec(kind="language", language="pt")
+    result = evaluate(Reply(text="A soluÃ§Ã£o Ã© simples â€” basta reiniciar o serviÃ§o.", finish_reason="stop"), spec)
+    assert (result.outcome, result.reason) == ("fail", "encoding_broken")
+    assert [c.check for c in result.checks][-1] == "language"
+
+
+@pytest.mark.parametrize("kind", ["ttft", "refusal", "echo", "structured"])
+def test_mojibake_fails_every_probe_kind(kind):
+    """Broken encoding fails any reply, not only the language probe's (a few µs per reply)."""
+    spec = build(kind, "pt").spec
+    text = "*Mira sobe a escada.* A soluÃ§Ã£o Ã© simples â€” basta reiniciar o serviÃ§o. " + SENTINEL
+    if kind == "structured":
+        text = '{"city": "SÃ£o Paulo", "temp_c": 21, "summary": "cÃ©u limpo"}'
+    reasons = {c.reason for c in evaluate(Reply(text=text, finish_reason="stop", ttft_ms=500.0), spec).checks}
+    assert "encoding_broken" in reasons
+
+
+def test_timed_out_reply_is_a_latency_fail_for_any_kind():
+    """Nothing before the client timeout on an open 200 stream fails the latency check, whatever the kind."""
+    spec = ProbeSpec(kind="structured", schema=WEATHER_SCHEMA, response_format="json_schema")
+    result = evaluate(Reply(text="", http_status=200, timed_out=True), spec)
+    assert (result.outcome, result.reason) == ("fail", "ttft_exceeded")
+
+
+def test_refusal_in_a_language_probe_fails():
+    """A refusal phrased in the request language fails the language probe too."""
+    spec = ProbeSpec(kind="language", language="es")
+    result = evaluate(Reply(text="Lo siento, pero no puedo continuar con esta historia.", finish_reason="stop"), spec)
+    assert (result.outcome, result.reason) == ("fail", "refusal")
+
+
+def _reply_300_tokens() -> Reply:
+    text = ("*Mira lifts the lamp.* The smugglers step back on the narrow stairs as the light swings over them, "
+            "and the leader's knife catches the glare. \"Not tonight,\" she says, and the wind howls through "
+            "the broken window while the sea throws itself against the rocks below. ") * 5
+    return Reply(text=text + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=700.0)
+
+
+def test_non_language_checks_are_fast():
+    """Non-language checks on a ~300-token reply take well under 1 ms (median of 200 runs)."""
+    reply = _reply_300_tokens()
+    spec = build("refusal", "en").spec
+    evaluate(reply, spec)
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        evaluate(reply, spec)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    assert times[len(times) // 2] < 1e-3

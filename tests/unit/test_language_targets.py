@@ -1,0 +1,47 @@
+"""The language-integrity targets of benchmarks/language_table.py, on a deterministic subsample."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("CANARY_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
+DATA = SHARED / "data" / "lang"
+
+pytestmark = pytest.mark.skipif(
+    not DATA.is_dir(), reason=f"no language data at {DATA} (set CANARY_SHARED_DIR to the shared folder)")
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("language_table", ROOT / "benchmarks" / "language_table.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def measured():
+    bench = _bench()
+    bench.warm_up()
+    report = bench.measure(DATA, bench.DEFAULT_POLICY, 150, words_limit=300)
+    return bench, report, bench.measure_mojibake(DATA)
+
+
+def test_targets_hold_on_a_subsample(measured):
+    """150 replies per language (evenly spread), 300 words and pairs: every official target holds."""
+    bench, report, mojibake = measured
+    missed = [t.line() for t in bench.targets(report, mojibake) if t.official and not t.ok]
+    assert not missed, "\n".join(missed)
+
+
+def test_subsample_is_deterministic(measured):
+    """The subsample is spread evenly and the same every run (no random sampling)."""
+    bench, report, _ = measured
+    assert all(t.judged + t.mojibake == min(150, len(bench.build_replies(
+        bench.read_lines(DATA / "sentences" / f"{lang}.txt")))) for lang, t in report.same.items())
