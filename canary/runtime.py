@@ -37,7 +37,7 @@ def factory(name: str) -> Callable[[Settings], FastStream]:
 
 @contextlib.asynccontextmanager
 async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVICES,
-                  *, probers: int = 1) -> AsyncIterator[list[FastStream]]:
+                  *, probers: int = 1, passwords: dict[str, str] | None = None) -> AsyncIterator[list[FastStream]]:
     """Start the named services (each its own broker connection) and stop them on exit.
 
     Args:
@@ -45,12 +45,15 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
         names: services to start, in order (the judge and router before discovery
             is fine: every consumer is durable).
         probers: how many prober replicas (one shared durable).
+        passwords: user -> password; each service then connects as its own
+            NATS user (``shared/nats/server.conf``).
     """
     apps: list[FastStream] = []
     try:
         for name in names:
+            own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
             for _ in range(probers if name == "prober" else 1):
-                app = factory(name)(settings)
+                app = factory(name)(own)
                 await app.start()
                 apps.append(app)
         yield apps

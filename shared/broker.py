@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from faststream.nats import NatsBroker, NatsMessage
+from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from nats.errors import ConnectionClosedError, NoServersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import APIError
@@ -50,12 +50,11 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
     """A NatsBroker for ``service`` that reconnects forever.
 
     Credentials come from ``NATS_USER`` / ``NATS_PASSWORD`` (one per service,
-    ``config/nats/``); the connection is named after the service.
+    ``shared/nats/server.conf``); the connection is named after the service.
     """
     kwargs: dict[str, Any] = {}
     if settings.nats_user:
-        kwargs["user"] = settings.nats_user
-        kwargs["password"] = settings.nats_password
+        kwargs["security"] = NatsUserPassword(settings.nats_user, settings.nats_password)
     return NatsBroker(
         settings.nats_url,
         name=f"canary-{service}",

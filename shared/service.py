@@ -28,17 +28,24 @@ from shared.settings import Settings
 from shared.streams import ConsumerSpec
 
 
+async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
+    """A plain nats-py connection with the settings' credential (tools, audits, tests)."""
+    if settings.nats_user:
+        kwargs.setdefault("user", settings.nats_user)
+        kwargs.setdefault("password", settings.nats_password)
+    kwargs.setdefault("connect_timeout", 5)
+    kwargs.setdefault("max_reconnect_attempts", 3)
+    return await nats.connect(settings.nats_url, **kwargs)
+
+
 async def ensure_streams(settings: Settings) -> None:
     """Create or update the streams and KV bucket with a short-lived connection.
 
-    A service whose credential may not manage streams (``config/nats/``) logs
-    that and goes on: the operator's ``canary init`` (or the demo) created them.
+    A service whose credential may not manage streams (``shared/nats/server.conf``)
+    logs that and goes on: ``canary init`` (or the demo) created them as admin.
     """
     log = get_logger("streams")
-    kwargs: dict[str, Any] = {}
-    if settings.nats_user:
-        kwargs = {"user": settings.nats_user, "password": settings.nats_password}
-    nc = await nats.connect(settings.nats_url, connect_timeout=5, max_reconnect_attempts=3, **kwargs)
+    nc = await nats_connect(settings)
     try:
         await streams.ensure(nc.jetstream(), settings)
     except (APIError, NatsError) as exc:

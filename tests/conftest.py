@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from canary.embedded import ServerUnavailable, start_nats, start_redis
+from canary.embedded import BinaryMissing, start_nats, start_redis
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
@@ -49,6 +49,11 @@ class Infra:
     nats_config: Path | None = None
 
 
+def _docker_answers() -> bool:
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    return not host.startswith("unix://") or Path(host.removeprefix("unix://")).exists()
+
+
 @contextlib.contextmanager
 def _containers() -> Iterator[tuple[str, str]]:
     from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
@@ -61,23 +66,23 @@ def _containers() -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def servers(workdir: Path, nats_config: Path | None = None) -> Iterator[tuple[str, str]]:
+def servers(workdir: Path, nats_config: Path | None = None,
+            nats_env: dict[str, str] | None = None) -> Iterator[tuple[str, str]]:
     """Start (or find) NATS and Redis; yield their URLs."""
     try:
-        nats_server = start_nats(workdir / "nats", nats_config)
-    except ServerUnavailable as exc:
+        nats_server = start_nats(workdir / "nats", nats_config, env=nats_env)
+    except BinaryMissing as exc:
         if os.environ.get("NATS_URL") and os.environ.get("REDIS_URL") and nats_config is None:
             yield os.environ["NATS_URL"], os.environ["REDIS_URL"]
             return
-        try:
-            with _containers() as urls:
-                yield urls
-                return
-        except Exception:
+        if not _docker_answers():
             pytest.fail(f"no NATS for the integration tests: {exc}")
+        with _containers() as urls:
+            yield urls
+            return
     try:
         redis_server = start_redis(workdir / "redis")
-    except ServerUnavailable as exc:
+    except BinaryMissing as exc:
         nats_server.stop()
         if os.environ.get("REDIS_URL"):
             yield nats_server.url, os.environ["REDIS_URL"]
@@ -95,3 +100,25 @@ def infra(tmp_path: Path) -> Iterator[Infra]:
     """A fresh NATS (JetStream) and Redis for one test."""
     with servers(tmp_path) as (nats_url, redis_url):
         yield Infra(nats_url=nats_url, redis_url=redis_url, namespace=f"t{uuid.uuid4().hex[:8]}", workdir=tmp_path)
+
+
+@dataclass
+class SecuredInfra(Infra):
+    """Infra whose NATS runs the project's authorization (shared/nats/server.conf)."""
+
+    passwords: dict[str, str] | None = None
+
+    @property
+    def nats_log(self) -> Path:
+        return next((self.workdir / "nats").glob("nats-*.log"))
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[SecuredInfra]:
+    """A fresh NATS with one user per service, operator and backend, plus Redis."""
+    from shared.auth import generate_passwords, server_config, server_env
+
+    passwords = generate_passwords()
+    with servers(tmp_path, server_config(), server_env(passwords)) as (nats_url, redis_url):
+        yield SecuredInfra(nats_url=nats_url, redis_url=redis_url, namespace=f"t{uuid.uuid4().hex[:8]}",
+                           workdir=tmp_path, nats_config=server_config(), passwords=passwords)

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-import nats
-
 from canary.demo import pipeline
 from services.judge.core import Policy
 from services.judge.replay import diff_states, read_log, refold
 from services.judge.store import RedisJudgeStore
 from shared.events import Decision
-from shared.service import redis_client
+from shared.service import nats_connect, redis_client
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration
@@ -60,7 +58,7 @@ async def _replay(p) -> tuple[list[str], list[str]]:
         record = await RedisJudgeStore(client, settings.namespace).load(model)
     finally:
         await client.aclose()
-    nc = await nats.connect(settings.nats_url)
+    nc = await nats_connect(settings)
     try:
         logged = await read_log(nc.jetstream())
     finally:
