@@ -191,3 +191,5 @@ def main() -> None:
 
 # Commands defined in other modules register themselves on ``app``.
 from canary import cli_judge  # noqa: E402,F401
+from canary import cli_probe  # noqa: E402,F401
+from canary import cli_ops  # noqa: E402,F401

@@ -12,8 +12,10 @@ Order (the first failing check gives the probe's reason):
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply;
 3. behavioural integrity (:mod:`.behaviour`) on every reply;
-4. for the language probe, language detection last: it only means something
-   on text that is intact.
+4. late checks (:data:`LATE_CHECKS`): language detection for the language
+   probe (it only means something on intact text) and truncation for the
+   filtering probe (a missing closing marker is the consequence of many
+   defects, so the more specific ones give the reason first).
 
 Folding rule: any ``fail`` makes the probe ``fail`` (the first failing check
 gives the reason), else any ``inconclusive`` makes it ``inconclusive``, else
@@ -58,15 +60,17 @@ Check = Callable[[Reply, ProbeSpec], CheckResult]
 #: Kind-specific checks, in reporting order; behavioural checks follow.
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
     "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing),
-    "refusal": (check_finish, check_empty, check_truncation, check_encoding, check_refusal_phrasing),
+    "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding),
     "structured": (check_finish, check_empty, check_structured, check_encoding),
     "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing),
     "echo": (check_finish, check_empty, check_encoding),
 }
 #: Checks for a kind not listed above (``transport`` in recorded cases ...).
 DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding)
-#: Checks that run after the behavioural ones, per kind.
-LATE_CHECKS: dict[str, tuple[Check, ...]] = {"language": (check_language,)}
+#: Checks that run after the behavioural ones, per kind.  A missing closing
+#: marker is the consequence of many defects (a refusal, runaway repetition,
+#: leaked tokens): truncation comes last so that the reason names the cause.
+LATE_CHECKS: dict[str, tuple[Check, ...]] = {"language": (check_language,), "refusal": (check_truncation,)}
 
 
 class Evaluation(Struct, frozen=True, kw_only=True):

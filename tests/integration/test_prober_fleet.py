@@ -1,0 +1,101 @@
+"""The prober against the full simulated fleet over HTTP: every defect is caught, no healthy provider fails.
+
+Twenty rounds of every probe kind for every endpoint, languages rotating
+through the 17, through the real prober path (pinned request, SSE, checks, pin
+verification, language confirmation) on a real socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from services.prober.service import Prober
+from shared.events import PROBE_KINDS, ProbeTask
+from shared.openrouter import list_endpoints, make_client
+from shared.settings import LANGUAGES, Settings
+from simulator.gateway import create_app
+from simulator.scenario import load_scenario
+from simulator.server import serve
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 20
+HEALTHY = {"deepinfra/fp8", "novita/fp8", "together", "fireworks", "parasail/fp8", "gmicloud/fp8",
+           "deepthink/fp8", "plaintext/fp16"}
+#: Never a quality failure: transport trouble, or the gateway's fault.
+NEVER_FAIL = {"atlas-cloud/fp8": {"pass", "transport_error"},
+              "netsplit/fp8": {"transport_error"},
+              "mirage/fp8": {"inconclusive"}}
+#: provider -> (kind, languages the fault applies to or None for all, reasons accepted).
+DEFECTS = {
+    "lambda/fp8": ("ttft", None, {"ttft_exceeded"}),
+    "control-slow/fp8": ("ttft", None, {"ttft_exceeded"}),
+    "baseten/fp8": ("structured", None, {"schema_invalid"}),
+    "control-structured/fp8": ("structured", None, {"schema_invalid"}),
+    "brightwave/fp8": ("ttft", None, {"leading_junk"}),
+    "saltmarsh/fp8": ("language", {"es"}, {"language_switch"}),
+    "tidewater/fp8": ("language", {"pt"}, {"language_mix"}),
+    "control-language/fp8": ("language", None, {"language_switch"}),
+    "quietharbor/bf16": ("refusal", None, {"refusal"}),
+    "control-filter/strict": ("refusal", None, {"refusal"}),
+    "shortwick/fp8": ("refusal", None, {"truncated"}),
+    "bytecove/bf16": ("echo", None, {"bytelevel_tokens"}),
+    # mojibake of pure-ASCII text is the text itself: judged on scripts that are never ASCII
+    "oldport/fp8": ("language", {"ru", "uk", "ar", "ja", "ko", "zh", "vi"}, {"encoding_broken"}),
+    "toolspill/fp8": ("echo", None, {"control_tokens"}),
+    "echoloop/fp8": ("refusal", None, {"repetition"}),
+    "inkwell/fp8": ("echo", None, {"echo_mismatch"}),
+    "control-inject/fp8": ("echo", None, {"echo_mismatch"}),
+}
+
+
+async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anything():
+    """20 rounds x 5 kinds x 28 endpoints: defects caught with their reason, healthy ones never fail."""
+    scenario = load_scenario("full")
+    model = scenario.models[0].id
+    async with serve(create_app(scenario)) as url:
+        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=6.0)
+        async with make_client(settings) as client:
+            endpoints = {e.provider: e for e in await list_endpoints(client, model)}
+            prober = Prober(settings, client)
+            gate = asyncio.Semaphore(16)
+            now = datetime.now(timezone.utc)
+
+            async def one(tag: str, kind: str, n: int):
+                language = LANGUAGES[n % len(LANGUAGES)] if kind in ("language", "refusal", "ttft") else "en"
+                if DEFECTS.get(tag, ("", None, None))[0] == kind and DEFECTS[tag][1] and kind == "language":
+                    allowed = sorted(DEFECTS[tag][1])
+                    language = allowed[n % len(allowed)]
+                e = endpoints[tag]
+                task = ProbeTask(at=now, task_id=f"{tag}|{kind}|{n}", model=model, provider=tag,
+                                 provider_name=e.provider_name, kind=kind, language=language, cycle="c",
+                                 deadline=now + timedelta(hours=1), supported_parameters=e.supported_parameters)
+                async with gate:
+                    return tag, kind, language, await prober.probe(task)
+
+            results = await asyncio.gather(*(one(tag, kind, n) for tag in endpoints for kind in PROBE_KINDS
+                                             for n in range(ROUNDS)))
+
+    outcomes: dict[tuple[str, str], list] = defaultdict(list)
+    for tag, kind, language, result in results:
+        outcomes[(tag, kind)].append((language, result.outcome, result.reason))
+
+    failures = [(t, k, o) for (t, k), os_ in outcomes.items() if t in HEALTHY for o in os_ if o[1] == "fail"]
+    assert failures == [], failures[:5]
+    for tag in HEALTHY:
+        assert {o for k in PROBE_KINDS for _, o, _ in outcomes[(tag, k)]} <= {"pass", "not_applicable"}, tag
+    assert {o for _, o, _ in outcomes[("plaintext/fp16", "structured")]} == {"not_applicable"}
+
+    for tag, allowed in NEVER_FAIL.items():
+        seen = {o for k in PROBE_KINDS for _, o, _ in outcomes[(tag, k)]}
+        assert seen <= allowed, (tag, seen)
+    assert {r for k in PROBE_KINDS for _, _, r in outcomes[("mirage/fp8", k)]} == {"pin_violated"}
+
+    for tag, (kind, languages, reasons) in DEFECTS.items():
+        relevant = [(lang, o, r) for lang, o, r in outcomes[(tag, kind)] if languages is None or lang in languages]
+        assert relevant, tag
+        assert all(o == "fail" and r in reasons for _, o, r in relevant), (tag, kind, relevant[:3])
