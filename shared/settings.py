@@ -4,7 +4,7 @@ Precedence, lowest first: the defaults below, the TOML file named by
 ``CANARY_CONFIG`` (or passed explicitly), the environment, explicit overrides.
 Environment names: ``CANARY_<FIELD>`` for every field (``CANARY_MIN_HOSTS=3``),
 plus the conventional ``NATS_URL``, ``REDIS_URL``, ``OPENROUTER_BASE_URL`` and
-``OPENROUTER_API_KEY``.  Lists are comma-separated (``CANARY_MODELS=a/b,c/d``);
+``OPENROUTER_API_KEY``.  An empty variable counts as unset.  Lists are comma-separated (``CANARY_MODELS=a/b,c/d``);
 mappings are ``key=value`` pairs (``CANARY_CONTROLS=refusal=acme/strict``).
 
 Units are in the names: ``_s`` seconds, ``_ms`` milliseconds.  Defaults follow
@@ -221,9 +221,9 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
             out[field_name] = env[name]
     for field_name, fld in _FIELDS.items():
         key = f"CANARY_{field_name.upper()}"
-        if key not in env:
+        value = env.get(key, "")
+        if value == "":  # unset and empty mean the same: the default (compose writes ${X:-})
             continue
-        value = env[key]
         default = fld.default
         if default is msgspec.NODEFAULT and fld.default_factory is not msgspec.NODEFAULT:
             default = fld.default_factory()

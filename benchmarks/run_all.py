@@ -1,0 +1,50 @@
+"""Run every benchmark, one after another: ``python benchmarks/run_all.py``.
+
+Each prints its figures beside a baseline measured in the same run, as ratios
+(the machine is shared and noisy; absolute times drift).  Pass ``--quick`` for
+smaller sizes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = {
+    "checks_bench.py": [],
+    "language_table.py": ["--limit", "120"],
+    "judge_bench.py": [],
+    "prober_bench.py": [],
+    "routing_bench.py": [],
+}
+QUICK = {
+    "language_table.py": ["--limit", "40"],
+    "judge_bench.py": ["--cycles", "12", "--repeat", "2"],
+    "prober_bench.py": ["--probes", "200"],
+}
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv[1:]
+    failed = []
+    for name, args in BENCHMARKS.items():
+        path = HERE / name
+        if not path.exists():
+            continue
+        argv = QUICK.get(name, args) if quick else args
+        print(f"\n===== {name} {' '.join(argv)}", flush=True)
+        t0 = time.perf_counter()
+        code = subprocess.call([sys.executable, str(path), *argv])
+        print(f"===== {name}: exit {code} after {time.perf_counter() - t0:.0f} s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Build the judge scenario event files (JSON lines in the wire format).
+
+Each scenario is a small log for ``canary replay --events FILE`` and for the
+tests in ``tests/unit/test_judge_scenarios.py``, which also hold each file's
+expected decisions.  Regenerate after changing a scenario::
+
+    python tests/scenarios/judge/build.py
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from shared import codec  # noqa: E402
+from shared.commands import LiftSuspension, SetMode  # noqa: E402
+from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
+from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8")
+DAY = 48
+
+
+def enforce(n: int = 0):
+    return SetMode(command_id=f"enforce-{n}", actor="scenario", at=T0 + n * CYCLE - timedelta(minutes=1),
+                   mode="enforce", model=MODEL, reason="scenario runs in enforce mode")
+
+
+def fail(provider: str, kind: str = "ttft", reason: str = "ttft_exceeded", fleet=FLEET):
+    out = healthy(*fleet)
+    out[provider][kind] = ("fail", reason)
+    return out
+
+
+def transport(provider: str, fleet=FLEET):
+    out = healthy(*fleet)
+    out[provider] = {k: ("transport_error", "http_503") for k in out[provider]}
+    return out
+
+
+def scenarios() -> dict[str, list]:
+    s: dict[str, list] = {}
+    s["two_failed_cycles_suspend"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8"))]
+    s["one_failed_cycle_decides_nothing"] = [enforce(), *cycle_events(0, fail("a/fp8")),
+                                             *cycle_events(1, healthy(*FLEET)), *cycle_events(2, fail("a/fp8"))]
+    s["transport_errors_freeze"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, transport("a/fp8")),
+                                    *cycle_events(2, transport("a/fp8")), *cycle_events(3, fail("a/fp8"))]
+    ladder = [enforce()]
+    n = 0
+    for _ in range(3):
+        ladder += cycle_events(n, fail("a/fp8")) + cycle_events(n + 1, fail("a/fp8"))
+        n += 2 + 7 * DAY + 1
+        ladder += cycle_events(n, healthy(*FLEET))
+        n += 1
+    s["ladder_one_three_seven_days"] = ladder
+    n2 = 1 + 14 * DAY + 2
+    s["ladder_resets_after_fourteen_quiet_days"] = [
+        enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+        *cycle_events(100, healthy(*FLEET)), *cycle_events(n2, fail("a/fp8")), *cycle_events(n2 + 1, fail("a/fp8"))]
+    s["suspension_expires"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+                               *cycle_events(1 + DAY + 2, healthy(*FLEET))]
+    s["recovery_ends_early_and_keeps_the_ladder"] = [
+        enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+        *cycle_events(2, healthy(*FLEET)), *cycle_events(3, healthy(*FLEET)),
+        *cycle_events(4, fail("a/fp8")), *cycle_events(5, fail("a/fp8"))]
+    crowded = IgnoreSnapshot(at=T0 - timedelta(minutes=2), model=MODEL, version=1, entries=[
+        IgnoreEntry(provider="c/fp8", reasons=[IgnoreReason(layer="exclusion", reason="reviewed defect")]),
+        IgnoreEntry(provider="d/fp8", reasons=[IgnoreReason(layer="override", reason="incident", actor="ops")]),
+        IgnoreEntry(provider="e/fp8", reasons=[IgnoreReason(layer="override", reason="incident", actor="ops")])])
+    s["capacity_floor_holds"] = [enforce(), crowded, *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+                                 *cycle_events(2, fail("a/fp8"))]
+    s["observe_mode_would_suspend"] = [*cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+                                       *cycle_events(2, healthy(*FLEET)), *cycle_events(3, healthy(*FLEET))]
+    shadow_kind = SetMode(command_id="echo-shadow", actor="scenario", at=T0 - timedelta(minutes=1), mode="observe",
+                          model=MODEL, kind="echo", reason="new probe kind runs in shadow")
+    both = {p: {"ttft": "pass", "echo": "pass"} for p in FLEET}
+    both["a/fp8"]["echo"] = ("fail", "echo_mismatch")
+    both["b/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+    s["observe_per_probe_kind"] = [enforce(), shadow_kind, *cycle_events(0, both), *cycle_events(1, both)]
+    lift = LiftSuspension(command_id="lift-1", actor="bob", at=T0 + 2 * CYCLE, provider="a/fp8", model=MODEL,
+                          reason="provider fixed its template")
+    s["operator_lift"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")), lift,
+                          *cycle_events(3, fail("a/fp8"))]
+    common = healthy(*FLEET)
+    for p in ("a/fp8", "b/fp8", "c/fp8"):
+        common[p]["structured"] = ("fail", "schema_invalid")
+    s["common_mode_guard"] = [enforce(), *cycle_events(0, common), *cycle_events(1, common)]
+    refusal = {p: {"refusal": "pass"} for p in FLEET}
+    refusal["a/fp8"]["refusal"] = ("fail", "refusal")
+    ctl = {"ctl/filter": {"refusal": "pass"}}
+    s["positive_control_passed"] = [enforce(), *cycle_events(0, refusal, controls=ctl),
+                                    *cycle_events(1, refusal, controls=ctl)]
+    s["unjudgeable_after_six_frozen_cycles"] = [enforce(), *[e for n in range(7) for e in
+                                                             cycle_events(n, transport("a/fp8"))]]
+    pin = healthy(*FLEET)
+    pin["a/fp8"]["ttft"] = ("inconclusive", "pin_violated")
+    s["pin_violated"] = [enforce(), *cycle_events(0, pin)]
+    gone = {p: v for p, v in healthy(*FLEET).items() if p != "a/fp8"}
+    s["provider_disappears_and_returns"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, gone),
+                                            *cycle_events(2, fail("a/fp8"))]
+    return s
+
+
+def main() -> None:
+    for name, events in scenarios().items():
+        lines = [codec.encode(e).decode() for e in events]
+        (HERE / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    print(f"wrote {len(scenarios())} scenarios to {HERE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Judge scenarios as event files, replayed offline by ``canary replay --events`` with expected decisions.
+
+The files in ``tests/scenarios/judge/`` are the same logs an auditor would
+fold; each line is a wire event.  Expectations are written by hand below.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from canary.cli import app
+
+HERE = Path(__file__).resolve().parents[1] / "scenarios" / "judge"
+M = "mode_changed"
+
+#: scenario -> [(action, provider, reason, suspension length in days or None)]
+EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
+    "two_failed_cycles_suspend": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1)],
+    "one_failed_cycle_decides_nothing": [(M, "", "operator", None)],
+    "transport_errors_freeze": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1)],
+    "ladder_one_three_seven_days": [
+        (M, "", "operator", None),
+        ("suspend", "a/fp8", "failed_cycles", 1), ("end", "a/fp8", "expired", None),
+        ("suspend", "a/fp8", "failed_cycles", 3), ("end", "a/fp8", "expired", None),
+        ("suspend", "a/fp8", "failed_cycles", 7), ("end", "a/fp8", "expired", None)],
+    "ladder_resets_after_fourteen_quiet_days": [
+        (M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1), ("end", "a/fp8", "expired", None),
+        ("suspend", "a/fp8", "failed_cycles", 1)],
+    "suspension_expires": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1),
+                           ("end", "a/fp8", "expired", None)],
+    "recovery_ends_early_and_keeps_the_ladder": [
+        (M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1), ("end", "a/fp8", "recovered", None),
+        ("suspend", "a/fp8", "failed_cycles", 3)],
+    "capacity_floor_holds": [(M, "", "operator", None), ("floor_held", "a/fp8", "capacity_floor", None),
+                             ("floor_held", "a/fp8", "capacity_floor", None)],
+    "observe_mode_would_suspend": [("would_suspend", "a/fp8", "failed_cycles", 1),
+                                   ("would_end", "a/fp8", "recovered", None)],
+    "observe_per_probe_kind": [(M, "", "operator", None), (M, "", "operator", None),
+                               ("would_suspend", "a/fp8", "failed_cycles", 1),
+                               ("suspend", "b/fp8", "failed_cycles", 1)],
+    "operator_lift": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1),
+                      ("end", "a/fp8", "lifted", None)],
+    "common_mode_guard": [(M, "", "operator", None), ("common_mode", "", "common_mode", None),
+                          ("common_mode", "", "common_mode", None)],
+    "positive_control_passed": [(M, "", "operator", None), ("control_passed", "", "control_passed", None),
+                                ("control_passed", "", "control_passed", None)],
+    "unjudgeable_after_six_frozen_cycles": [(M, "", "operator", None), ("unjudgeable", "a/fp8", "frozen_too_long", None)],
+    "pin_violated": [(M, "", "operator", None), ("pin_violated", "a/fp8", "pin_violated", None)],
+    "provider_disappears_and_returns": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1)],
+}
+
+#: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).
+ENV = {"CANARY_CONFIG": "", "CANARY_MODE": "", "CANARY_MIN_HOSTS": ""}
+
+
+def replay(path: Path, *extra: str) -> dict:
+    result = CliRunner().invoke(app, ["replay", "--events", str(path), *extra], env=ENV)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_every_scenario_file_has_expectations():
+    """No event file without a hand-written expectation, and the reverse."""
+    assert sorted(p.stem for p in HERE.glob("*.jsonl")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_scenario_gives_its_expected_decisions(name):
+    """Folding the scenario's log gives exactly the decisions written for it."""
+    out = replay(HERE / f"{name}.jsonl")
+    got = []
+    for d in out["decisions"]:
+        days = None
+        if d["action"] in ("suspend", "would_suspend"):
+            until = datetime.fromisoformat(d["until"].replace("Z", "+00:00"))
+            at = datetime.fromisoformat(d["at"].replace("Z", "+00:00"))
+            days = (until - at).total_seconds() / 86400
+        got.append((d["action"], d["provider"], d["reason"], days))
+    assert got == EXPECTED[name]
+    assert all(d["evidence"] for d in out["decisions"] if d["action"] in ("suspend", "would_suspend", "floor_held"))
+
+
+def test_backtest_with_other_thresholds_lists_the_decisions_that_differ(tmp_path):
+    """replay --config OTHER.toml: with three failed cycles needed, the two-cycle suspension disappears."""
+    other = tmp_path / "other.toml"
+    other.write_text("failed_cycles_to_suspend = 3\n")
+    out = replay(HERE / "two_failed_cycles_suspend.jsonl", "--config", str(other))
+    assert [(d["action"], d["provider"]) for d in out["only_current"]] == [("suspend", "a/fp8")]
+    assert out["only_other"] == []
+
+
+def test_a_bad_event_file_is_refused_with_its_line_number(tmp_path):
+    """A line that is not a wire event stops the replay with the line named, exit status 2."""
+    bad = tmp_path / "bad.jsonl"
+    good = (HERE / "pin_violated.jsonl").read_text().splitlines()
+    bad.write_text("\n".join([good[0], '{"type": "cycle_closed", "model": 7}', *good[1:]]) + "\n")
+    result = CliRunner().invoke(app, ["replay", "--events", str(bad)], env=ENV)
+    assert result.exit_code == 2
+    assert "line 2" in result.output
+
+
+def test_committed_files_match_their_builder():
+    """The event files are exactly what tests/scenarios/judge/build.py writes (no hand edits drift)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("judge_build", HERE / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from shared import codec
+
+    for name, events in module.scenarios().items():
+        expected = "\n".join(codec.encode(e).decode() for e in events) + "\n"
+        assert (HERE / f"{name}.jsonl").read_text() == expected, name
