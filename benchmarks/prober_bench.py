@@ -123,7 +123,7 @@ async def bench_bare(url: str, work: list[ProbeTask], concurrency: int) -> tuple
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probes", type=int, default=600)
-    parser.add_argument("--batch", type=int, default=32, help="prober batch (tasks in flight)")
+    parser.add_argument("--concurrency", type=int, default=32, help="probes in flight in the prober")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,9 +142,9 @@ async def main(argv: list[str] | None = None) -> int:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             settings = Settings.load(env={}, nats_url=nats.url, openrouter_base_url=url, models=[MODEL],
-                                     prober_batch=args.batch, log_level="WARNING")
+                                     prober_concurrency=args.concurrency, log_level="WARNING")
             work = tasks(args.probes)
-            bare_rate, bare_cpu = await bench_bare(url, work, args.batch)
+            bare_rate, bare_cpu = await bench_bare(url, work, args.concurrency)
             rate, cpu_ms, outcomes = await bench_prober(settings, work)
         finally:
             nats.stop()
@@ -152,7 +152,7 @@ async def main(argv: list[str] | None = None) -> int:
             sim.wait(timeout=10)
 
     print(f"prober benchmark: {args.probes} probes (all 5 kinds, 17 languages) against one instant simulated "
-          f"provider, {args.batch} in flight; simulator and NATS in their own processes")
+          f"provider, {args.concurrency} in flight; simulator and NATS in their own processes")
     print(f"{'what':<58} {'per s':>8} {'CPU ms each':>12} {'ratio':>7}")
     print(f"{'bare httpx: same streaming requests, read and discarded':<58} {bare_rate:>8.0f} {bare_cpu:>12.2f} "
           f"{1.0:>6.2f}x")

@@ -61,7 +61,7 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         ladder_reset_s=14 * 86400.0 * SCALE,
         mode="enforce",
         controls=controls,
-        prober_batch=64,
+        prober_concurrency=32,
         languages_per_cycle=1,
         duplicate_window_s=120.0,
         exclusions_file="",

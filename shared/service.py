@@ -73,7 +73,8 @@ class Shell:
         self._tasks: list[asyncio.Task[None]] = []
         self.app.on_startup(self._on_startup)
         self.app.after_startup(self._after_startup)
-        self.app.on_shutdown(self._on_shutdown)
+        self.app.on_shutdown(self._stop_loops)
+        self.app.after_shutdown(self._after_shutdown)
         self._startup: list[Callable[[], Awaitable[None]]] = []
         self._shutdown: list[Callable[[], Awaitable[None]]] = []
 
@@ -82,25 +83,35 @@ class Shell:
         self._startup.append(fn)
 
     def on_shutdown(self, fn: Callable[[], Awaitable[None]]) -> None:
-        """Run ``fn`` when the service stops (close clients here)."""
+        """Run ``fn`` once the broker stopped and in-flight handlers finished (close clients here)."""
         self._shutdown.append(fn)
 
     def subscribe(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                  *, batch: int = 1) -> None:
+                  *, batch: int = 1, workers: int = 1) -> None:
         """Bind the durable pull consumer ``spec`` and handle each message with ``apply``.
 
-        ``batch`` messages are fetched at a time and handled concurrently
-        (FastStream's pull loop); use 1 where order matters.
+        Args:
+            batch: messages fetched at a time and handled together (FastStream's
+                pull loop waits for the whole batch); 1 where order matters.
+            workers: handle up to this many messages at once, fetching one at a
+                time as workers free up, so one slow message does not hold up
+                the others.  FastStream's queue in front of the workers holds at
+                most ``workers`` messages, so a fetched message waits at most
+                one handler's time; the consumer's ``ack_wait`` must cover that
+                (the over-fetching of ag2ai/faststream#2563 came from an
+                unbounded queue).
         """
+        extra: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
 
         @self.broker.subscriber(
             spec.filter_subjects[0],
             stream=JStream(spec.stream, declare=False),
             durable=spec.durable,
-            pull_sub=PullSub(batch_size=batch, timeout=1.0),
+            pull_sub=PullSub(batch_size=1 if workers > 1 else batch, timeout=1.0),
             config=spec.config(),
             ack_policy=AckPolicy.MANUAL,
             title=f"{self.name}:{spec.durable}",
+            **extra,
         )
         async def _handler(msg: NatsMessage) -> None:
             await handle(msg, service=self.name, decoder=decoder, apply=apply,
@@ -127,7 +138,7 @@ class Shell:
         except Exception:
             self.log.error("background_loop_crashed", exc_info=True)
 
-    async def _on_shutdown(self) -> None:
+    async def _stop_loops(self) -> None:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -136,5 +147,7 @@ class Shell:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+
+    async def _after_shutdown(self) -> None:
         for fn in self._shutdown:
             await fn()

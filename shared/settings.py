@@ -52,6 +52,7 @@ class Settings(Struct, kw_only=True):
         controls: probe kind -> positive-control provider tag.
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
+        prober_concurrency: probes one prober runs at once.
     """
 
     nats_url: str = "nats://127.0.0.1:4222"
@@ -89,7 +90,7 @@ class Settings(Struct, kw_only=True):
     kind_modes: dict[str, Mode] = {}
 
     exclusions_file: str = ""
-    prober_batch: int = 4
+    prober_concurrency: int = 16
     prober_id: str = ""
     task_ack_wait_s: float = 0.0
     max_deliver: int = 5

@@ -150,16 +150,17 @@ class ConsumerSpec:
 def prober_consumer(settings: Settings) -> ConsumerSpec:
     """Shared by every prober replica: one task goes to one prober.
 
-    ``ack_wait`` covers the slowest probe: the language probe's request plus
-    its confirmations (DESIGN.md, contract 4).
+    ``ack_wait`` covers a task that waits for a free worker behind one probe
+    and then runs the slowest probe: the language probe's request plus its
+    confirmations (DESIGN.md, contract 4), twice over.
     """
-    worst = settings.request_timeout_s * (1 + settings.language_confirmations) + 10.0
+    worst = settings.request_timeout_s * (1 + settings.language_confirmations)
     return ConsumerSpec(
         stream=TASKS,
-        durable="prober-v1",
+        durable="prober-v2",
         filter_subjects=[subjects.ALL_TASKS],
-        max_ack_pending=max(settings.prober_batch * 4, 64),
-        ack_wait_s=settings.task_ack_wait_s or worst,
+        max_ack_pending=1000,
+        ack_wait_s=settings.task_ack_wait_s or 2 * worst + 10.0,
         max_deliver=3,
     )
 
@@ -189,11 +190,11 @@ def router_consumer(settings: Settings) -> ConsumerSpec:
 
 
 def notifier_consumer(settings: Settings) -> ConsumerSpec:
-    """Decisions and routing snapshots, from the time the durable is first created."""
+    """Decisions, routing snapshots and operator commands, from the time the durable is first created."""
     return ConsumerSpec(
         stream=LOG,
-        durable="notifier-v1",
-        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTING],
+        durable="notifier-v2",
+        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTING, subjects.ALL_OPS],
         max_ack_pending=64,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,

@@ -446,11 +446,14 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                                                  results=[r for r in verdict.results if r.outcome != "pass"])
                           ][-HISTORY:]
         _score_shadow_calls(state, ps, verdict.verdict, at, policy)
-        for r in verdict.results:
-            if r.reason == "pin_violated":
-                decisions.append(_decision(state, provider, "pin_violated", at, anchor=f"{cycle.cycle_no}|{r.task_id}",
-                                           reason="pin_violated", kind=r.kind, cycles=[cycle.cycle], evidence=[r],
-                                           detail="the gateway served a pinned probe from another provider", policy=policy))
+        violated = [r for r in verdict.results if r.reason == "pin_violated"]
+        if violated:
+            kinds = sorted({r.kind for r in violated})
+            decisions.append(_decision(state, provider, "pin_violated", at, anchor=f"{cycle.cycle_no}",
+                                       reason="pin_violated", cycles=[cycle.cycle], evidence=violated,
+                                       detail=(f"the gateway served {len(violated)} probe(s) pinned to this provider "
+                                               f"from another provider ({', '.join(kinds)}): they prove nothing"),
+                                       policy=policy))
 
     decisions.extend(_recoveries(state, cycle, at, policy))
     decisions.extend(_suspensions(state, cycle, at, policy))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.commands import AddOverride, Command, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
 from shared.events import Decision
 from shared.snapshots import IgnoreSnapshot
 
@@ -72,3 +73,25 @@ def describe_snapshot(s: IgnoreSnapshot) -> tuple[str, dict[str, Any]]:
         "at": _fmt(s.at),
     }
     return line, payload
+
+
+def describe_command(c: Command) -> tuple[str, dict[str, Any]]:
+    """A one-line message and a structured payload for an operator command (who did what, why)."""
+    match c:
+        case AddOverride():
+            until = f" until {_fmt(c.expires_at)}" if c.expires_at else ""
+            what = f"override added: ignore {c.provider} on {c.model}{until}: {c.reason}"
+        case RemoveOverride():
+            what = f"override removed: {c.provider} on {c.model}" + (f": {c.reason}" if c.reason else "")
+        case LiftSuspension():
+            what = f"suspension lift asked: {c.provider} on {c.model}: {c.reason}"
+        case SetMode():
+            scope = f"kind {c.kind}" if c.kind else "all kinds"
+            what = f"mode set to {c.mode} for {c.model} ({scope})" + (f": {c.reason}" if c.reason else "")
+        case ReloadExclusions():
+            what = "reviewed exclusions reload asked" + (f": {c.reason}" if c.reason else "")
+        case _:
+            what = type(c).__name__
+    payload = {"id": f"cmd|{c.command_id}", "severity": "info", "actor": c.actor, "command_id": c.command_id,
+               "at": _fmt(c.at)}
+    return f"{c.actor}: {what}", payload

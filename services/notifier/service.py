@@ -1,4 +1,4 @@
-"""Notifier service: tell operators about every decision and every new ignore list.
+"""Notifier service: tell operators about every decision, every new ignore list and who commanded what.
 
 Each message becomes one structured log line (``operator_notice``) and, when
 ``CANARY_WEBHOOK_URL`` is set, one JSON POST to that URL.  Delivery
@@ -12,17 +12,18 @@ import httpx
 from faststream import FastStream
 from redis.exceptions import RedisError
 
-from services.notifier.core import describe_decision, describe_snapshot
+from services.notifier.core import describe_command, describe_decision, describe_snapshot
 from shared import codec, streams
 from shared.broker import Delivery
 from shared.codec import Codec
 from shared.errors import Transient
+from shared.commands import Command, OperatorCommand
 from shared.events import Decision
 from shared.service import Shell, redis_client
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
 
-NOTIFIER_INPUT = Codec(Decision | IgnoreSnapshot, "decision or snapshot")
+NOTIFIER_INPUT = Codec(Decision | IgnoreSnapshot | OperatorCommand, "decision, snapshot or operator command")
 KEEP_S = 35 * 86400
 
 
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
             line, payload = describe_decision(event)
         elif isinstance(event, IgnoreSnapshot):
             line, payload = describe_snapshot(event)
+        elif isinstance(event, Command):
+            line, payload = describe_command(event)
         else:
             return
         key = f"{settings.namespace}:notifier:sent:{payload['id']}"

@@ -86,5 +86,5 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_client)
     shell.on_shutdown(close_client)
-    shell.subscribe(streams.prober_consumer(settings), codec.PROBE_TASK, apply, batch=settings.prober_batch)
+    shell.subscribe(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=settings.prober_concurrency)
     return shell.app

@@ -74,15 +74,17 @@ async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_worki
                                      headers={"Nats-Msg-Id": f"{type(ev).__name__}{ev.cycle}"})
         await asyncio.wait_for(decided.wait(), timeout=15)
         for _ in range(50):
-            if all(letters.get(service) for service, _, _ in GARBAGE) and len(letters["router"]) >= 2:
+            if all(letters.get(service) for service, _, _ in GARBAGE) and len(letters["router"]) >= 2 \
+                    and letters.get("notifier"):
                 break
             await asyncio.sleep(0.1)
     await nc.close()
 
     for service, subject, _ in GARBAGE:
         assert any(l.subject == subject and l.reason == "undecodable" for l in letters[service]), (service, subject)
-    # the ops garbage is refused by each of its two consumers, judge and router
-    assert {l.service for ls in letters.values() for l in ls if l.subject == subjects.ops("lift")} == {"judge", "router"}
+    # the ops garbage is refused by each of its consumers: judge, router and notifier
+    assert {l.service for ls in letters.values() for l in ls if l.subject == subjects.ops("lift")} == {
+        "judge", "router", "notifier"}
     judge_letter = next(l for l in letters["judge"] if l.subject == subjects.result(MODEL, "a/fp8"))
     assert "task_id" in judge_letter.error and judge_letter.payload.startswith('{"type": "probe_result"')
 
