@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 
 import httpx
 from faststream import FastStream
@@ -37,7 +38,7 @@ class Prober:
     def __init__(self, settings: Settings, client: httpx.AsyncClient | None = None) -> None:
         self.settings = settings
         self.client = client
-        self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
     async def send(self, task: ProbeTask, probe: ProbeRequest) -> Reply:
         """Send one pinned request for ``task`` (the port :mod:`services.prober.core` uses)."""

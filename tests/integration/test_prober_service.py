@@ -1,0 +1,116 @@
+"""The prober service on real NATS: shared durable across replicas, dedupe of redelivered results, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from canary.runtime import running
+from shared import clock, codec, subjects
+from shared.events import ProbeTask
+from shared.service import ensure_streams, nats_connect
+from shared.settings import Settings
+from shared.streams import LOG, TASKS
+from simulator.gateway import create_app
+from simulator.scenario import load_scenario
+from simulator.server import serve
+
+pytestmark = pytest.mark.integration
+
+MODEL = "deepseek/deepseek-chat-v3.1"
+HEALTHY = ("deepinfra/fp8", "novita/fp8", "together", "fireworks")
+
+
+def task(i: int, provider: str, *, deadline_s: float = 600, kind: str = "echo") -> ProbeTask:
+    now = clock.now()
+    return ProbeTask(at=now, task_id=f"t{i}|{provider}", model=MODEL, provider=provider,
+                     provider_name={"deepinfra/fp8": "DeepInfra", "novita/fp8": "Novita", "together": "Together",
+                                    "fireworks": "Fireworks"}[provider],
+                     kind=kind, language="en", cycle="c", deadline=now + timedelta(seconds=deadline_s),
+                     supported_parameters=["max_tokens", "structured_outputs", "response_format"])
+
+
+async def collect(nc, n: int, timeout: float = 20.0) -> list:
+    results = []
+    done = asyncio.Event()
+
+    async def on_result(msg):
+        results.append(codec.PROBE_RESULT.decode(msg.data))
+        if len(results) >= n:
+            done.set()
+
+    sub = await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+    return results, done, sub
+
+
+async def test_two_probers_share_one_durable_and_every_task_is_probed_once(infra):
+    """40 tasks, two prober replicas: each task gives exactly one result and both replicas work."""
+    async with serve(create_app(load_scenario("default"))) as url:
+        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
+                                 openrouter_base_url=url, prober_concurrency=4)
+        await ensure_streams(settings)
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        results, done, _ = await collect(nc, 40)
+        async with running(settings, ["prober"], probers=2):
+            for i in range(40):
+                t = task(i, HEALTHY[i % len(HEALTHY)])
+                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
+                                 headers={"Nats-Msg-Id": t.task_id})
+            await asyncio.wait_for(done.wait(), 30)
+            await asyncio.sleep(0.5)
+        info = await js.stream_info(TASKS)
+        await nc.close()
+    assert sorted(r.task_id for r in results) == sorted(task(i, HEALTHY[i % 4]).task_id for i in range(40))
+    assert {r.outcome for r in results} == {"pass"}
+    by_prober = Counter(r.prober for r in results)
+    assert len(by_prober) == 2 and min(by_prober.values()) >= 5, by_prober
+    assert info.state.messages == 0  # work queue: acked tasks are gone
+
+
+async def test_a_redelivered_tasks_second_result_is_dropped_by_jetstream(infra):
+    """The same task probed twice (a redelivery) stores one result: Nats-Msg-Id is the task id."""
+    async with serve(create_app(load_scenario("default"))) as url:
+        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
+                                 openrouter_base_url=url)
+        await ensure_streams(settings)
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        results, done, _ = await collect(nc, 2)
+        t = task(1, "deepinfra/fp8")
+        async with running(settings, ["prober"]):
+            # two deliveries of one task, as after a prober died before acking
+            for attempt in ("a", "b"):
+                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
+                                 headers={"Nats-Msg-Id": f"{t.task_id}|{attempt}"})
+            await asyncio.wait_for(done.wait(), 20)
+        stored = await js.stream_info(LOG, subjects_filter=subjects.ALL_RESULTS)
+        await nc.close()
+    assert [r.task_id for r in results] == [t.task_id, t.task_id]  # probed twice, published twice
+    assert stored.state.messages == 1  # stored once
+
+
+async def test_a_task_past_its_deadline_is_dropped_unprobed(infra):
+    """A task whose cycle deadline passed is acked without a request: its result could not count."""
+    async with serve(create_app(load_scenario("default"))) as url:
+        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
+                                 openrouter_base_url=url)
+        await ensure_streams(settings)
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        results, done, _ = await collect(nc, 1)
+        expired = task(1, "deepinfra/fp8", deadline_s=-1)
+        fresh = task(2, "novita/fp8")
+        async with running(settings, ["prober"]):
+            for t in (expired, fresh):
+                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
+                                 headers={"Nats-Msg-Id": t.task_id})
+            await asyncio.wait_for(done.wait(), 20)
+            await asyncio.sleep(0.5)
+        left = (await js.stream_info(TASKS)).state.messages
+        await nc.close()
+    assert [r.task_id for r in results] == [fresh.task_id]
+    assert left == 0

@@ -1,0 +1,91 @@
+"""Discovery's plan of a cycle: kinds, the language rotation, retests, positive controls."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.discovery.core import cycle_start, plan, rotation
+from services.discovery.service import next_cycle
+from shared.events import PROBE_KINDS, Endpoint
+from shared.settings import LANGUAGES
+
+START = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+ENDPOINTS = [Endpoint(provider="b/fp8", provider_name="B"), Endpoint(provider="a/fp8", provider_name="A"),
+             Endpoint(provider="ctl/filter", provider_name="Ctl")]
+
+
+def make(**kw):
+    args = dict(model="m/x", cycle_no=7, start=START, window_s=600, endpoints=ENDPOINTS, kinds=PROBE_KINDS,
+                languages=list(LANGUAGES), languages_per_cycle=2, controls={"refusal": "ctl/filter"})
+    args.update(kw)
+    return plan(**args)
+
+
+@given(st.integers(1, 17), st.integers(0, 10_000), st.text(min_size=1, max_size=20))
+def test_rotation_covers_every_language(per_cycle, start_cycle, provider):
+    """Within ceil(17 / k) cycles a provider is probed in all 17 languages."""
+    seen = set()
+    cycles = -(-len(LANGUAGES) // per_cycle)
+    for n in range(start_cycle, start_cycle + cycles):
+        chosen = rotation(list(LANGUAGES), per_cycle, n, provider)
+        assert len(chosen) == len(set(chosen)) == per_cycle
+        seen |= set(chosen)
+    assert seen == set(LANGUAGES)
+
+
+def test_rotation_is_deterministic_and_spread_across_providers():
+    """Same inputs, same languages; different providers start at different places."""
+    assert rotation(list(LANGUAGES), 2, 5, "a/fp8") == rotation(list(LANGUAGES), 2, 5, "a/fp8")
+    firsts = {rotation(list(LANGUAGES), 1, 5, f"p{i}/fp8")[0] for i in range(20)}
+    assert len(firsts) > 5
+
+
+def test_every_production_host_gets_every_kind_and_the_control_only_its_kind():
+    """Each provider: one task per kind (language: per rotated language); the control: refusal only."""
+    event, tasks = make()
+    by_provider: dict[str, list[str]] = {}
+    for t in tasks:
+        by_provider.setdefault(t.provider, []).append(t.kind)
+    for p in ("a/fp8", "b/fp8"):
+        assert sorted(by_provider[p]) == sorted([k for k in PROBE_KINDS if k != "language"] + ["language"] * 2)
+    assert by_provider["ctl/filter"] == ["refusal"]
+    assert event.controls == {"refusal": "ctl/filter"}
+    assert [p.control for p in event.planned if p.provider == "ctl/filter"] == [True]
+    assert [e.provider for e in event.endpoints] == ["a/fp8", "b/fp8", "ctl/filter"]
+
+
+def test_plan_and_tasks_agree_and_ids_are_unique():
+    """The EndpointsDiscovered plan lists exactly the tasks published, with unique deterministic ids."""
+    event, tasks = make()
+    assert [p.task_id for p in event.planned] == [t.task_id for t in tasks]
+    assert len({t.task_id for t in tasks}) == len(tasks)
+    assert make()[1] == tasks
+    assert all(t.deadline == START + timedelta(seconds=600) == event.deadline for t in tasks)
+    assert all(t.cycle == event.cycle for t in tasks)
+
+
+def test_a_retest_adds_its_language_whatever_the_rotation():
+    """The judge asked for pt again: pt is probed next cycle on top of the rotation."""
+    rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
+    extra = next(lang for lang in LANGUAGES if lang not in rotated)
+    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", extra), ("a/fp8", extra), ("zz/none", "pt")])
+    langs = [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"]
+    assert langs == [*rotated, extra]
+
+
+def test_a_control_missing_from_the_listing_is_skipped():
+    """A configured control the gateway does not list this cycle plans nothing."""
+    event, tasks = make(controls={"refusal": "gone/x"})
+    assert event.controls == {}
+    assert all(not t.control for t in tasks)
+
+
+def test_cycle_numbers_and_joining_mid_cycle():
+    """Cycles start at multiples of the interval; a late start skips a cycle whose window is half gone."""
+    assert cycle_start(3, 1800) == datetime(1970, 1, 1, 1, 30, tzinfo=timezone.utc)
+    assert next_cycle(1800 * 10 + 100, 1800, 600, last=-1) == 10
+    assert next_cycle(1800 * 10 + 400, 1800, 600, last=-1) == 11
+    assert next_cycle(1800 * 10 + 100, 1800, 600, last=10) == 11
