@@ -179,6 +179,32 @@ def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON 
     raise typer.Exit(worst)
 
 
+def wire_schema() -> dict:
+    """JSON Schema (draft 2020-12) of every wire message, from the msgspec Structs themselves.
+
+    FastStream's AsyncAPI generation cannot see our payload types (handlers take
+    the raw message and decode strictly with msgspec), so the schema of the wire
+    is exported here instead (faststream-nats.md, section 8).
+    """
+    import msgspec
+
+    from shared.codec import WIRE_TYPES
+
+    (refs, components) = msgspec.json.schema_components(WIRE_TYPES, ref_template="#/$defs/{name}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "reverie-canary wire messages",
+        "oneOf": list(refs),
+        "$defs": components,
+    }
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of every wire message (events, tasks, commands, snapshots)."""
+    print(json.dumps(wire_schema(), indent=2, sort_keys=True))
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -90,7 +90,10 @@ LOG_EVENT = Codec(
     "log event",
 )
 
-#: Any message of the system, the work-queue tasks and dead letters included.
+#: Every message type on the wire, the work-queue tasks and dead letters included.
+WIRE_TYPES = (EndpointsDiscovered, CycleClosed, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
+              IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions)
+
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | ProbeTask | ProbeResult | CycleVerdict | Decision | RetestRequested
     | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions,

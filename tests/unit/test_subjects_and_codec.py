@@ -158,3 +158,18 @@ def test_override_without_reason_is_refused():
     raw = codec.encode(AddOverride(command_id="c1", actor="alice", at=AT, provider="a", reason="x"))
     with pytest.raises(Undecodable, match="reason"):
         codec.COMMAND.decode(raw.replace(b'"reason":"x"', b'"reason":""'))
+
+
+@pytest.mark.parametrize("message", _messages(), ids=lambda m: type(m).__name__)
+def test_the_exported_json_schema_accepts_every_message(message):
+    """canary schema describes the wire: each encoded message validates against it."""
+    import json
+
+    import jsonschema
+
+    from canary.cli import wire_schema
+
+    schema = wire_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert len(schema["oneOf"]) == len(codec.WIRE_TYPES)
+    jsonschema.validate(json.loads(codec.encode(message)), schema)
