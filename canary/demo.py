@@ -21,17 +21,20 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from nats.js.errors import KeyNotFoundError
+
 from canary import embedded
 from canary.runtime import running
 from services.judge.core import ModelState
-from services.judge.store import RedisJudgeStore
-from shared import codec, subjects
+from services.judge.store import JudgeRecord, RedisJudgeStore
+from shared import clock, codec, subjects
+from shared.auth import generate_passwords, server_config, server_env
 from shared.events import CycleVerdict, Decision
 from shared.logging import configure as configure_logging
-from shared.auth import generate_passwords, server_config, server_env
 from shared.service import ensure_streams, nats_connect, redis_client
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
+from shared.streams import ROUTING_BUCKET
 
 #: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds.
 CYCLE_S = 4.0
@@ -184,6 +187,10 @@ class Pipeline:
         """The machine-readable summary (see ``canary demo --json``)."""
         return await _summary(self.settings, self.observer, self.settings.models[0])
 
+    async def judge_record(self) -> JudgeRecord:
+        """The judge's stored record of the demo's model."""
+        return await judge_record(self.settings, self.settings.models[0])
+
 
 @contextlib.asynccontextmanager
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
@@ -263,23 +270,33 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
     return 130 if stop.is_set() else 1
 
 
-async def _summary(settings: Settings, observer: Observer, model: str) -> dict[str, Any]:
+async def judge_record(settings: Settings, model: str) -> JudgeRecord:
+    """The judge's stored record of ``model`` (state, position, outbox)."""
     client = redis_client(settings)
     try:
-        record = await RedisJudgeStore(client, settings.namespace).load(model)
+        return await RedisJudgeStore(client, settings.namespace).load(model)
     finally:
         await client.aclose()
+
+
+async def current_snapshot(settings: Settings, model: str) -> IgnoreSnapshot | None:
+    """The IgnoreSnapshot in the KV bucket for ``model``, or ``None`` when the router wrote none."""
     nc = await nats_connect(settings)
     try:
-        kv = await nc.jetstream().key_value("canary-routing")
+        kv = await nc.jetstream().key_value(ROUTING_BUCKET)
         try:
             entry = await kv.get(subjects.kv_key(model))
-            snapshot = codec.SNAPSHOT.decode(entry.value) if entry.value else None
-        except Exception:
-            snapshot = None
+        except KeyNotFoundError:
+            return None
+        return codec.SNAPSHOT.decode(entry.value) if entry.value else None
     finally:
         await nc.close()
-    ignore = snapshot.ignore_at(snapshot.at) if snapshot else []
+
+
+async def _summary(settings: Settings, observer: Observer, model: str) -> dict[str, Any]:
+    record = await judge_record(settings, model)
+    snapshot = await current_snapshot(settings, model)
+    ignore = snapshot.ignore_at(clock.now()) if snapshot else []
     providers = {}
     for provider in sorted(observer.verdicts):
         info = _state_label(record.state, provider)

@@ -151,24 +151,13 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
         ServerUnavailable: binary missing or the server did not come up.
     """
     binary = find_nats_server()
-    workdir.mkdir(parents=True, exist_ok=True)
-    for attempt in range(3):
-        p = port or free_port()
-        log = workdir / f"nats-{p}.log"
-        cmd = [binary, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(workdir / "jetstream"), "-l", str(log)]
-        if config_file is not None:
-            cmd[1:1] = ["-c", str(config_file)]
-        with open(workdir / f"nats-{p}.stderr", "wb") as stderr:
-            process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr,
-                                       env={**os.environ, **(env or {})})
-        try:
-            _wait_port(p, process, 15.0, "nats-server", workdir / f"nats-{p}.stderr")
-            return RunningServer(url=f"nats://127.0.0.1:{p}", port=p, process=process, workdir=workdir)
-        except ServerUnavailable:
-            process.kill()
-            if port is not None or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+
+    def command(p: int) -> list[str]:
+        cmd = [binary, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(workdir / "jetstream"),
+               "-l", str(workdir / f"nats-{p}.log")]
+        return cmd if config_file is None else [binary, "-c", str(config_file), *cmd[1:]]
+
+    return _start("nats-server", "nats", command, workdir, port, env)
 
 
 def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
@@ -178,16 +167,28 @@ def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
         ServerUnavailable: binary missing or the server did not come up.
     """
     binary = find_redis_server()
+
+    def command(p: int) -> list[str]:
+        return [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(workdir), "--logfile", str(workdir / f"redis-{p}.log"), "--daemonize", "no"]
+
+    return _start("redis-server", "redis", command, workdir, port, None)
+
+
+def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
+           env: dict[str, str] | None) -> RunningServer:
+    """Run ``command(port)`` and wait until it listens; on a lost race for a free port try another (3 tries)."""
     workdir.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):
         p = port or free_port()
-        log = workdir / f"redis-{p}.log"
-        cmd = [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--dir", str(workdir), "--logfile", str(log), "--daemonize", "no"]
-        process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        errors = workdir / f"{scheme}-{p}.stderr"
+        with open(errors, "wb") as stderr:
+            process = subprocess.Popen(command(p), stdout=subprocess.DEVNULL, stderr=stderr,
+                                       env={**os.environ, **(env or {})})
         try:
-            _wait_port(p, process, 15.0, "redis-server", log)
-            return RunningServer(url=f"redis://127.0.0.1:{p}/0", port=p, process=process, workdir=workdir)
+            _wait_port(p, process, 15.0, what, errors)
+            suffix = "/0" if scheme == "redis" else ""
+            return RunningServer(url=f"{scheme}://127.0.0.1:{p}{suffix}", port=p, process=process, workdir=workdir)
         except ServerUnavailable:
             process.kill()
             if port is not None or attempt == 2:

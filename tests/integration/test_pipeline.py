@@ -11,9 +11,8 @@ import pytest
 from canary.demo import pipeline
 from services.judge.core import Policy
 from services.judge.replay import diff_states, read_log, refold
-from services.judge.store import RedisJudgeStore
 from shared.events import Decision
-from shared.service import nats_connect, redis_client
+from shared.service import nats_connect
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration
@@ -53,11 +52,7 @@ async def _replay(p) -> tuple[list[str], list[str]]:
     """Fold the stored log up to the judge's position and diff it with Redis."""
     settings = p.settings
     model = settings.models[0]
-    client = redis_client(settings)
-    try:
-        record = await RedisJudgeStore(client, settings.namespace).load(model)
-    finally:
-        await client.aclose()
+    record = await p.judge_record()
     nc = await nats_connect(settings)
     try:
         logged = await read_log(nc.jetstream())
