@@ -13,7 +13,8 @@ Guarantees (DESIGN.md, "The router"; issue "Router and its users"):
 - At start it loads the last good snapshot from ``cache_path`` (if given), then
   the current one from the KV bucket ``canary-routing``, then watches it.
 - It keeps the last good snapshot when NATS is unreachable and says how old it
-  is (:attr:`age_s`); it reconnects and catches up on its own.
+  is (:attr:`age_s`); it reconnects and catches up on its own (on reconnection
+  it reads the current value again and watches anew, within about a second).
 - It refuses a snapshot whose version is lower than one it applied (no rollback).
 - :meth:`provider` drops entries whose ``until`` has passed on the client's own
   clock, merges the caller's preferences (their ``ignore`` entries are kept),
@@ -42,7 +43,13 @@ from shared.logging import get as get_logger
 from shared.snapshots import IgnoreSnapshot
 from shared.streams import ROUTING_BUCKET
 
+#: While the watch is quiet, read the current value this often (seconds).
 RECHECK_S = 15.0
+#: How often the watch loop looks for a reconnection to resynchronise (seconds).
+POLL_S = 0.5
+#: Timeout of one JetStream request (bucket lookup, get); short, so that a
+#: request lost in an outage does not delay catching up after it (seconds).
+JS_TIMEOUT_S = 2.0
 
 
 class IgnoreListClient:
@@ -72,6 +79,8 @@ class IgnoreListClient:
         self.refused: int = 0
         self.connected = False
         self._contact: float | None = None
+        self._resync = False
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._nc: Any = None
         self._log = get_logger("client")
@@ -114,6 +123,7 @@ class IgnoreListClient:
 
     async def start(self) -> None:
         """Load the cached snapshot and start following the bus in the background."""
+        self._stopping = False
         self._load_cache()
         self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
         await asyncio.sleep(0)
@@ -128,14 +138,21 @@ class IgnoreListClient:
         return self.snapshot is not None
 
     async def stop(self) -> None:
-        """Stop following the bus and close the connection."""
-        if self._task is not None:
-            self._task.cancel()
+        """Stop following the bus and close the connection (returns within about a second)."""
+        self._stopping = True
+        task = self._task
+        if task is not None:
+            # Python 3.11's asyncio.wait_for (inside nats-py's KeyWatcher.updates) can swallow a
+            # cancellation when an update arrives at the same moment: the loop also checks
+            # _stopping, and the task is cancelled again until it is done.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=POLL_S)
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                task.result()
         if self._nc is not None:
             with contextlib.suppress(Exception):
-                await self._nc.close()
+                await asyncio.wait_for(self._nc.close(), timeout=5.0)
 
     # -- applying snapshots ------------------------------------------------------
 
@@ -162,7 +179,10 @@ class IgnoreListClient:
         self.snapshot = snapshot
         self._save_cache(raw)
         if self.on_change is not None:
-            self.on_change(snapshot)
+            try:
+                self.on_change(snapshot)
+            except Exception:  # the caller's callback must not stop the client following the bus
+                self._log.error("on_change_failed", version=snapshot.version, exc_info=True)
         return True
 
     def _load_cache(self) -> None:
@@ -197,7 +217,8 @@ class IgnoreListClient:
                 return await nats.connect(
                     self.nats_url, name=f"canary-client-{self.model}", connect_timeout=2,
                     max_reconnect_attempts=-1, reconnect_time_wait=1, allow_reconnect=True,
-                    disconnected_cb=self._disconnected, reconnected_cb=self._reconnected, **kwargs)
+                    disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
+                    error_cb=self._error, **kwargs)
             except Exception as exc:  # NoServersError, OSError, auth errors: keep serving the cache
                 self._log.debug("bus_unreachable", error=repr(exc))
                 await asyncio.sleep(delay)
@@ -208,27 +229,36 @@ class IgnoreListClient:
 
     async def _reconnected(self) -> None:
         self.connected = True
+        self._resync = True  # the server may have lost the watch's ephemeral consumer
+
+    async def _error(self, exc: Exception) -> None:
+        # nats-py's default logs every failed attempt at ERROR; an outage is expected here
+        self._log.debug("bus_error", error=repr(exc))
 
     async def _run(self) -> None:
         self._nc = await self._connect()
         self.connected = True
         key = subjects.kv_key(self.model)
-        while True:
+        while not self._stopping:
             try:
-                kv = await self._nc.jetstream().key_value(ROUTING_BUCKET)
+                self._resync = False
+                kv = await self._nc.jetstream(timeout=JS_TIMEOUT_S).key_value(ROUTING_BUCKET)
                 await self._refresh(kv, key)
                 watcher = await kv.watch(key)
+                checked = time.monotonic()
                 try:
-                    while True:
+                    while not self._resync and not self._stopping:
                         try:
-                            entry = await watcher.updates(timeout=RECHECK_S)
+                            entry = await watcher.updates(timeout=POLL_S)
                         except nats.errors.TimeoutError:
-                            await self._refresh(kv, key)  # the bus still answers: the snapshot is current
+                            if time.monotonic() - checked >= RECHECK_S:
+                                await self._refresh(kv, key)  # the bus still answers: the snapshot is current
+                                checked = time.monotonic()
                             continue
                         if entry is None or entry.value is None:
                             continue
                         self.apply(entry.value)
-                        self._contact = time.monotonic()
+                        self._contact = checked = time.monotonic()
                 finally:
                     with contextlib.suppress(Exception):
                         await watcher.stop()

@@ -19,6 +19,7 @@ each entry names every layer that does.  An entry past its expiry never appears.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from datetime import date, datetime, time, timezone
 from pathlib import Path
@@ -30,6 +31,7 @@ from shared.errors import ConfigError
 from shared.snapshots import IgnoreEntry, IgnoreReason
 
 LAYER_ORDER = {"exclusion": 0, "override": 1, "suspension": 2}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class Exclusion(Struct, frozen=True, kw_only=True):
@@ -93,7 +95,9 @@ def merge(
 
     Returns:
         One :class:`IgnoreEntry` per ignored provider; each lists its reasons in
-        layer order (exclusion, override, suspension), then by reason text.
+        layer order (exclusion, override, suspension), then by reason text,
+        reference, actor, since and until, so the result does not depend on
+        the order of the inputs.
     """
     reasons: dict[str, list[IgnoreReason]] = {}
     for e in exclusions:
@@ -110,22 +114,37 @@ def merge(
             reasons.setdefault(s.provider, []).append(
                 IgnoreReason(layer="suspension", reason=s.reason, reference=s.decision_id, since=s.since,
                              until=s.until))
-    return [
-        IgnoreEntry(provider=provider, reasons=sorted(rs, key=lambda r: (LAYER_ORDER[r.layer], r.reason, r.reference)))
-        for provider, rs in sorted(reasons.items())
-    ]
+    return [IgnoreEntry(provider=provider, reasons=sorted(rs, key=_reason_key))
+            for provider, rs in sorted(reasons.items())]
+
+
+def _reason_key(r: IgnoreReason) -> tuple:
+    # Every field takes part, so that two reasons of one layer with the same text
+    # (a ``*`` override and a model override, say) sort the same whatever the
+    # order of the inputs: the merge must not depend on Redis' hash order.
+    return (LAYER_ORDER[r.layer], r.reason, r.reference, r.actor, r.since or _EPOCH,
+            r.until is None, r.until or _EPOCH)
 
 
 def next_expiry(exclusions: list[Exclusion], overrides: list[Override], suspensions: list[Suspension],
                 now: datetime) -> datetime | None:
-    """The earliest ``until`` after ``now`` among all records (when to merge again)."""
+    """The earliest time after ``now`` (UTC) at which :func:`merge` can change on its own.
+
+    That is the earliest ``until`` after ``now`` of any record, or the ``date``
+    of a reviewed exclusion that is still in the future (it starts then).
+
+    Returns:
+        That time, or ``None`` when no record will change by itself.
+    """
     ends = [r.until for r in [*exclusions, *overrides, *suspensions] if r.until is not None and r.until > now]
+    ends += [e.since for e in exclusions if e.since > now]
     return min(ends) if ends else None
 
 
 # -- the reviewed exclusions file ----------------------------------------------------
 
 _REQUIRED = ("provider", "model", "reason", "reference", "date")
+_TABLE_HEADER = re.compile(r"^\s*\[\[\s*exclusion\s*\]\]")
 _ALLOWED = set(_REQUIRED) | {"expires"}
 
 
@@ -155,7 +174,7 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
     unknown_top = sorted(set(data) - {"exclusion"})
     if unknown_top:
         raise ConfigError(f"{path}: unknown top-level keys {unknown_top}; entries are [[exclusion]] tables")
-    lines = [i + 1 for i, raw in enumerate(text.splitlines()) if raw.strip().startswith("[[exclusion]]")]
+    lines = [i + 1 for i, raw in enumerate(text.splitlines()) if _TABLE_HEADER.match(raw)]
     entries = data.get("exclusion", [])
     if not isinstance(entries, list):
         raise ConfigError(f"{path}: 'exclusion' must be an array of tables ([[exclusion]])")
@@ -176,9 +195,10 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
         until = _as_datetime(entry["expires"], "expires", line, path) if "expires" in entry else None
         if until is not None and until <= since:
             raise ConfigError(f"{path}:{line}: expires must be after date")
-        key = (entry["provider"], entry["model"])
+        key = (entry["provider"].strip(), entry["model"].strip())
         if key in seen:
-            raise ConfigError(f"{path}:{line}: duplicate of the exclusion at line {seen[key]}")
+            raise ConfigError(f"{path}:{line}: duplicate of the exclusion at line {seen[key]} "
+                              f"(provider {key[0]!r}, model {key[1]!r})")
         seen[key] = line
         out.append(Exclusion(provider=entry["provider"].strip(), model=entry["model"].strip(),
                              reason=entry["reason"].strip(), reference=entry["reference"].strip(),

@@ -8,12 +8,21 @@ come from the file.  Snapshots are written to the KV bucket with
 compare-and-set on the last revision (versions never go back) and published
 on ``canary.routing.<model>``.  A timer publishes a new snapshot at the moment
 an entry expires, not at the next cycle.
+
+The reviewed exclusions file is read at start (an invalid file stops the
+router, naming the line), again on ``ReloadExclusions``, and again whenever its
+size, mtime or inode changes (polled every ``EXCLUSIONS_POLL_S``): an invalid
+new file is refused with a log line naming the line, and the old exclusions
+stay in force.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from datetime import datetime
+from pathlib import Path
 
 import msgspec
 from faststream import FastStream
@@ -21,7 +30,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from redis.exceptions import RedisError
 
-from services.router.core import Exclusion, Override, Suspension, load_exclusions, merge, next_expiry
+from services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
 from shared import clock, codec, ids, streams, subjects
 from shared.broker import Delivery
 from shared.codec import Codec
@@ -39,6 +48,21 @@ ROUTER_INPUT = Codec(Decision | AddOverride | RemoveOverride | ReloadExclusions 
 _override_dec = msgspec.json.Decoder(Override)
 _suspension_dec = msgspec.json.Decoder(Suspension)
 SEEN_MEMORY = 10_000
+#: How often the router looks at the exclusions file for a change (seconds).
+EXCLUSIONS_POLL_S = 2.0
+#: Longest time between two merge passes of the expiry loop (seconds).
+MERGE_AT_LEAST_S = 30.0
+
+FileSignature = tuple[int, int, int] | None
+
+
+def file_signature(path: str) -> FileSignature:
+    """``(inode, size, mtime_ns)`` of ``path``, or ``None`` when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class Router:
@@ -50,6 +74,8 @@ class Router:
         self.redis = None
         self.kv: KeyValue | None = None
         self.exclusions: list[Exclusion] = []
+        self.exclusions_signature: FileSignature = None
+        self.exclusions_digest: str = ""
         self.lock = asyncio.Lock()
         self.wake = asyncio.Event()
         ns = self.settings.namespace
@@ -101,7 +127,9 @@ class Router:
             return
         changed_models = await self._apply(event)
         for model in changed_models:
-            await self.publish_snapshot(model)
+            # a redelivery may follow a crash between the KV write and the publish
+            # on canary.routing: republish the current version (same Nats-Msg-Id)
+            await self.publish_snapshot(model, republish=delivery.deliveries > 1)
         await self._mark(anchor)
         self.wake.set()
 
@@ -142,12 +170,79 @@ class Router:
                 return await self._affected(event.model)
             case ReloadExclusions():
                 try:
-                    self.exclusions = load_exclusions(self.settings.exclusions_file)
+                    self.load_exclusions()
                 except ConfigError as exc:
                     raise Rejected(f"exclusions not reloaded, the old ones stay: {exc}") from exc
                 self.shell.log.info("exclusions_reloaded", count=len(self.exclusions), actor=event.actor)
                 return await self.models()
         return []
+
+    # -- the reviewed exclusions file -------------------------------------------------
+
+    def load_exclusions(self) -> bool:
+        """Read the exclusions file into :attr:`exclusions` (no file configured: none).
+
+        Returns:
+            ``True`` when the file's content differs from the one last loaded.
+
+        Raises:
+            ConfigError: unreadable or invalid file (naming the line); the
+                exclusions loaded before stay in force.
+        """
+        path = self.settings.exclusions_file
+        if not path:
+            self.exclusions = []
+            return False
+        signature = file_signature(path)
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            self.exclusions_signature = signature
+            raise ConfigError(f"cannot read exclusions file {path}: {exc}") from exc
+        self.exclusions_signature = signature
+        digest = hashlib.sha256(raw).hexdigest()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8: {exc}") from exc
+        self.exclusions = parse_exclusions(text, str(path))
+        changed = digest != self.exclusions_digest
+        self.exclusions_digest = digest
+        return changed
+
+    async def check_exclusions_file(self) -> bool:
+        """Reload the exclusions file if it changed on disk; publish what that changes.
+
+        An invalid new file is refused with a warning naming the line; the old
+        exclusions stay (until the file changes again).
+
+        Returns:
+            ``True`` when new exclusions were loaded.
+
+        Raises:
+            Transient: KV or NATS unavailable while publishing.
+        """
+        path = self.settings.exclusions_file
+        if not path:
+            return False
+        signature = file_signature(path)
+        if signature == self.exclusions_signature:
+            return False
+        if signature is None:
+            self.exclusions_signature = None
+            self.shell.log.warning("exclusions_file_missing", path=path, kept=len(self.exclusions))
+            return False
+        try:
+            changed = self.load_exclusions()
+        except ConfigError as exc:
+            self.shell.log.warning("exclusions_refused", path=path, error=str(exc), kept=len(self.exclusions))
+            return False
+        if not changed:
+            return False
+        self.shell.log.info("exclusions_reloaded", count=len(self.exclusions), path=path, trigger="file_changed")
+        for model in await self.models():
+            await self.publish_snapshot(model)
+        return True
 
     async def _affected(self, scope: str) -> list[str]:
         if scope == "*":
@@ -168,8 +263,15 @@ class Router:
             return None, entry.revision or 0
         return codec.SNAPSHOT.decode(entry.value), entry.revision or 0
 
-    async def publish_snapshot(self, model: str, now: datetime | None = None) -> IgnoreSnapshot | None:
+    async def publish_snapshot(self, model: str, now: datetime | None = None, *,
+                               republish: bool = False) -> IgnoreSnapshot | None:
         """Merge the layers for ``model``; write and publish a new version if it changed.
+
+        Args:
+            model: the model id.
+            now: time of the merge (UTC); default the wall clock.
+            republish: when the merge is unchanged, publish the current version
+                on ``canary.routing.<model>`` again (deduplicated by its id).
 
         Returns:
             The new snapshot, or ``None`` when the merge is unchanged.
@@ -182,6 +284,9 @@ class Router:
             entries = merge(model, self.exclusions, await self.overrides(), await self.suspensions(), now)
             previous, revision = await self.current(model)
             if previous is not None and previous.entries == entries:
+                if republish:
+                    await self.shell.publisher.publish(previous, subjects.routing(model),
+                                                       ids.snapshot_id(model, previous.version), LOG)
                 return None
             if previous is None and not entries and revision:
                 return None
@@ -206,20 +311,34 @@ class Router:
             return snapshot
 
     async def expiry_loop(self) -> None:
-        """Publish a new snapshot at the moment an entry expires."""
+        """Publish a new snapshot at the moment an entry expires; reload a changed exclusions file.
+
+        The merge runs again at the next expiry (+5 ms), after every applied
+        input (:attr:`wake`) and at least every 30 s; the exclusions file's
+        signature is looked at every ``EXCLUSIONS_POLL_S`` seconds when one is
+        configured.  Transient failures are logged and retried after 1 s.
+        """
+        poll_s = EXCLUSIONS_POLL_S if self.settings.exclusions_file else MERGE_AT_LEAST_S
+        due = 0.0  # loop.time() of the next merge pass; 0: now
+        loop = asyncio.get_running_loop()
         while True:
+            self.wake.clear()  # before the pass: an input applied during it wakes the next wait
             try:
-                now = clock.now()
-                for model in await self.models():
-                    await self.publish_snapshot(model, now)
-                upcoming = next_expiry(self.exclusions, await self.overrides(), await self.suspensions(), now)
-                wait = 30.0 if upcoming is None else max(0.0, (upcoming - clock.now()).total_seconds()) + 0.005
+                await self.check_exclusions_file()
+                if loop.time() >= due:
+                    now = clock.now()
+                    for model in await self.models():
+                        await self.publish_snapshot(model, now)
+                    upcoming = next_expiry(self.exclusions, await self.overrides(), await self.suspensions(), now)
+                    wait = MERGE_AT_LEAST_S if upcoming is None else (
+                        max(0.0, (upcoming - clock.now()).total_seconds()) + 0.005)
+                    due = loop.time() + min(wait, MERGE_AT_LEAST_S)
             except Transient as exc:
                 self.shell.log.warning("expiry_check_failed", error=str(exc))
-                wait = 1.0
-            self.wake.clear()
+                due = loop.time() + 1.0
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=min(wait, 30.0))
+                await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, min(due - loop.time(), poll_s)))
+                due = 0.0  # an input was applied: merge again (its expiry may be the next one)
             except TimeoutError:
                 pass
 
@@ -234,7 +353,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     settings = settings or Settings.load()
     shell = Shell("router", settings)
     router = Router(shell)
-    router.exclusions = load_exclusions(settings.exclusions_file)
+    router.load_exclusions()
 
     async def open_clients() -> None:
         router.redis = redis_client(settings)

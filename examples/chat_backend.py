@@ -1,0 +1,155 @@
+"""A chat backend that routes around quarantined providers: ``IgnoreListClient`` in use.
+
+The canary's router keeps one ``IgnoreSnapshot`` per model in the NATS KV
+bucket ``canary-routing``.  A chat backend follows it with
+:class:`shared.client.IgnoreListClient` and, for every OpenRouter request,
+asks it for the ``provider`` object: the backend's own preferences with the
+current ``ignore`` list merged in.  The client never blocks a request on the
+bus: it answers from memory, drops expired entries on its own clock, keeps the
+last good snapshot (and a cache file) through outages, and catches up when the
+bus returns.
+
+Two ways to run it (see ``examples/README.md``)::
+
+    # against canary demo's system, started here in-process: embedded NATS and
+    # Redis, the simulated OpenRouter gateway and all five services
+    python examples/chat_backend.py
+
+    # against any NATS that runs the canary (the chat backend's credential)
+    NATS_URL=nats://nats.internal:4222 NATS_USER=backend NATS_PASSWORD=... \\
+        python examples/chat_backend.py --model deepseek/deepseek-chat-v3.1
+
+Each simulated request prints the ``provider`` object it would send, the
+snapshot version it came from and ``age_s``, how many seconds ago the bus last
+confirmed that snapshot (``None``: never, e.g. a cached snapshot while the bus
+is down).  Nothing is sent to OpenRouter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from shared.client import IgnoreListClient  # noqa: E402
+from shared.snapshots import IgnoreSnapshot  # noqa: E402
+
+#: The backend's own provider preferences; the client adds ``ignore`` to them.
+PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}
+
+TURNS = [
+    "Mira, the lighthouse keeper, hears a knock at midnight.",
+    "She opens the door to a stranger soaked by the storm.",
+    "The stranger asks for the map she swore never to show anyone.",
+    "Mira lies, and the stranger knows it.",
+    "Thunder; the lamp at the top of the tower goes dark.",
+]
+
+
+def request_body(client: IgnoreListClient, model: str, turn: str) -> dict[str, Any]:
+    """The body of one OpenRouter chat completion request (POST /api/v1/chat/completions).
+
+    Args:
+        client: the started ignore-list client.
+        model: the model id.
+        turn: the user's message.
+
+    Returns:
+        A JSON-serialisable dict; ``provider`` comes from :meth:`IgnoreListClient.provider`
+        (synchronous, never waits on the bus).
+    """
+    return {
+        "model": model,
+        "stream": True,
+        "messages": [
+            {"role": "system", "content": "You are the narrator of an interactive story. Stay in character."},
+            {"role": "user", "content": turn},
+        ],
+        "provider": client.provider(PREFERENCES),
+    }
+
+
+def describe(client: IgnoreListClient) -> str:
+    """``version=7 age_s=0.4 connected=True`` for the log line of a request."""
+    age = "None" if client.age_s is None else f"{client.age_s:.1f}"
+    return f"version={client.version} age_s={age} connected={client.connected}"
+
+
+async def run_backend(nats_url: str, user: str, password: str, model: str, cache: Path,
+                      requests: int, interval_s: float) -> None:
+    """Follow ``model``'s ignore list and build ``requests`` request bodies, one every ``interval_s`` seconds."""
+
+    def changed(snapshot: IgnoreSnapshot) -> None:
+        print(f"[ignore list v{snapshot.version}] {json.dumps(snapshot.ignore)}", flush=True)
+
+    client = IgnoreListClient(nats_url, model, user=user, password=password, cache_path=cache, on_change=changed)
+    await client.start()  # loads the cache file, then follows the bus in the background; never raises
+    try:
+        if not await client.wait_ready(10.0):
+            print("no snapshot yet (bus unreachable and no cache): requests go out without an ignore list",
+                  flush=True)
+        for i in range(requests):
+            body = request_body(client, model, TURNS[i % len(TURNS)])
+            if i == 0:
+                print("request body:", json.dumps(body, indent=2), flush=True)
+            print(f"request {i + 1:>2}: provider={json.dumps(body['provider'])}  {describe(client)}", flush=True)
+            await asyncio.sleep(interval_s)
+    finally:
+        await client.stop()
+
+
+@contextlib.asynccontextmanager
+async def demo_system(verbose: bool) -> AsyncIterator[tuple[str, str, str, str]]:
+    """Start canary demo's system in-process; yield (NATS URL, backend user, its password, model)."""
+    from canary.demo import pipeline
+    from shared.logging import configure
+
+    configure("console", "WARNING", stream=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="chat-backend-example-") as tmp:
+        async with pipeline(workdir=Path(tmp), scenario="default", out=sys.stderr if verbose else None) as p:
+            backend = p.settings_for("backend")
+            yield backend.nats_url, backend.nats_user, backend.nats_password, p.settings.models[0]
+
+
+async def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments and run the example; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="model id (default: $CANARY_MODELS' first, or the demo's)")
+    parser.add_argument("--requests", type=int, default=12, help="simulated requests (default 12)")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between requests (default 2)")
+    parser.add_argument("--cache", type=Path, default=None, help="snapshot cache file (default: a temporary one)")
+    parser.add_argument("--verbose", action="store_true", help="with the demo: print its cycles and decisions")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="chat-backend-cache-") as tmp:
+        cache = args.cache or Path(tmp) / "ignore-list.json"
+        if os.environ.get("NATS_URL"):
+            model = args.model or (os.environ.get("CANARY_MODELS", "").split(",")[0].strip()
+                                   or "deepseek/deepseek-chat-v3.1")
+            print(f"following {model} on {os.environ['NATS_URL']}", flush=True)
+            await run_backend(os.environ["NATS_URL"], os.environ.get("NATS_USER", ""),
+                              os.environ.get("NATS_PASSWORD", ""), model, cache, args.requests, args.interval)
+            return 0
+        print("NATS_URL is not set: starting canary demo's system here (embedded NATS and Redis, simulated "
+              "gateway, five services; a cycle every 4 s) ...", flush=True)
+        async with demo_system(args.verbose) as (url, user, password, model):
+            print(f"following {args.model or model} on {url} as {user}; the judge suspends the slow and broken "
+                  "providers after two failed cycles", flush=True)
+            await run_backend(url, user, password, args.model or model, cache, args.requests, args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main()))
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,370 @@
+"""Operator commands (``canary override|lift|mode|exclusions``) against real NATS, Redis and services.
+
+The commands run as a subprocess (``python -m canary``) with the operator's
+credential, as an operator would run them; the router and judge run in-process
+with their own credentials (``shared/nats/server.conf``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import nats
+import pytest
+from typer.testing import CliRunner
+
+from canary.cli import app
+from canary.runtime import running
+from shared import codec, subjects
+from shared.events import ProbeResult
+from shared.service import ensure_streams
+from shared.settings import Settings
+from shared.streams import LOG, ROUTING_BUCKET
+from tests.judge_events import cycle_events, healthy
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "acme/chat-1"
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def settings_for(infra, user: str = "admin", **changes) -> Settings:
+    return Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                         models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600,
+                         nats_user=user, nats_password=infra.passwords[user], retry_delay_s=0.2,
+                         openrouter_base_url="http://127.0.0.1:9/api/v1", **changes)
+
+
+async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, str]:
+    """Run ``python -m canary ARGS`` as ``user``; returns (exit status, stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "NATS_"))}
+    env.update(NATS_URL=infra.nats_url, NATS_USER=user, NATS_PASSWORD=infra.passwords[user],
+               REDIS_URL=infra.redis_url, CANARY_NAMESPACE=infra.namespace, CANARY_MODELS=MODEL,
+               CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "canary", *args, cwd=ROOT, env=env,
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def admin_js(infra):
+    nc = await nats.connect(infra.nats_url, user="admin", password=infra.passwords["admin"])
+    return nc, nc.jetstream()
+
+
+async def snapshot_version(infra) -> int:
+    nc, js = await admin_js(infra)
+    try:
+        entry = await (await js.key_value(ROUTING_BUCKET)).get(subjects.kv_key(MODEL))
+        return codec.SNAPSHOT.decode(entry.value).version
+    finally:
+        await nc.close()
+
+
+async def snapshot_ignore(infra) -> list[str]:
+    nc, js = await admin_js(infra)
+    try:
+        entry = await (await js.key_value(ROUTING_BUCKET)).get(subjects.kv_key(MODEL))
+        return codec.SNAPSHOT.decode(entry.value).ignore_at(datetime.now(timezone.utc))
+    finally:
+        await nc.close()
+
+
+async def wait_until(probe, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await probe():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+# -- override add | list | remove -----------------------------------------------------------------
+
+
+@pytest.mark.integration
+async def test_override_add_then_list_shows_it_with_the_new_version(secured):
+    """add prints the change and the new snapshot version; list shows the entry with layer, actor and expiry."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        assert await wait_until(lambda: _has_snapshot(infra))
+        before = await snapshot_version(infra)
+        code, out, err = await canary(infra, "override", "add", "lambda/fp8", "--reason", "incident 42",
+                                      "--model", MODEL, "--for", "2h", "--reference", "INC-7")
+        assert code == 0, err
+        version = await snapshot_version(infra)
+        assert version == before + 1
+        match = re.fullmatch(rf"override added: lambda/fp8 on {MODEL}: incident 42 \(alice\) until ({STAMP}) "
+                             rf"— snapshot v{version}: ignore \[\"lambda/fp8\"\]\n", out)
+        assert match, out
+        until = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        assert abs(until - (datetime.now(timezone.utc) + timedelta(hours=2))) < timedelta(seconds=30)
+
+        # the command went into the log with Nats-Msg-Id = its command id, a uuid4
+        nc, js = await admin_js(infra)
+        stored = await js.get_last_msg(LOG, subjects.ops("override-add"))
+        await nc.close()
+        command = codec.COMMAND.decode(stored.data)
+        assert stored.headers["Nats-Msg-Id"] == command.command_id
+        assert uuid.UUID(command.command_id).version == 4
+        assert (command.actor, command.provider, command.model, command.reference) == (
+            "alice", "lambda/fp8", MODEL, "INC-7")
+
+        code, out, err = await canary(infra, "override", "list")
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines[0].startswith(f"{MODEL}: snapshot v{version} at ") and lines[0].endswith(
+            '1 ignored now: ["lambda/fp8"]')
+        assert lines[1] == "  lambda/fp8"
+        assert re.fullmatch(rf"    override    incident 42  actor alice  since {STAMP}  until {match.group(1)}"
+                            rf"  ref INC-7", lines[2]), lines[2]
+
+
+async def _has_snapshot(infra) -> bool:
+    try:
+        await snapshot_version(infra)
+        return True
+    except nats.js.errors.KeyNotFoundError:
+        return False
+
+
+@pytest.mark.integration
+async def test_override_remove_prints_the_new_version_and_a_missing_one_the_routers_reason(secured):
+    """remove takes the override out (new version); removing it again exits 1 with the router's dead-letter reason."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        code, out, err = await canary(infra, "override", "add", "lambda/fp8", "--reason", "incident 42")
+        assert code == 0, err
+        assert out.startswith("override added: lambda/fp8 on every model (*): incident 42 (alice) — snapshot v")
+        version = await snapshot_version(infra)
+
+        code, out, err = await canary(infra, "override", "remove", "lambda/fp8", "--reason", "fixed upstream")
+        assert code == 0, err
+        assert out == (f"override removed: lambda/fp8 on every model (*): fixed upstream (alice) — "
+                       f"snapshot v{version + 1}: ignore [] ({MODEL})\n")
+        assert await snapshot_version(infra) == version + 1
+
+        code, out, err = await canary(infra, "override", "remove", "lambda/fp8")
+        assert code == 1
+        assert "the router refused command" in err
+        assert "rejected: no override of lambda/fp8 for * to remove" in err
+        assert await snapshot_version(infra) == version + 1
+
+
+@pytest.mark.integration
+async def test_a_command_without_the_operator_credential_is_not_stored(secured):
+    """As the backend user NATS refuses the command's requests: exit 1 naming the credential, nothing in the log."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    code, out, err = await canary(infra, "override", "add", "x/fp8", "--reason", "r", "--timeout", "2",
+                                  user="backend")
+    assert code == 1 and out == ""
+    assert err.startswith("error: ") and "NATS_USER is backend" in err and "Traceback" not in err
+    nc, js = await admin_js(infra)
+    info = await js.stream_info(LOG, subjects_filter=subjects.ALL_OPS)
+    await nc.close()
+    assert not info.state.subjects
+
+
+@pytest.mark.integration
+async def test_without_a_router_the_command_times_out_with_exit_1(secured):
+    """No router running: the command is stored, the CLI says nobody answered in time and exits 1."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    started = time.monotonic()
+    code, out, err = await canary(infra, "override", "add", "x/fp8", "--reason", "r", "--timeout", "1.5")
+    assert code == 1 and out == ""
+    assert "no answer from the router within 1.5 s" in err and "is in the log at #1" in err
+    assert time.monotonic() - started < 15
+
+
+# -- lift, mode -------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+async def test_lift_ends_a_suspension_and_prints_the_judges_decision(secured):
+    """After two failed cycles the judge suspends; canary lift prints its end decision and routing drops it."""
+    infra = secured
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    async with running(settings, ["router", "judge"], passwords=infra.passwords):
+        await _two_failed_cycles(infra, "bad/fp8")
+        assert await wait_until(lambda: _ignored(infra, "bad/fp8"), timeout=15)
+
+        code, out, err = await canary(infra, "lift", "bad/fp8", "--reason", "false alarm", "--model", MODEL)
+        assert code == 0, err
+        first, second = out.splitlines()
+        assert first.startswith(f"lift published: bad/fp8 on {MODEL}: false alarm (alice), command ")
+        assert re.fullmatch(rf"suspension lifted: bad/fp8 on {MODEL} — decision end at {STAMP}: "
+                            r"lifted by alice: false alarm", second), second
+        assert await wait_until(lambda: _not_ignored(infra, "bad/fp8"))
+
+        code, out, err = await canary(infra, "lift", "bad/fp8", "--reason", "again", "--model", MODEL)
+        assert code == 1
+        assert f"lifted nothing: bad/fp8 is not suspended on {MODEL}" in err
+
+
+async def _ignored(infra, provider: str) -> bool:
+    return await _has_snapshot(infra) and provider in await snapshot_ignore(infra)
+
+
+async def _not_ignored(infra, provider: str) -> bool:
+    return provider not in await snapshot_ignore(infra)
+
+
+async def _two_failed_cycles(infra, bad: str) -> None:
+    """Publish (as admin) two cycles in which ``bad`` fails time to first token and three others pass."""
+    outcomes = healthy(bad, "a/fp8", "b/fp8", "c/fp8")
+    outcomes[bad]["ttft"] = ("fail", "ttft_exceeded")
+    start = datetime.now(timezone.utc) - timedelta(hours=2)
+    nc, js = await admin_js(infra)
+    try:
+        for n in range(2):
+            for ev in cycle_events(n, outcomes, model=MODEL, start=start + timedelta(minutes=30 * n)):
+                if isinstance(ev, ProbeResult):
+                    await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
+                                     headers={"Nats-Msg-Id": ev.task_id})
+                else:
+                    await js.publish(subjects.discovery(MODEL), codec.encode(ev),
+                                     headers={"Nats-Msg-Id": f"{type(ev).__name__}{ev.cycle}"})
+    finally:
+        await nc.close()
+
+
+@pytest.mark.integration
+async def test_mode_publishes_the_command_and_the_judge_applies_it(secured):
+    """canary mode prints the published SetMode; the judge answers with a mode_changed decision."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["judge"], passwords=infra.passwords):
+        code, out, err = await canary(infra, "mode", "observe", "--kind", "ttft", "--model", MODEL,
+                                      "--reason", "new threshold")
+        assert code == 0, err
+        assert re.fullmatch(rf"mode published: observe for probe kind ttft on {MODEL}: new threshold \(alice\), "
+                            r"command [0-9a-f-]{36}, log #1\n", out), out
+        nc, js = await admin_js(infra)
+        try:
+            command = codec.COMMAND.decode((await js.get_last_msg(LOG, subjects.ops("mode"))).data)
+            assert (command.mode, command.kind, command.model) == ("observe", "ttft", MODEL)
+
+            async def decided() -> bool:
+                try:
+                    msg = await js.get_last_msg(LOG, subjects.decision(MODEL, None))
+                except nats.js.errors.NotFoundError:
+                    return False
+                d = codec.DECISION.decode(msg.data)
+                return d.action == "mode_changed" and d.decision_id.endswith(command.command_id)
+
+            assert await wait_until(decided)
+        finally:
+            await nc.close()
+
+        code, _, err = await canary(infra, "mode", "sideways")
+        assert code == 2 and "mode must be observe or enforce" in err
+
+
+# -- exclusions ------------------------------------------------------------------------------------------
+
+ENTRY = ('[[exclusion]]\nprovider = "{p}"\nmodel = "*"\nreason = "measured defect"\nreference = "T-1"\n'
+         'date = 2026-01-01\n')
+
+
+@pytest.mark.integration
+async def test_exclusions_reload_refuses_a_bad_file_naming_its_line_and_applies_a_good_one(secured, tmp_path):
+    """reload of an invalid file exits 1 with the router's reason (file and line); a valid one is applied."""
+    infra = secured
+    path = tmp_path / "exclusions.toml"
+    path.write_text(ENTRY.format(p="parasail/fp8"))
+    settings = settings_for(infra, exclusions_file=str(path))
+    await ensure_streams(settings)
+    async with running(settings, ["router"], passwords=infra.passwords):
+        assert await wait_until(lambda: _ignored(infra, "parasail/fp8"))
+        version = await snapshot_version(infra)
+        path.write_text(ENTRY.format(p="parasail/fp8") + "\n" + ENTRY.replace("reason", "colour").format(p="x"))
+        code, out, err = await canary(infra, "exclusions", "reload", "--reason", "review 12")
+        assert code == 1, out
+        assert f"exclusions not reloaded, the old ones stay: {path}:8: exclusion is missing ['reason']" in err
+        assert await snapshot_version(infra) == version
+
+        path.write_text(ENTRY.format(p="parasail/fp8") + "\n" + ENTRY.format(p="novita/bf16"))
+        code, out, err = await canary(infra, "exclusions", "reload")
+        assert code == 0, err
+        # the router's own file watch may have been first: then the command changes nothing
+        assert re.fullmatch(rf"exclusions reloaded \(alice\) — (snapshot v{version + 1}: ignore "
+                            rf"\[\"novita/bf16\", \"parasail/fp8\"\] \({re.escape(MODEL)}\)|no snapshot changed "
+                            rf"\(current: {re.escape(MODEL)} v{version + 1}\))\n", out), out
+        assert await snapshot_ignore(infra) == ["novita/bf16", "parasail/fp8"]
+
+
+def test_exclusions_check_prints_each_entry_of_a_good_file(tmp_path):
+    """check lists every entry with its line, scope, reason, reference and dates, and exits 0."""
+    path = tmp_path / "good.toml"
+    path.write_text(ENTRY.format(p="parasail/fp8") + "expires = 2027-01-01\n\n"
+                    + ENTRY.format(p="novita/bf16").replace('"*"', '"acme/chat-1"'))
+    result = CliRunner().invoke(app, ["exclusions", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "line 1: parasail/fp8 on every model (*): measured defect (T-1); reviewed 2026-01-01T00:00:00Z, "
+        "expires 2027-01-01T00:00:00Z",
+        "line 9: novita/bf16 on acme/chat-1: measured defect (T-1); reviewed 2026-01-01T00:00:00Z",
+        f"{path}: 2 exclusion(s), valid",
+    ]
+
+
+def test_exclusions_check_names_the_line_of_a_bad_entry_and_exits_1(tmp_path):
+    """A duplicate, or an expiry before its date, is reported with the file and line; exit status 1."""
+    dup = tmp_path / "dup.toml"
+    dup.write_text(ENTRY.format(p="a/fp8") + "\n" + ENTRY.format(p="a/fp8"))
+    result = CliRunner().invoke(app, ["exclusions", "check", str(dup)])
+    assert result.exit_code == 1
+    assert f"error: {dup}:8: duplicate of the exclusion at line 1" in result.output
+
+    early = tmp_path / "early.toml"
+    early.write_text(ENTRY.format(p="a/fp8") + "expires = 2025-12-31\n")
+    result = CliRunner().invoke(app, ["exclusions", "check", str(early)])
+    assert result.exit_code == 1
+    assert f"error: {early}:1: expires must be after date" in result.output
+
+    result = CliRunner().invoke(app, ["exclusions", "check", str(tmp_path / "missing.toml")])
+    assert result.exit_code == 1 and "cannot read" in result.output
+
+
+def test_the_repository_exclusions_file_is_valid():
+    """config/exclusions.toml (all examples commented out) passes the check."""
+    result = CliRunner().invoke(app, ["exclusions", "check", str(ROOT / "config" / "exclusions.toml")])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("0 exclusion(s), valid\n")
+
+
+def test_durations_and_times_of_override_add_are_parsed_strictly():
+    """--for takes 90s/30m/2h/1d/1h30m; --expires takes ISO 8601 (no zone: UTC); anything else is refused."""
+    from canary.cli_ops import parse_duration, parse_when
+
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration("2d") == timedelta(days=2) and parse_duration("45s") == timedelta(seconds=45)
+    for bad in ("", "2", "h", "2x", "-1h", "0m", "1h 30"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert parse_when("2026-06-11T18:00:00Z") == datetime(2026, 6, 11, 18, tzinfo=timezone.utc)
+    assert parse_when("2026-06-11T20:00+02:00") == datetime(2026, 6, 11, 18, tzinfo=timezone.utc)
+    assert parse_when("2026-06-11T18:00") == datetime(2026, 6, 11, 18, tzinfo=timezone.utc)
+    with pytest.raises(ValueError):
+        parse_when("tomorrow")
+
+
+def test_override_add_refuses_both_expiry_forms_and_a_past_expiry():
+    """--expires with --for, or an expiry in the past, exits 2 before anything is published."""
+    result = CliRunner().invoke(app, ["override", "add", "a/fp8", "--reason", "r", "--for", "1h",
+                                      "--expires", "2030-01-01T00:00:00Z"])
+    assert result.exit_code == 2 and "give --expires or --for, not both" in result.output
+    result = CliRunner().invoke(app, ["override", "add", "a/fp8", "--reason", "r", "--expires", "2020-01-01"])
+    assert result.exit_code == 2 and "is not in the future" in result.output
