@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -17,7 +18,7 @@ import typer
 from shared.errors import ConfigError
 from shared.settings import Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="settings TOML file (else $CANARY_CONFIG)")]
@@ -117,7 +118,7 @@ def watch(
     cache: Annotated[Optional[Path], typer.Option(help="keep the last good snapshot in this file")] = None,
     once: Annotated[bool, typer.Option(help="print the current provider object and exit")] = False,
 ) -> None:
-    """Print the ``provider`` object each time the model's ignore list changes (a minimal chat backend)."""
+    """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
     from shared.client import IgnoreListClient
 
     settings = _settings(config)
@@ -173,7 +174,7 @@ def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON 
             print(json.dumps(verdict, ensure_ascii=False), flush=True)
             if verdict.get("outcome") == "error":
                 worst = 1
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         typer.echo(f"error: cannot read {file}: {exc}", err=True)
         raise typer.Exit(2) from exc
     raise typer.Exit(worst)
@@ -206,12 +207,27 @@ def schema() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: errors become one line on stderr, not a traceback.
+
+    Exit status: 0 ok, 1 failure, 2 bad input or settings.  Usage errors are
+    typer's own.  ``CANARY_DEBUG=1`` re-raises unexpected errors with their traceback.
+    """
+    from canary.embedded import ServerUnavailable
+    from shared.errors import CanaryError
+
     try:
         app()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except (CanaryError, ServerUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as exc:
+        if os.environ.get("CANARY_DEBUG"):
+            raise
+        print(f"error: {type(exc).__name__}: {exc} (set CANARY_DEBUG=1 for the traceback)", file=sys.stderr)
+        sys.exit(1)
 
 
 

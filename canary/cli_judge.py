@@ -43,7 +43,7 @@ def replay(
     if events is not None:
         try:
             evs = read_events_file(events.read_text(encoding="utf-8").splitlines())
-        except (OSError, Undecodable) as exc:
+        except (OSError, UnicodeDecodeError, Undecodable) as exc:
             typer.echo(f"error: {events}: {exc}", err=True)
             raise typer.Exit(2) from exc
         if other_policy is not None:
@@ -68,7 +68,12 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     from shared.events import Decision
     from shared.service import redis_client
 
-    start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    try:
+        start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    except ValueError as exc:
+        raise typer.BadParameter(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00Z)") from exc
+    if start is not None and start.tzinfo is None:
+        raise typer.BadParameter("--since needs a zone (UTC: ...Z)")
     kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)

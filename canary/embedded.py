@@ -183,8 +183,10 @@ def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
         p = port or free_port()
         errors = workdir / f"{scheme}-{p}.stderr"
         with open(errors, "wb") as stderr:
+            # a session of their own: Ctrl-C in a terminal reaches the demo, which then
+            # stops them in order, instead of killing them under the running services
             process = subprocess.Popen(command(p), stdout=subprocess.DEVNULL, stderr=stderr,
-                                       env={**os.environ, **(env or {})})
+                                       env={**os.environ, **(env or {})}, start_new_session=True)
         try:
             _wait_port(p, process, 15.0, what, errors)
             suffix = "/0" if scheme == "redis" else ""

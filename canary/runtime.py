@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 
 from faststream import FastStream
@@ -63,12 +64,58 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
                 await app.stop()
 
 
+async def _ignore(exc: Exception) -> None:
+    return None
+
+
+async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redis_needed: bool) -> bool:
+    """Wait until NATS (and Redis, when needed) answer; ``False`` if stopped first.
+
+    Services start in any order in a deployment (compose starts containers
+    together): a service waits for its bus instead of dying, and says so.
+    """
+    from shared.logging import get as get_logger
+    from shared.service import nats_connect, redis_client
+
+    log = get_logger("runtime")
+    delay, said = 0.5, 0.0
+    while not stop.is_set():
+        problems = []
+        try:
+            # one attempt (nats-py reads 0 as "forever"), errors kept quiet: this loop reports
+            nc = await asyncio.wait_for(
+                nats_connect(settings, max_reconnect_attempts=1, allow_reconnect=False, connect_timeout=2,
+                             error_cb=_ignore), timeout=5)
+            await nc.close()
+        except Exception as exc:  # unreachable, refused, not authorized: keep waiting, say why
+            problems.append(f"NATS at {settings.nats_url}: {type(exc).__name__}: {exc}")
+        if redis_needed:
+            client = redis_client(settings)
+            try:
+                await client.ping()
+            except Exception as exc:
+                problems.append(f"Redis: {type(exc).__name__}")
+            finally:
+                await client.aclose()
+        if not problems:
+            return True
+        if time.monotonic() - said > 10:
+            log.warning("waiting_for_dependencies", problems=problems)
+            said = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, 5.0)
+    return False
+
+
 async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], *, probers: int = 1) -> None:
-    """Run services until SIGINT or SIGTERM."""
+    """Wait for NATS and Redis, then run services until SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"}):
+        return
     async with running(settings, names, probers=probers):
         await stop.wait()

@@ -41,9 +41,24 @@ from shared.streams import DEADLETTER
 
 PUBLISH_TIMEOUT_S = 5.0
 
+class _EmptyFetchFilter(logging.Filter):
+    """Drop FastStream's 'raised an exception, retrying' for a pull fetch that found nothing.
+
+    FastStream's pull loop suppresses ``nats.errors.TimeoutError``, but nats-py
+    2.16 raises the builtin ``TimeoutError`` when a fetch expires empty; the
+    supervisor then logs a traceback and restarts the loop, which is harmless.
+    Any other exception still gets through.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, TimeoutError) and "raised an exception" in record.getMessage())
+
+
 #: FastStream's own lines (per-message, task callbacks) go here, quiet below WARNING.
 _BROKER_LOGGER = logging.getLogger("canary.broker")
 _BROKER_LOGGER.setLevel(logging.WARNING)
+_BROKER_LOGGER.addFilter(_EmptyFetchFilter())
 
 
 def make_broker(settings: Settings, service: str) -> NatsBroker:
@@ -62,10 +77,15 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
         reconnect_time_wait=1,
         connect_timeout=5,
         graceful_timeout=10.0,
+        error_cb=_nats_error,
         logger=_BROKER_LOGGER,
         log_level=logging.DEBUG,
         **kwargs,
     )
+
+
+async def _nats_error(exc: Exception) -> None:
+    get_logger("nats").warning("nats_error", error=f"{type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)

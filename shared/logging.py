@@ -12,6 +12,32 @@ import sys
 import structlog
 
 _configured = False
+_secrets: set[str] = set()
+
+
+def redact(*values: str) -> None:
+    """Never print these values (API key, passwords): every log line masks them."""
+    _secrets.update(v for v in values if v and len(v) >= 6)
+
+
+def _mask(value):
+    if isinstance(value, str):
+        for secret in _secrets:
+            if secret in value:
+                value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_mask(v) for v in value)
+    return value
+
+
+def _redact(logger, method, event_dict):
+    """structlog processor: mask registered secrets in every value (and the rendered exception)."""
+    if not _secrets:
+        return event_dict
+    return {k: _mask(v) for k, v in event_dict.items()}
 
 
 def configure(fmt: str = "console", level: str = "INFO", stream=None) -> None:
@@ -35,6 +61,7 @@ def configure(fmt: str = "console", level: str = "INFO", stream=None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _redact,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -28,8 +28,14 @@ from shared.settings import Settings
 from shared.streams import ConsumerSpec
 
 
+async def quiet_nats_error(exc: Exception) -> None:
+    """nats-py error callback: one log line, no traceback (the default prints one per attempt)."""
+    get_logger("nats").warning("nats_error", error=f"{type(exc).__name__}: {exc}")
+
+
 async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
     """A plain nats-py connection with the settings' credential (tools, audits, tests)."""
+    kwargs.setdefault("error_cb", quiet_nats_error)
     if settings.nats_user:
         kwargs.setdefault("user", settings.nats_user)
         kwargs.setdefault("password", settings.nats_password)

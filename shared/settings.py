@@ -16,6 +16,7 @@ The API key is never printed: ``repr`` and :meth:`Settings.public` mask it.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -103,31 +104,13 @@ class Settings(Struct, kw_only=True):
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
-        if not self.models:
-            problems.append("models: at least one model id is needed")
-        if self.cycle_interval_s <= 0:
-            problems.append("cycle_interval_s must be > 0")
-        if not 0 < self.probe_window_s < self.cycle_interval_s:
-            problems.append("probe_window_s must be > 0 and below cycle_interval_s")
-        if self.ttft_threshold_s <= 0:
-            problems.append("ttft_threshold_s must be > 0")
-        if not self.ladder_s or any(x <= 0 for x in self.ladder_s):
-            problems.append("ladder_s needs at least one positive length")
-        if self.min_hosts < 0:
-            problems.append("min_hosts must be >= 0")
-        if self.failed_cycles_to_suspend < 1 or self.passed_cycles_to_recover < 1:
-            problems.append("cycle counts must be >= 1")
-        unknown = sorted(set(self.kinds) - set(PROBE_KINDS))
-        if unknown:
-            problems.append(f"kinds: unknown probe kinds {unknown}; known: {list(PROBE_KINDS)}")
-        bad_controls = sorted(set(self.controls) - set(PROBE_KINDS))
-        if bad_controls:
-            problems.append(f"controls: unknown probe kinds {bad_controls}")
-        if not 0 < self.common_mode_share <= 1:
-            problems.append("common_mode_share must be in (0, 1]")
+        self.openrouter_api_key = self.openrouter_api_key.strip()
+        problems = _problems(self)
         if problems:
             raise ConfigError("invalid settings: " + "; ".join(problems))
+        from shared.logging import redact
+
+        redact(self.openrouter_api_key, self.nats_password)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -181,6 +164,66 @@ class Settings(Struct, kw_only=True):
         data.update(_from_env(env))
         data.update({k: v for k, v in overrides.items() if v is not None})
         return _convert(data)
+
+
+_URL_SCHEMES = {
+    "nats_url": ("nats://", "tls://", "ws://", "wss://"),
+    "redis_url": ("redis://", "rediss://", "unix://"),
+    "openrouter_base_url": ("http://", "https://"),
+}
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _problems(s: Settings) -> list[str]:
+    """Every reason ``s`` is unusable, each naming its field (empty: valid)."""
+    problems: list[str] = []
+    for f in msgspec.structs.fields(Settings):
+        value = getattr(s, f.name)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            problems.append(f"{f.name} must be a finite number")
+    if not s.models or any(not m.strip() for m in s.models):
+        problems.append("models: at least one non-empty model id is needed")
+    if s.cycle_interval_s <= 0:
+        problems.append("cycle_interval_s must be > 0")
+    if not 0 < s.probe_window_s < s.cycle_interval_s:
+        problems.append("probe_window_s must be > 0 and below cycle_interval_s")
+    for name in ("ttft_threshold_s", "request_timeout_s", "retry_delay_s", "duplicate_window_s", "log_max_age_s"):
+        if getattr(s, name) <= 0:
+            problems.append(f"{name} must be > 0")
+    if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
+        problems.append("ladder_s needs at least one positive length")
+    for name, least in (("min_hosts", 0), ("failed_cycles_to_suspend", 1), ("passed_cycles_to_recover", 1),
+                        ("languages_per_cycle", 1), ("prober_concurrency", 1), ("max_deliver", 1),
+                        ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
+        if getattr(s, name) < least:
+            problems.append(f"{name} must be >= {least}")
+    unknown = sorted(set(s.kinds) - set(PROBE_KINDS))
+    if unknown or not s.kinds:
+        problems.append(f"kinds: unknown or none {unknown}; known: {list(PROBE_KINDS)}")
+    bad_languages = sorted(set(s.languages) - set(LANGUAGES))
+    if bad_languages or not s.languages or len(set(s.languages)) != len(s.languages):
+        problems.append(f"languages: unknown, repeated or none {bad_languages}; known: {list(LANGUAGES)}")
+    for name, mapping in (("controls", s.controls), ("kind_modes", s.kind_modes)):
+        bad = sorted(set(mapping) - set(PROBE_KINDS))
+        if bad:
+            problems.append(f"{name}: unknown probe kinds {bad}")
+    if not 0 < s.common_mode_share <= 1:
+        problems.append("common_mode_share must be in (0, 1]")
+    if not 0 <= s.metrics_port <= 65535:
+        problems.append("metrics_port must be a TCP port (0: off)")
+    if s.log_level.upper() not in _LOG_LEVELS:
+        problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")
+    if s.log_format not in ("console", "json"):
+        problems.append("log_format must be console or json")
+    for name, schemes in _URL_SCHEMES.items():
+        if not getattr(s, name).startswith(schemes):
+            problems.append(f"{name} must start with one of {list(schemes)}")
+    key = s.openrouter_api_key
+    if key and (not key.isascii() or not key.isprintable() or any(c.isspace() for c in key)):
+        # never echo the value: it is a secret
+        problems.append("OPENROUTER_API_KEY contains spaces, control or non-ASCII characters")
+    return problems
 
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", default="default",
                         help="packaged scenario name (default, full) or a TOML file path")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080, help="TCP port, 0 for a free one")
+    parser.add_argument("--port", type=_port, default=8080, help="TCP port, 0 for a free one")
     parser.add_argument("--sentences", default=None, help="directory of <lang>.txt real sentences")
     parser.add_argument("--keepalive-s", type=float, default=None, help="keep-alive comment interval, seconds")
     args = parser.parse_args(argv)
@@ -111,4 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run())
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # address in use, not allowed, unknown host
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port

@@ -29,10 +29,18 @@ from shared.streams import LOG, TASKS
 from shared.subjects import encode_token
 
 
+#: Join the current cycle only while this share of its probe window is still ahead.
+JOIN_WINDOW_SHARE = 0.9
+
+
 def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) -> int:
-    """The next cycle to run after ``last``: the current one if most of its window is left."""
+    """The next cycle to run after ``last``: the current one only if it has barely begun.
+
+    A cycle joined late gives its probes less than the window and closes with
+    results missing; a frozen first cycle delays every verdict by one.
+    """
     n = ids.cycle_no(now_epoch, interval_s)
-    if now_epoch - n * interval_s > window_s / 2:
+    if now_epoch - n * interval_s > window_s * (1 - JOIN_WINDOW_SHARE):
         n += 1
     return max(n, last + 1)
 

@@ -10,6 +10,7 @@ unprobed: its result could not count any more.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
@@ -17,6 +18,7 @@ import uuid
 import httpx
 from faststream import FastStream
 
+from services.prober.checks.language import warm_up
 from services.prober.core import run_probe
 from services.prober.http import request_body, send_probe
 from services.prober.prompts import ProbeRequest
@@ -72,6 +74,9 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     async def open_client() -> None:
         prober.client = make_client(settings)
+        # load the language detectors now (~0.5 s of CPU): done on the first reply, it
+        # would stall the event loop under probes in flight and inflate their time to first token
+        await asyncio.to_thread(warm_up)
 
     async def close_client() -> None:
         if prober.client is not None:

@@ -103,3 +103,14 @@ def test_any_valid_object_passes(city, temp, summary):
     """Property: every object the schema allows passes, serialised any way json.dumps does."""
     text = json.dumps({"city": city, "temp_c": temp, "summary": summary}, ensure_ascii=False)
     assert check_structured(Reply(text=text, finish_reason="stop"), STRICT).outcome == "pass"
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+    {"type": "nonsense"},
+])
+def test_a_broken_schema_is_inconclusive_not_a_crash(schema):
+    """A schema that is invalid or does not resolve proves nothing about the provider: bad_schema."""
+    result = check_structured(Reply(text='{"a": 1}', finish_reason="stop"),
+                              ProbeSpec(kind="structured", schema=schema, response_format="json_schema"))
+    assert (result.outcome, result.reason) == ("inconclusive", "bad_schema")

@@ -84,8 +84,8 @@ def test_a_control_missing_from_the_listing_is_skipped():
 
 
 def test_cycle_numbers_and_joining_mid_cycle():
-    """Cycles start at multiples of the interval; a late start skips a cycle whose window is half gone."""
+    """Cycles start at multiples of the interval; a start more than 10 % into the window waits for the next."""
     assert cycle_start(3, 1800) == datetime(1970, 1, 1, 1, 30, tzinfo=timezone.utc)
-    assert next_cycle(1800 * 10 + 100, 1800, 600, last=-1) == 10
-    assert next_cycle(1800 * 10 + 400, 1800, 600, last=-1) == 11
-    assert next_cycle(1800 * 10 + 100, 1800, 600, last=10) == 11
+    assert next_cycle(1800 * 10 + 50, 1800, 600, last=-1) == 10
+    assert next_cycle(1800 * 10 + 70, 1800, 600, last=-1) == 11
+    assert next_cycle(1800 * 10 + 50, 1800, 600, last=10) == 11

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import referencing.exceptions
 
 from services.prober.reply import ProbeSpec, Reply
 from shared.events import CheckResult
@@ -97,8 +98,13 @@ def check_structured(reply: Reply, spec: ProbeSpec) -> CheckResult:
                            evidence={"first_bytes": text[:120], "finish_reason": "length"})
     if spec.schema is None:
         return CheckResult(check=CHECK, outcome="pass")
-    validator = validator_for(spec.schema)
-    errors = sorted(validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    try:
+        validator = validator_for(spec.schema)
+        errors = sorted(validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable) as exc:
+        # the probe's own schema is broken: nothing can be concluded about the provider
+        return CheckResult(check=CHECK, outcome="inconclusive", reason="bad_schema",
+                           evidence={"error": str(exc).splitlines()[0][:300]})
     if errors:
         first = errors[0]
         return CheckResult(check=CHECK, outcome="fail", reason="schema_invalid",
