@@ -1,7 +1,7 @@
 """Operator commands: imperative, tagged, published on ``canary.ops.<verb>``.
 
 Only the operators' NATS credential may publish on ``canary.ops.>`` (the server
-configuration in ``config/nats/``); every command still names its ``actor`` and
+configuration in ``shared/nats/server.conf``); every command still names its ``actor`` and
 carries a ``command_id`` (its ``Nats-Msg-Id``) so that a command sent twice is
 applied once (DESIGN.md, "The router: three layers into provider.ignore").
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from shared.events import Mode, Slug, UtcDatetime
+from shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
 #: An operator's free-text reason; required, so never empty.
 Reason = Annotated[str, Meta(min_length=1, max_length=2000)]
@@ -60,7 +60,7 @@ class SetMode(Command, frozen=True, kw_only=True, tag="set_mode"):
 
     mode: Mode
     model: ModelScope = "*"
-    kind: str | None = None
+    kind: ProbeKind | None = None
     reason: str = ""
 
 

@@ -22,6 +22,14 @@ from msgspec import Meta, Struct
 UtcDatetime = Annotated[datetime, Meta(tz=True)]
 #: A non-empty identifier (provider tag, model id, task id ...).
 Slug = Annotated[str, Meta(min_length=1, max_length=256)]
+#: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
+#: oversized message cannot bloat the judge's state or a verdict past NATS's
+#: payload limit.
+Reason = Annotated[str, Meta(max_length=64)]
+#: An ISO 639-1 code (or a short tag).
+Language = Annotated[str, Meta(max_length=16)]
+#: A bounded free text on the wire (evidence excerpts, error messages).
+Excerpt = Annotated[str, Meta(max_length=4000)]
 
 #: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity.
@@ -128,9 +136,9 @@ class CheckResult(Struct, frozen=True, kw_only=True):
     ``evidence`` holds the offending span, shares, validator message ...
     """
 
-    check: str
+    check: Annotated[str, Meta(max_length=64)]
     outcome: Outcome
-    reason: str = ""
+    reason: Reason = ""
     evidence: dict[str, Any] = {}
 
 
@@ -148,9 +156,9 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True):
     generation_id: str | None = None
     ttft_ms: float | None = None
     total_ms: float | None = None
-    first_bytes: str = ""
+    first_bytes: Excerpt = ""
     output_chars: int = 0
-    error: str | None = None
+    error: Excerpt | None = None
     usage: dict[str, Any] = {}
 
 
@@ -158,7 +166,7 @@ class ProbeAttempt(Struct, frozen=True, kw_only=True):
     """One request of a probe (the language probe's confirmation makes three)."""
 
     outcome: Outcome
-    reason: str = ""
+    reason: Reason = ""
     checks: list[CheckResult] = []
     reply: ReplyEvidence = ReplyEvidence()
 
@@ -170,10 +178,10 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     model: Slug
     provider: Slug
     kind: ProbeKind
-    language: str | None = None
+    language: Language | None = None
     cycle: Slug
     outcome: Outcome
-    reason: str = ""
+    reason: Reason = ""
     started_at: UtcDatetime | None = None
     checks: list[CheckResult] = []
     reply: ReplyEvidence = ReplyEvidence()
@@ -193,8 +201,8 @@ class ResultRef(Struct, frozen=True, kw_only=True):
     cycle: str
     kind: str
     outcome: Outcome
-    reason: str = ""
-    language: str | None = None
+    reason: Reason = ""
+    language: Language | None = None
 
 
 class ProviderVerdict(Struct, frozen=True, kw_only=True):
@@ -249,8 +257,8 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     model: Slug
     provider: str = ""
     action: DecisionAction
-    reason: str = ""
-    detail: str = ""
+    reason: Reason = ""
+    detail: Excerpt = ""
     until: UtcDatetime | None = None
     ladder_level: int = 0
     cycles: list[str] = []

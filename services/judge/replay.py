@@ -9,91 +9,29 @@ reports any difference from the stored state.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from services.judge.core import Effect, ModelState, Policy, decide, initial
-from shared import codec, subjects
+from shared import codec, eventlog, subjects
 from shared.errors import Undecodable
+from shared.eventlog import LoggedEvent
 from shared.events import Decision
-from shared.streams import LOG
 
 #: Subjects the judge folds (its durable consumer's filter).
-JUDGE_SUBJECTS = (
-    subjects.ALL_DISCOVERY.removesuffix(">"),
-    subjects.ALL_RESULTS.removesuffix(">"),
-    subjects.ALL_OPS.removesuffix(">"),
-    subjects.ALL_ROUTING.removesuffix(">"),
-)
-
-
-@dataclass(frozen=True)
-class LoggedEvent:
-    """One decoded event of the log and its stream sequence."""
-
-    seq: int
-    subject: str
-    event: Any
+JUDGE_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_OPS,
+                                       subjects.ALL_ROUTING])
 
 
 async def read_log(js: JetStreamContext, *, since: datetime | None = None, until_seq: int | None = None,
                    judge_only: bool = True, idle_s: float = 2.0) -> list[LoggedEvent]:
-    """Read ``CANARY_LOG`` in order with an ordered consumer.
-
-    Args:
-        js: a JetStream context.
-        since: start at this UTC time (default: the beginning).
-        until_seq: stop after this stream sequence (default: the last at start).
-        judge_only: keep only the subjects the judge folds.
-        idle_s: give up waiting for more after this many seconds of silence.
-
-    Returns:
-        Decoded events in stream order; undecodable ones are skipped (the judge
-        dead-lettered them too).
-    """
-    info = await js.stream_info(LOG)
-    last = info.state.last_seq if until_seq is None else min(until_seq, info.state.last_seq)
-    out: list[LoggedEvent] = []
-    if last == 0 or info.state.messages == 0:
-        return out
-    done = asyncio.Event()
-    config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since.isoformat()) if since \
-        else ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
-
-    async def on_message(msg) -> None:
-        seq = msg.metadata.sequence.stream
-        if seq > last:
-            done.set()
-            return
-        if not judge_only or msg.subject.startswith(JUDGE_SUBJECTS):
-            try:
-                out.append(LoggedEvent(seq=seq, subject=msg.subject, event=codec.LOG_EVENT.decode(msg.data)))
-            except Undecodable:
-                pass
-        if seq >= last or msg.metadata.num_pending == 0:
-            done.set()
-
-    sub = await js.subscribe(f"{subjects.PREFIX}.>", stream=LOG, cb=on_message, ordered_consumer=True,
-                             config=config)
-    try:
-        while True:
-            count = len(out)
-            try:
-                await asyncio.wait_for(done.wait(), timeout=idle_s)
-                break
-            except TimeoutError:
-                if len(out) == count:
-                    break
-    finally:
-        await sub.unsubscribe()
-    return out
+    """The log in stream order, by default only what the judge folds (:func:`shared.eventlog.read_log`)."""
+    return await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS if judge_only else None, since=since,
+                                   until_seq=until_seq, idle_s=idle_s)
 
 
 def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str, int] | None = None

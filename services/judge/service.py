@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from faststream import FastStream
 
-from services.judge.core import Effect, Policy, decide
+from services.judge.core import Effect, Policy, decide, initial
+from services.judge.replay import JUDGE_SUBJECTS, refold
 from services.judge.store import JudgeRecord, JudgeStore, RedisJudgeStore
-from shared import codec, ids, metrics, streams, subjects
+from shared import eventlog, ids, metrics, streams, subjects
 from shared.broker import Delivery, Publisher
 from shared.codec import Codec
 from shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
 from shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult, RetestRequested
-from shared.service import Shell, redis_client
+from shared.logging import get as get_logger
+from shared.service import Shell, nats_connect, redis_client
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
 from shared.streams import LOG
@@ -61,19 +63,36 @@ class Judge:
                 metrics.DECISIONS.labels(effect.action).inc()
 
     async def apply(self, event, delivery: Delivery) -> None:
-        """Fold ``event`` into every model it concerns."""
+        """Fold ``event`` into every watched model it concerns.
+
+        Events of a model that is not configured are skipped (logged): any
+        model name on the bus must not grow state.  An operator command that
+        changes nothing (a lift of a provider that is not suspended) says so.
+        """
         model = getattr(event, "model", None)
         if model is None:
             return
-        targets = sorted(set(self.models) | set(await self.store.models())) if model == "*" else [model]
+        if model == "*":
+            targets = sorted(set(self.models) | set(await self.store.models()))
+        elif model in self.models:
+            targets = [model]
+        else:
+            get_logger("judge").info("model_not_watched", model=model, subject=delivery.subject)
+            return
+        produced = []
         for target in targets:
-            await self.apply_to(target, event, delivery.stream_seq)
+            produced += await self.apply_to(target, event, delivery.stream_seq)
+        if isinstance(event, LiftSuspension | SetMode) and not produced:
+            get_logger("judge").warning("command_without_effect", command=type(event).__name__,
+                                        command_id=event.command_id, actor=event.actor,
+                                        provider=getattr(event, "provider", ""), model=model)
 
     async def apply_to(self, model: str, event, position: int | None) -> list[Effect]:
         record = await self.store.load(model)
         if position is not None and position <= record.position:
             if position == record.position:
                 await self.emit(record.outbox)  # repair a crash between save and publish
+                return list(record.outbox)
             return []
         state, effects = decide(record.state, event, self.policy)
         if state is record.state and not effects and position is None:
@@ -85,6 +104,29 @@ class Judge:
         return effects
 
 
+async def recover(js, store: JudgeStore, policy: Policy, models: list[str], durable: str) -> list[str]:
+    """Rebuild lost Redis state from the log; returns the models rebuilt.
+
+    When a model has no stored record but the judge's durable consumer has
+    already acknowledged part of the log (Redis was flushed or replaced), the
+    state is folded again from the log up to that position, so the next event
+    the consumer delivers continues from where the lost state was
+    (DESIGN.md: Redis only stores the result of the fold).
+    """
+    floor = await eventlog.acknowledged_position(js, LOG, durable)
+    if floor == 0:
+        return []
+    missing = [m for m in models if (await store.load(m)).revision == 0]
+    if not missing:
+        return []
+    logged = await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS, until_seq=floor)
+    states, _ = refold(logged, policy, positions={m: floor for m in missing})
+    for model in missing:
+        state = states.get(model) or initial(model)
+        await store.save(model, JudgeRecord(state=state, position=floor, revision=1), expected_revision=0)
+    return missing
+
+
 def create_app(settings: Settings | None = None) -> FastStream:
     """The judge's FastStream app."""
     settings = settings or Settings.load()
@@ -93,9 +135,19 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     async def open_store() -> None:
         client = redis_client(settings)
-        holder["judge"] = Judge(RedisJudgeStore(client, settings.namespace), shell.publisher,
-                                Policy.from_settings(settings), list(settings.models))
+        policy = Policy.from_settings(settings)
+        store = RedisJudgeStore(client, settings.namespace)
+        holder["judge"] = Judge(store, shell.publisher, policy, list(settings.models))
         holder["redis"] = client  # type: ignore[assignment]
+        nc = await nats_connect(settings)
+        try:
+            rebuilt = await recover(nc.jetstream(), store, policy, list(settings.models),
+                                    streams.judge_consumer(settings).durable)
+        finally:
+            await nc.close()
+        if rebuilt:
+            shell.log.warning("state_rebuilt_from_log", models=rebuilt,
+                              reason="no state in Redis, but the log was already consumed")
 
     async def close_store() -> None:
         client = holder.get("redis")

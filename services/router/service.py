@@ -31,13 +31,13 @@ from nats.js.kv import KeyValue
 from redis.exceptions import RedisError
 
 from services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
-from shared import clock, codec, ids, streams, subjects
+from shared import clock, codec, eventlog, ids, streams, subjects
 from shared.broker import Delivery
 from shared.codec import Codec
 from shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
 from shared.errors import ConfigError, Rejected, Transient
 from shared.events import Decision
-from shared.service import Shell, redis_client
+from shared.service import Shell, nats_connect, redis_client
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
 from shared.streams import LOG, ROUTING_BUCKET
@@ -82,6 +82,7 @@ class Router:
         self.k_overrides = f"{ns}:router:overrides"
         self.k_suspensions = f"{ns}:router:suspensions"
         self.k_seen = f"{ns}:router:seen"
+        self.k_marker = f"{ns}:router:initialized"
         self.k_models = f"{ns}:router:models"
 
     # -- state -------------------------------------------------------------------
@@ -111,6 +112,37 @@ class Router:
     async def _mark(self, anchor: str) -> None:
         await self._call(self.redis.zadd(self.k_seen, {anchor: clock.now().timestamp()}))
         await self._call(self.redis.zremrangebyrank(self.k_seen, 0, -SEEN_MEMORY - 1))
+
+    # -- recovery --------------------------------------------------------------------
+
+    async def recover(self, js, spec) -> int:
+        """Rebuild overrides and suspensions from the log when Redis lost them.
+
+        A marker key says this Redis has held the router's state.  Without it,
+        if the router's durable consumer has already acknowledged part of the
+        log, Redis was flushed or replaced: every decision and command up to
+        that position is applied again (no snapshot published meanwhile), so the
+        first snapshot after the restart does not drop live overrides or
+        suspensions.  Returns how many events were applied (0: nothing to do).
+        """
+        if await self._call(self.redis.exists(self.k_marker)):
+            return 0
+        floor = await eventlog.acknowledged_position(js, spec.stream, spec.durable)
+        applied = 0
+        if floor:
+            for item in await eventlog.read_log(js, prefixes=eventlog.prefixes_of(spec.filter_subjects),
+                                                until_seq=floor):
+                anchor = getattr(item.event, "decision_id", None) or getattr(item.event, "command_id", None)
+                if anchor is None or await self._seen(anchor):
+                    continue
+                try:
+                    await self._apply(item.event)
+                except Rejected:
+                    pass  # refused live too
+                await self._mark(anchor)
+                applied += 1
+        await self._call(self.redis.set(self.k_marker, clock.now().isoformat()))
+        return applied
 
     # -- inputs --------------------------------------------------------------------
 
@@ -360,6 +392,14 @@ def create_app(settings: Settings | None = None) -> FastStream:
         # Bind the bucket before the subscriber starts: handlers need it at once.
         await shell.broker.connect()
         router.kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
+        nc = await nats_connect(settings)
+        try:
+            rebuilt = await router.recover(nc.jetstream(), streams.router_consumer(settings))
+        finally:
+            await nc.close()
+        if rebuilt:
+            shell.log.warning("state_rebuilt_from_log", events=rebuilt,
+                              reason="no state in Redis, but the log was already consumed")
 
     async def close_clients() -> None:
         if router.redis is not None:

@@ -173,3 +173,19 @@ def test_the_exported_json_schema_accepts_every_message(message):
     jsonschema.Draft202012Validator.check_schema(schema)
     assert len(schema["oneOf"]) == len(codec.WIRE_TYPES)
     jsonschema.validate(json.loads(codec.encode(message)), schema)
+
+
+def test_an_oversized_reason_is_refused_so_one_message_cannot_bloat_state():
+    """A 900 kB reason code is not a reason code: the result does not decode (it is dead-lettered)."""
+    result = ProbeResult(at=AT, task_id="t1", model="m/x", provider="a/fp8", kind="ttft", cycle="c1",
+                         outcome="fail", reason="ttft_exceeded")
+    huge = codec.encode(result).replace(b'"reason":"ttft_exceeded"', b'"reason":"' + b"x" * 900_000 + b'"')
+    with pytest.raises(Undecodable, match="reason"):
+        codec.PROBE_RESULT.decode(huge)
+
+
+def test_a_mode_command_for_an_unknown_probe_kind_is_refused():
+    """set_mode with kind 'nonsense' names no probe: refused instead of applied."""
+    raw = codec.encode(SetMode(command_id="c1", actor="bob", at=AT, mode="observe", kind="echo"))
+    with pytest.raises(Undecodable, match="kind"):
+        codec.COMMAND.decode(raw.replace(b'"kind":"echo"', b'"kind":"nonsense"'))

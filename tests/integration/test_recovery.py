@@ -1,0 +1,80 @@
+"""Redis lost (flushed, replaced without persistence): judge and router rebuild their state from the log."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import redis.asyncio as aioredis
+
+from canary.demo import current_snapshot, judge_record
+from canary.runtime import running
+from shared import codec, subjects
+from shared.commands import AddOverride
+from shared.events import ProbeResult
+from shared.service import ensure_streams, nats_connect
+from shared.settings import Settings
+from tests.judge_events import MODEL, cycle_events, healthy
+
+pytestmark = pytest.mark.integration
+FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8")
+
+
+async def publish_log(js) -> None:
+    """Two failed cycles of a/fp8 (ending an hour ago) and an operator override of b/fp8."""
+    now = datetime.now(timezone.utc)
+    out = healthy(*FLEET)
+    out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+    for n, start in ((0, now - timedelta(hours=2)), (1, now - timedelta(hours=1, minutes=30))):
+        for ev in cycle_events(n, out, start=start):
+            if isinstance(ev, ProbeResult):
+                await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
+                                 headers={"Nats-Msg-Id": ev.task_id})
+            else:
+                await js.publish(subjects.discovery(MODEL), codec.encode(ev),
+                                 headers={"Nats-Msg-Id": f"{type(ev).__name__}|{ev.cycle}"})
+    cmd = AddOverride(command_id="ov-1", actor="alice", at=now, provider="b/fp8", model=MODEL, reason="incident 9")
+    await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
+
+
+async def wait_ignore(settings, wanted: list[str], timeout: float = 15.0) -> None:
+    for _ in range(int(timeout / 0.1)):
+        snap = await current_snapshot(settings, MODEL)
+        if snap and snap.ignore_at(datetime.now(timezone.utc)) == wanted:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"ignore list never became {wanted}")
+
+
+async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(infra):
+    """After FLUSHALL and a restart: same judge state, overrides and suspensions kept, no empty snapshot."""
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    await ensure_streams(settings)
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    async with running(settings, ["judge", "router"]):
+        await publish_log(js)
+        await wait_ignore(settings, ["a/fp8", "b/fp8"])
+        await asyncio.sleep(0.5)
+        before = await judge_record(settings, MODEL)
+    version_before = (await current_snapshot(settings, MODEL)).version
+
+    client = aioredis.from_url(infra.redis_url)
+    await client.flushall()
+    await client.aclose()
+
+    async with running(settings, ["judge", "router"]):
+        await asyncio.sleep(2.0)
+        after = await judge_record(settings, MODEL)
+        snapshot = await current_snapshot(settings, MODEL)
+    kv = await js.key_value("canary-routing")
+    history = [codec.SNAPSHOT.decode(e.value) for e in await kv.history(subjects.kv_key(MODEL)) if e.value]
+    await nc.close()
+
+    assert after.state == before.state
+    assert after.position == before.position
+    assert snapshot.ignore_at(datetime.now(timezone.utc)) == ["a/fp8", "b/fp8"]
+    # no version after the restart ever published a list without them
+    assert all({"a/fp8", "b/fp8"} <= set(s.ignore) for s in history if s.version >= version_before)
