@@ -329,11 +329,18 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
           f"(x{1 / SCALE:.0f}); suspensions scale the same (1 day = {86400 * SCALE:.0f} s); "
           f"the time-to-first-token bar is {TTFT_THRESHOLD_S:g} s (10 s scaled x10, latency cannot shrink x450).",
           file=out)
-    print(f"enforce mode; capacity floor {settings.min_hosts} hosts.", file=out, flush=True)
+    controls = ", ".join(f"{tag} ({kind})" for kind, tag in sorted(settings.controls.items()))
+    if controls:
+        print(f"positive controls, hosts known to fail a probe kind (probed, never judged, not production "
+              f"hosts): {controls}", file=out)
+    print(f"enforce mode; capacity floor {settings.min_hosts} hosts.", file=out)
+    print("each cycle: pass = every probe passed; FAILED = a quality failure (two in a row suspend); "
+          "frozen = transport errors, inconclusive or missing results (the streak neither grows nor resets).",
+          file=out, flush=True)
 
 
 def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
-    print("\n== summary ==", file=out)
+    print("\n== summary (verdict per cycle: p passed, F failed, f frozen) ==", file=out)
     for provider, info in summary["providers"].items():
         verdicts = " ".join(v[0].upper() if v == "failed" else v[0] for v in info["verdicts"])
         flag = "SUSPENDED" if info["suspended"] else info["state"]

@@ -614,7 +614,7 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
         action = "suspend" if enforced else "would_suspend"
         decision = _decision(state, ps.provider, action, at, anchor=f"{cycle.cycle_no}", reason="failed_cycles",
                              detail=(f"{ps.failed_streak} failed cycles in a row ({', '.join(sorted({r.kind + ':' + r.reason for r in evidence}))}); "
-                                     f"ladder step {level + 1}: {_human(length)}"),
+                                     f"ladder step {level + 1}: {human_duration(length)}"),
                              until=until, ladder_level=level + 1, cycles=cycles, evidence=evidence,
                              mode="enforce" if enforced else "observe", policy=policy)
         out.append(decision)
@@ -721,7 +721,8 @@ def _decision(state: ModelState, provider: str, action: str, at: datetime, *, an
     )
 
 
-def _human(seconds: float) -> str:
+def human_duration(seconds: float) -> str:
+    """``86400`` -> ``1 day``, ``7200`` -> ``2 h``, ``192`` -> ``192 s`` (for messages)."""
     if seconds >= 86400 and seconds % 86400 == 0:
         days = int(seconds // 86400)
         return f"{days} day" + ("s" if days != 1 else "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from services.judge.core import ModelState, Policy, mode_of
+from services.judge.core import ModelState, Policy, human_duration, mode_of
 
 
 def _t(dt) -> str:
@@ -34,8 +34,8 @@ def explain_provider(state: ModelState, provider: str, policy: Policy) -> str:
                  f"passed {ps.passed_streak}, frozen {ps.frozen_streak}")
     step = min(ps.ladder_level, len(policy.ladder_s) - 1)
     lines.append(f"  ladder: {ps.ladder_level} suspension(s) since it last reset; next would last "
-                 f"{policy.ladder_s[step] / 86400:g} day(s); last suspension {_t(ps.last_suspension_at)}; "
-                 f"resets {policy.ladder_reset_s / 86400:g} days after it")
+                 f"{human_duration(policy.ladder_s[step])}; last suspension {_t(ps.last_suspension_at)}; "
+                 f"resets {human_duration(policy.ladder_reset_s)} after it")
     if not ps.present:
         lines.append("  not listed by the gateway in the latest discovery (history kept)")
     if ps.history:
