@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from datetime import timedelta
 
@@ -33,37 +34,43 @@ def task(i: int, provider: str, *, deadline_s: float = 600, kind: str = "echo") 
                      supported_parameters=["max_tokens", "structured_outputs", "response_format"])
 
 
-async def collect(nc, n: int, timeout: float = 20.0) -> list:
-    results = []
-    done = asyncio.Event()
+@contextlib.asynccontextmanager
+async def bench(infra, expect: int, **overrides):
+    """A simulated gateway, streams, and a collector of ``expect`` results; yields (settings, publish, results, done)."""
+    async with serve(create_app(load_scenario("default"))) as url:
+        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
+                                 openrouter_base_url=url, **overrides)
+        await ensure_streams(settings)
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        results: list = []
+        done = asyncio.Event()
 
-    async def on_result(msg):
-        results.append(codec.PROBE_RESULT.decode(msg.data))
-        if len(results) >= n:
-            done.set()
+        async def on_result(msg):
+            results.append(codec.PROBE_RESULT.decode(msg.data))
+            if len(results) >= expect:
+                done.set()
 
-    sub = await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
-    return results, done, sub
+        async def publish(t: ProbeTask, msg_id: str | None = None) -> None:
+            await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
+                             headers={"Nats-Msg-Id": msg_id or t.task_id})
+
+        await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+        try:
+            yield settings, js, publish, results, done
+        finally:
+            await nc.close()
 
 
 async def test_two_probers_share_one_durable_and_every_task_is_probed_once(infra):
     """40 tasks, two prober replicas: each task gives exactly one result and both replicas work."""
-    async with serve(create_app(load_scenario("default"))) as url:
-        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
-                                 openrouter_base_url=url, prober_concurrency=4)
-        await ensure_streams(settings)
-        nc = await nats_connect(settings)
-        js = nc.jetstream()
-        results, done, _ = await collect(nc, 40)
+    async with bench(infra, 40, prober_concurrency=4) as (settings, js, publish, results, done):
         async with running(settings, ["prober"], probers=2):
             for i in range(40):
-                t = task(i, HEALTHY[i % len(HEALTHY)])
-                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
-                                 headers={"Nats-Msg-Id": t.task_id})
+                await publish(task(i, HEALTHY[i % len(HEALTHY)]))
             await asyncio.wait_for(done.wait(), 30)
             await asyncio.sleep(0.5)
         info = await js.stream_info(TASKS)
-        await nc.close()
     assert sorted(r.task_id for r in results) == sorted(task(i, HEALTHY[i % 4]).task_id for i in range(40))
     assert {r.outcome for r in results} == {"pass"}
     by_prober = Counter(r.prober for r in results)
@@ -73,44 +80,28 @@ async def test_two_probers_share_one_durable_and_every_task_is_probed_once(infra
 
 async def test_a_redelivered_tasks_second_result_is_dropped_by_jetstream(infra):
     """The same task probed twice (a redelivery) stores one result: Nats-Msg-Id is the task id."""
-    async with serve(create_app(load_scenario("default"))) as url:
-        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
-                                 openrouter_base_url=url)
-        await ensure_streams(settings)
-        nc = await nats_connect(settings)
-        js = nc.jetstream()
-        results, done, _ = await collect(nc, 2)
-        t = task(1, "deepinfra/fp8")
+    t = task(1, "deepinfra/fp8")
+    async with bench(infra, 2) as (settings, js, publish, results, done):
         async with running(settings, ["prober"]):
             # two deliveries of one task, as after a prober died before acking
             for attempt in ("a", "b"):
-                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
-                                 headers={"Nats-Msg-Id": f"{t.task_id}|{attempt}"})
+                await publish(t, f"{t.task_id}|{attempt}")
             await asyncio.wait_for(done.wait(), 20)
         stored = await js.stream_info(LOG, subjects_filter=subjects.ALL_RESULTS)
-        await nc.close()
     assert [r.task_id for r in results] == [t.task_id, t.task_id]  # probed twice, published twice
     assert stored.state.messages == 1  # stored once
 
 
 async def test_a_task_past_its_deadline_is_dropped_unprobed(infra):
     """A task whose cycle deadline passed is acked without a request: its result could not count."""
-    async with serve(create_app(load_scenario("default"))) as url:
-        settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
-                                 openrouter_base_url=url)
-        await ensure_streams(settings)
-        nc = await nats_connect(settings)
-        js = nc.jetstream()
-        results, done, _ = await collect(nc, 1)
-        expired = task(1, "deepinfra/fp8", deadline_s=-1)
-        fresh = task(2, "novita/fp8")
+    expired = task(1, "deepinfra/fp8", deadline_s=-1)
+    fresh = task(2, "novita/fp8")
+    async with bench(infra, 1) as (settings, js, publish, results, done):
         async with running(settings, ["prober"]):
             for t in (expired, fresh):
-                await js.publish(subjects.task(MODEL, t.provider), codec.encode(t), stream=TASKS,
-                                 headers={"Nats-Msg-Id": t.task_id})
+                await publish(t)
             await asyncio.wait_for(done.wait(), 20)
             await asyncio.sleep(0.5)
         left = (await js.stream_info(TASKS)).state.messages
-        await nc.close()
     assert [r.task_id for r in results] == [fresh.task_id]
     assert left == 0
