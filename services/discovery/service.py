@@ -18,7 +18,7 @@ import httpx
 from faststream import FastStream
 
 from services.discovery.core import cycle_start, plan
-from shared import clock, codec, ids, streams, subjects
+from shared import codec, ids, streams, subjects
 from shared.broker import Delivery
 from shared.errors import Transient
 from shared.events import CycleClosed, RetestRequested
@@ -138,12 +138,12 @@ class Discovery:
             deadline = start + s.probe_window_s
             started = []
             for model in s.models:
-                ok = await self._retry("cycle_start", lambda m=model: self.start_cycle(m, cycle_no), deadline)
+                ok = await self._retry("cycle_start", lambda m=model, n=cycle_no: self.start_cycle(m, n), deadline)
                 if ok:
                     started.append(model)
             await asyncio.sleep(max(0.0, deadline - time.time()))
             for model in started:
-                await self._retry("cycle_close", lambda m=model: self.close_cycle(m, cycle_no),
+                await self._retry("cycle_close", lambda m=model, n=cycle_no: self.close_cycle(m, n),
                                   deadline + s.cycle_interval_s)
             cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=cycle_no)
 

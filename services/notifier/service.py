@@ -13,7 +13,7 @@ from faststream import FastStream
 from redis.exceptions import RedisError
 
 from services.notifier.core import describe_command, describe_decision, describe_snapshot
-from shared import codec, streams
+from shared import streams
 from shared.broker import Delivery
 from shared.codec import Codec
 from shared.errors import Transient
