@@ -102,12 +102,27 @@ def up(
 
 
 @app.command()
-def init(config: ConfigOpt = None) -> None:
-    """Create or update the streams and the KV bucket (idempotent)."""
+def init(
+    config: ConfigOpt = None,
+    wait_s: Annotated[float, typer.Option("--wait", help="seconds to wait for NATS to answer")] = 60.0,
+) -> None:
+    """Create or update the streams and the KV bucket (idempotent; run as the admin NATS user)."""
+    from canary.runtime import wait_for_dependencies
     from shared.service import ensure_streams
 
     settings = _settings(config)
-    asyncio.run(ensure_streams(settings))
+
+    async def main() -> bool:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(wait_s, stop.set)
+        if not await wait_for_dependencies(settings, stop, redis_needed=False):
+            return False
+        await ensure_streams(settings, strict=True)
+        return True
+
+    if not asyncio.run(main()):
+        typer.echo(f"error: NATS at {settings.nats_url} did not answer within {wait_s:g} s", err=True)
+        raise typer.Exit(1)
     typer.echo("streams and KV bucket are in place")
 
 

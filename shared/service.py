@@ -23,6 +23,7 @@ from nats.js.errors import APIError
 from shared import streams
 from shared.broker import Delivery, Publisher, handle, make_broker
 from shared.codec import Codec
+from shared.errors import Transient
 from shared.logging import get as get_logger
 from shared.settings import Settings
 from shared.streams import ConsumerSpec
@@ -44,17 +45,22 @@ async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
     return await nats.connect(settings.nats_url, **kwargs)
 
 
-async def ensure_streams(settings: Settings) -> None:
+async def ensure_streams(settings: Settings, *, strict: bool = False) -> None:
     """Create or update the streams and KV bucket with a short-lived connection.
 
     A service whose credential may not manage streams (``shared/nats/server.conf``)
     logs that and goes on: ``canary init`` (or the demo) created them as admin.
+
+    Raises:
+        Transient: with ``strict``, when the server refuses (``canary init``).
     """
     log = get_logger("streams")
     nc = await nats_connect(settings)
     try:
         await streams.ensure(nc.jetstream(), settings)
     except (APIError, NatsError) as exc:
+        if strict:
+            raise Transient(f"streams not created or updated: {exc}") from exc
         log.warning("streams_not_ensured", error=str(exc))
     finally:
         await nc.close()
