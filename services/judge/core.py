@@ -235,14 +235,12 @@ def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, l
         state is returned unchanged with no effects.
     """
     if isinstance(event, ProbeResult):
-        # hot path: a result only touches one open cycle, so copy just that
+        # the hot path: a result only touches one open cycle, so only that is copied
         return _result_fast(state, event)
     new = _copy(state)
     match event:
         case EndpointsDiscovered() if event.model == state.model:
             effects = _discovered(new, event, policy)
-        case ProbeResult() if event.model == state.model:
-            effects = _result(new, event)
         case CycleClosed() if event.model == state.model:
             effects = _close_cycle(new, event, policy)
         case IgnoreSnapshot() if event.model == state.model:
