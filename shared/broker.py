@@ -173,7 +173,7 @@ async def handle(
     publisher: Publisher,
     settings: Settings,
 ) -> None:
-    """Decode ``msg`` strictly, apply it, and ack / term / nak by the outcome.
+    """Decode ``msg`` strictly, check it belongs on its subject, apply it, and ack / term / nak.
 
     ``apply(event, delivery)`` does the work; it raises :class:`Rejected` or
     :class:`Transient` (see the module table).  This function never raises:
@@ -184,6 +184,7 @@ async def handle(
     body: bytes = msg.body
     try:
         event = decoder.decode(body)
+        codec.check_origin(delivery.subject, event)
         await apply(event, delivery)
     except Undecodable as exc:
         log.warning("message_rejected", reason="undecodable", subject=delivery.subject, error=str(exc))
@@ -218,4 +219,6 @@ async def handle(
 
 
 def _ctx(exc: Exception) -> dict[str, Any]:
-    return {k: v for k, v in getattr(exc, "context", {}).items() if isinstance(v, str | int | float)}
+    """An error's context for the log line, minus the keys the line already has."""
+    return {k: v for k, v in getattr(exc, "context", {}).items()
+            if isinstance(v, str | int | float) and k not in ("subject", "reason", "error", "event")}

@@ -20,7 +20,7 @@ from shared.commands import (
     RemoveOverride,
     SetMode,
 )
-from shared.errors import Undecodable
+from shared.errors import Rejected, Undecodable
 from shared.events import (
     CycleClosed,
     CycleVerdict,
@@ -99,3 +99,58 @@ ANY = Codec(
     | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions,
     "message",
 )
+
+
+#: Which message types may arrive on each subject family (``canary.<family>.``).
+#: Publish permissions are per subject (shared/nats/server.conf), so a type that
+#: arrives on another family's subject was published by someone not allowed to
+#: publish it: a prober's credential cannot pass off a lift as a probe result.
+ORIGINS: dict[str, tuple[type, ...]] = {
+    "discovery": (EndpointsDiscovered, CycleClosed),
+    "tasks": (ProbeTask,),
+    "results": (ProbeResult,),
+    "verdicts": (CycleVerdict,),
+    "decisions": (Decision,),
+    "retest": (RetestRequested,),
+    "routing": (IgnoreSnapshot,),
+    "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions),
+    "deadletter": (DeadLetter,),
+}
+
+
+def check_origin(subject: str, message: Any) -> None:
+    """Refuse a message that does not belong on the subject it arrived on.
+
+    The type must belong to the subject's family; an operator command must
+    arrive on its own verb (``canary.ops.lift`` for a lift); the model (and
+    provider) tokens of the subject must name the message's own.
+
+    Raises:
+        Rejected: naming the type, the subject and what belongs there.
+    """
+    from shared.commands import VERBS
+    from shared.subjects import SubjectError, decode_token
+
+    parts = subject.split(".")
+    family = parts[1] if len(parts) > 2 and parts[0] == "canary" else ""
+    allowed = ORIGINS.get(family, ())
+    kind = type(message).__name__
+    if not isinstance(message, allowed):
+        names = ", ".join(t.__name__ for t in allowed) or "nothing this service reads"
+        raise Rejected(f"a {kind} on {subject}: only {names} may arrive there", subject=subject)
+    try:
+        tokens = [decode_token(t) for t in parts[2:]]
+    except SubjectError as exc:
+        raise Rejected(f"a {kind} on a malformed subject {subject}: {exc}", subject=subject) from exc
+    if family == "ops":
+        if tokens != [VERBS[type(message)]]:
+            raise Rejected(f"a {kind} on {subject}: it belongs on canary.ops.{VERBS[type(message)]}", subject=subject)
+        return
+    model = getattr(message, "model", None)
+    if family in ("discovery", "tasks", "results", "verdicts", "decisions", "retest", "routing") and \
+            tokens[:1] != [model]:
+        raise Rejected(f"a {kind} of model {model!r} on {subject}", subject=subject)
+    if family in ("tasks", "results", "decisions"):
+        provider = getattr(message, "provider", "") or "*"
+        if tokens[1:2] != [provider]:
+            raise Rejected(f"a {kind} of provider {provider!r} on {subject}", subject=subject)

@@ -152,3 +152,40 @@ async def test_a_malformed_command_changes_nothing_and_is_dead_lettered_with_its
         assert (await kv.get(subjects.kv_key(MODEL))).revision == before
         await op.close()
         await admin.close()
+
+
+async def test_a_command_dressed_as_another_message_is_refused(secured):
+    """A prober's lift on a results subject, a judge's override on a decisions subject: refused, nothing changes."""
+    from shared.commands import LiftSuspension, SetMode
+
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router", "judge"], passwords=infra.passwords):
+        admin = await connect(infra, "admin")
+        letters = []
+
+        async def on_letter(msg):
+            letters.append(codec.DEAD_LETTER.decode(msg.data))
+
+        await admin.subscribe(subjects.ALL_DEADLETTER, cb=on_letter)
+        kv = await admin.jetstream().key_value("canary-routing")
+        before = await first_revision(kv)
+        now = datetime.now(timezone.utc)
+        forged = [
+            ("prober", subjects.result(MODEL, "x/fp8"),
+             LiftSuspension(command_id="f1", actor="mallory", at=now, provider="x/fp8", model=MODEL, reason="forged")),
+            ("prober", subjects.result(MODEL, "x/fp8"),
+             SetMode(command_id="f2", actor="mallory", at=now, mode="observe", model="*", reason="forged")),
+            ("judge", subjects.decision(MODEL, "x/fp8"), override("fireworks", "f3", reason="forged")),
+        ]
+        for user, subject, message in forged:
+            nc = await connect(infra, user)
+            await nc.jetstream().publish(subject, codec.encode(message), headers={"Nats-Msg-Id": message.command_id})
+            await nc.close()
+        # the judge and the router each refuse what reaches them
+        ok = await wait_for(lambda: len([l for l in letters if l.reason == "rejected"]) >= 3)
+        assert ok, [(l.service, l.reason, l.error[:120]) for l in letters]
+        assert all("may arrive there" in l.error for l in letters if l.reason == "rejected")
+        await asyncio.sleep(0.5)
+        assert (await kv.get(subjects.kv_key(MODEL))).revision == before
+        await admin.close()
