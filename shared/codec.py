@@ -61,6 +61,8 @@ class Codec:
             return self._decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise Undecodable(f"not a valid {self.name}: {exc}") from exc
+        except RecursionError as exc:  # msgspec skips an unknown field recursively
+            raise Undecodable(f"not a valid {self.name}: JSON nested too deeply") from exc
 
 
 ENDPOINTS_OR_CLOSE = Codec(EndpointsDiscovered | CycleClosed, "discovery event")

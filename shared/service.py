@@ -71,6 +71,16 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     return aioredis.from_url(settings.redis_url, socket_connect_timeout=5, health_check_interval=30)
 
 
+async def _raw_body(msg: NatsMessage) -> bytes:
+    """FastStream decoder that does not parse: :func:`shared.broker.handle` decodes strictly.
+
+    FastStream's default decoder runs ``json.loads`` on every body before the
+    handler; a deeply nested document then raised RecursionError there, outside
+    the handler's error mapping, and the message was retried instead of refused.
+    """
+    return msg.body
+
+
 class Shell:
     """One service's FastStream app and the pieces every handler needs."""
 
@@ -114,6 +124,7 @@ class Shell:
                 unbounded queue).
         """
         extra: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
+        extra["decoder"] = _raw_body
 
         @self.broker.subscriber(
             spec.filter_subjects[0],

@@ -106,3 +106,27 @@ async def test_dead_letters_are_kept_in_their_own_stream(infra):
     letter = codec.DEAD_LETTER.decode(msg.data)
     assert (letter.reason, letter.payload, letter.deliveries) == ("undecodable", "[]", 1)
     await nc.close()
+
+
+async def test_deeply_nested_json_is_dead_lettered_at_once(infra):
+    """50 000 nested arrays on a results subject: refused on the first delivery, the judge moves on."""
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    nc = await nats.connect(infra.nats_url)
+    js = nc.jetstream()
+    letters: list[DeadLetter] = []
+
+    async def on_letter(msg):
+        letters.append(codec.DEAD_LETTER.decode(msg.data))
+
+    await nc.subscribe(subjects.ALL_DEADLETTER, cb=on_letter)
+    async with running(settings, ["judge"]):
+        await js.publish(subjects.result(MODEL, "a/fp8"), b"[" * 50_000 + b"]" * 50_000,
+                         headers={"Nats-Msg-Id": "deep"})
+        for _ in range(50):
+            if letters:
+                break
+            await asyncio.sleep(0.1)
+    await nc.close()
+    [letter] = letters
+    assert (letter.service, letter.reason, letter.deliveries) == ("judge", "undecodable", 1)

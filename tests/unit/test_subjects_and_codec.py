@@ -189,3 +189,11 @@ def test_a_mode_command_for_an_unknown_probe_kind_is_refused():
     raw = codec.encode(SetMode(command_id="c1", actor="bob", at=AT, mode="observe", kind="echo"))
     with pytest.raises(Undecodable, match="kind"):
         codec.COMMAND.decode(raw.replace(b'"kind":"echo"', b'"kind":"nonsense"'))
+
+
+@pytest.mark.parametrize("body", [b"[" * 50_000 + b"]" * 50_000,
+                                  b'{"type":"probe_result","x":' + b"[" * 50_000 + b"]" * 50_000 + b"}"])
+def test_deeply_nested_json_is_undecodable_not_a_crash(body):
+    """50 000 nested arrays, at the top or in an unknown field: Undecodable, never RecursionError."""
+    with pytest.raises(Undecodable):
+        codec.PROBE_RESULT.decode(body)
