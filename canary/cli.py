@@ -115,7 +115,7 @@ def init(
     async def main() -> bool:
         stop = asyncio.Event()
         asyncio.get_running_loop().call_later(wait_s, stop.set)
-        if not await wait_for_dependencies(settings, stop, redis_needed=False):
+        if not await wait_for_dependencies(settings, stop, redis_needed=False, streams_needed=False):
             return False
         await ensure_streams(settings, strict=True)
         return True

@@ -24,7 +24,8 @@ def _decision_line(seq: int | None, d) -> str:
 @app.command()
 def replay(
     events: Annotated[Optional[Path], typer.Option("--events", help="fold this JSON-lines file offline instead of the log")] = None,
-    since: Annotated[Optional[str], typer.Option(help="start at this UTC time (ISO 8601); default the beginning")] = None,
+    since: Annotated[Optional[str], typer.Option(help="show the decisions from this UTC time (ISO 8601) on; "
+                                                     "the fold always starts at the beginning")] = None,
     other: Annotated[Optional[Path], typer.Option("--config", help="backtest: other thresholds (settings TOML)")] = None,
 ) -> None:
     """Fold the event log again: the decision timeline and any difference from the live Redis state.
@@ -46,7 +47,11 @@ def replay(
         except (OSError, UnicodeDecodeError, Undecodable) as exc:
             typer.echo(f"error: {events}: {exc}", err=True)
             raise typer.Exit(2) from exc
+        # a command for "*" applies to every model of the file, as it did to every watched model live
+        seen = tuple(sorted({m for e in evs if (m := getattr(e, "model", "*")) != "*"} | set(policy.models)))
+        policy = msgspec.structs.replace(policy, models=seen)
         if other_policy is not None:
+            other_policy = msgspec.structs.replace(other_policy, models=seen)
             diff = backtest(evs, policy, other_policy)
             print(json.dumps({k: [msgspec.to_builtins(d) for d in v] for k, v in diff.items()}, indent=2))
             raise typer.Exit(0)
@@ -83,18 +88,23 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         records = {m: await store.load(m) for m in stored}
         nc = await nats.connect(settings.nats_url, **kwargs)
         try:
-            logged = await read_log(nc.jetstream(), since=start)
+            # always from the beginning: a fold that starts mid-log has no earlier state and
+            # would invent decisions; --since only chooses which part of the timeline is shown
+            logged = await read_log(nc.jetstream())
         finally:
             await nc.close()
     finally:
         await client.aclose()
+    models = {m for e in logged if (m := getattr(e.event, "model", "*")) != "*"}
+    policy = msgspec.structs.replace(policy, models=tuple(sorted(models | set(policy.models) | set(records))))
     positions = {m: r.position for m, r in records.items()}
-    states, effects = refold(logged, policy, positions=None if start else positions)
-    print(f"{len(logged)} events folded from the log" + (f" since {since}" if since else ""))
-    for seq, e in effects:
-        if isinstance(e, Decision):
-            print(_decision_line(seq, e))
+    states, effects = refold(logged, policy, positions=positions)
+    shown = [(seq, e) for seq, e in effects if isinstance(e, Decision) and (start is None or e.at >= start)]
+    print(f"{len(logged)} events folded from the log" + (f"; decisions since {since}:" if since else ":"))
+    for seq, e in shown:
+        print(_decision_line(seq, e))
     if other_policy is not None:
+        other_policy = msgspec.structs.replace(other_policy, models=policy.models)
         diff = backtest([e.event for e in logged], policy, other_policy)
         print(f"\nbacktest against {other}: {len(diff['only_current'])} decision(s) only with the current "
               f"thresholds, {len(diff['only_other'])} only with the other ones")
@@ -102,9 +112,6 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
             print("  - " + _decision_line(None, d))
         for d in diff["only_other"]:
             print("  + " + _decision_line(None, d))
-    if start is not None:
-        print("\n(started mid-log: no comparison with the live state)")
-        return 0
     differences = 0
     for model, record in sorted(records.items()):
         replayed = states.get(model)

@@ -533,9 +533,9 @@ def lift(
     settings = _settings(config)
     target = model or settings.models[0]
     command = _validated(LiftSuspension, **_command_fields(actor), provider=provider, model=target, reason=reason)
-    typer.echo(f"lift published: {provider} on {_scope(target)}: {reason} ({command.actor}), "
-               f"command {command.command_id}")
     status, detail, seq = _run(_lift_and_wait(settings, command, timeout), settings)
+    typer.echo(f"lift published: {provider} on {_scope(target)}: {reason} ({command.actor}), "
+               f"command {command.command_id} (log #{seq})")
     if status == "lifted":
         typer.echo(detail)
         return

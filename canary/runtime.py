@@ -9,7 +9,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from faststream import FastStream
+from nats.js.errors import NotFoundError
 
+from shared import streams
 from shared.settings import Settings
 
 SERVICES = ("discovery", "prober", "judge", "router", "notifier")
@@ -68,8 +70,9 @@ async def _ignore(exc: Exception) -> None:
     return None
 
 
-async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redis_needed: bool) -> bool:
-    """Wait until NATS (and Redis, when needed) answer; ``False`` if stopped first.
+async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redis_needed: bool,
+                                streams_needed: bool = True) -> bool:
+    """Wait until NATS (and Redis, and the streams, when needed) are there; ``False`` if stopped first.
 
     Services start in any order in a deployment (compose starts containers
     together): a service waits for its bus instead of dying, and says so.
@@ -86,7 +89,16 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
             nc = await asyncio.wait_for(
                 nats_connect(settings, max_reconnect_attempts=1, allow_reconnect=False, connect_timeout=2,
                              error_cb=_ignore), timeout=5)
-            await nc.close()
+            try:
+                if streams_needed:
+                    for name in (streams.LOG, streams.TASKS, streams.DEADLETTER):
+                        try:
+                            await nc.jetstream().stream_info(name)
+                        except NotFoundError:
+                            problems.append(f"stream {name} does not exist: run `canary init` (admin credential)")
+                            break
+            finally:
+                await nc.close()
         except Exception as exc:  # unreachable, refused, not authorized: keep waiting, say why
             problems.append(f"NATS at {settings.nats_url}: {type(exc).__name__}: {exc}")
         if redis_needed:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
-from nats.errors import ConnectionClosedError, NoServersError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import APIError
+from nats.errors import Error as NatsError
 
 from shared import clock, codec, ids, metrics, subjects
 from shared.codec import Codec
@@ -77,15 +76,30 @@ def make_broker(settings: Settings, service: str) -> NatsBroker:
         reconnect_time_wait=1,
         connect_timeout=5,
         graceful_timeout=10.0,
-        error_cb=_nats_error,
+        error_cb=nats_error_cb,
         logger=_BROKER_LOGGER,
         log_level=logging.DEBUG,
         **kwargs,
     )
 
 
-async def _nats_error(exc: Exception) -> None:
-    get_logger("nats").warning("nats_error", error=f"{type(exc).__name__}: {exc}")
+_nats_errors = {"last": 0.0, "suppressed": 0}
+NATS_ERROR_EVERY_S = 30.0
+
+
+async def nats_error_cb(exc: Exception) -> None:
+    """nats-py error callback: one log line per 30 s, no traceback.
+
+    nats-py's default logs every failed reconnect attempt at ERROR with a
+    traceback (once a second per connection during an outage).
+    """
+    now = time.monotonic()
+    if now - _nats_errors["last"] < NATS_ERROR_EVERY_S:
+        _nats_errors["suppressed"] += 1
+        return
+    get_logger("nats").warning("nats_error", error=f"{type(exc).__name__}: {exc}",
+                               suppressed_since_last=_nats_errors["suppressed"])
+    _nats_errors["last"], _nats_errors["suppressed"] = now, 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,7 @@ class Publisher:
                 stream=stream,
                 timeout=PUBLISH_TIMEOUT_S,
             )
-        except (NatsTimeoutError, asyncio.TimeoutError, ConnectionClosedError, NoServersError, APIError) as exc:
+        except (NatsError, asyncio.TimeoutError) as exc:  # timeouts, no stream response, connection closed ...
             raise Transient(f"publish to {subject} failed: {exc!r}", subject=subject, msg_id=msg_id) from exc
         return not bool(getattr(ack, "duplicate", False))
 

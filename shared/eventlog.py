@@ -19,7 +19,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared import codec, subjects
-from shared.errors import Undecodable
+from shared.errors import Rejected, Undecodable
 from shared.streams import LOG
 
 
@@ -49,8 +49,8 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
         idle_s: give up when nothing arrived for this many seconds.
 
     Returns:
-        Decoded events in stream order; undecodable ones are skipped (the
-        services dead-lettered them too).
+        Decoded events in stream order; undecodable ones and ones on a subject
+        they do not belong on are skipped (the services refused them too).
     """
     info = await js.stream_info(LOG)
     last = info.state.last_seq if until_seq is None else min(until_seq, info.state.last_seq)
@@ -70,9 +70,11 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
             return
         if prefixes is None or msg.subject.startswith(prefixes):
             try:
-                out.append(LoggedEvent(seq=seq, subject=msg.subject, event=codec.LOG_EVENT.decode(msg.data)))
-            except Undecodable:
-                pass
+                event = codec.LOG_EVENT.decode(msg.data)
+                codec.check_origin(msg.subject, event)
+                out.append(LoggedEvent(seq=seq, subject=msg.subject, event=event))
+            except (Undecodable, Rejected):
+                pass  # the services refused it live too: a replay must not apply it
         if seq >= last or msg.metadata.num_pending == 0:
             done.set()
 

@@ -20,8 +20,8 @@ from msgspec import Meta, Struct
 
 #: A timezone-aware datetime; the encoders always write UTC (``...Z``).
 UtcDatetime = Annotated[datetime, Meta(tz=True)]
-#: A non-empty identifier (provider tag, model id, task id ...).
-Slug = Annotated[str, Meta(min_length=1, max_length=256)]
+#: A non-empty identifier without whitespace (provider tag, model id, task id, actor ...).
+Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^\S+$")]
 #: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
 #: oversized message cannot bloat the judge's state or a verdict past NATS's
 #: payload limit.

@@ -21,7 +21,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
 from shared import streams
-from shared.broker import Delivery, Publisher, handle, make_broker
+from shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from shared.codec import Codec
 from shared.errors import Transient
 from shared.logging import get as get_logger
@@ -29,14 +29,9 @@ from shared.settings import Settings
 from shared.streams import ConsumerSpec
 
 
-async def quiet_nats_error(exc: Exception) -> None:
-    """nats-py error callback: one log line, no traceback (the default prints one per attempt)."""
-    get_logger("nats").warning("nats_error", error=f"{type(exc).__name__}: {exc}")
-
-
 async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
     """A plain nats-py connection with the settings' credential (tools, audits, tests)."""
-    kwargs.setdefault("error_cb", quiet_nats_error)
+    kwargs.setdefault("error_cb", nats_error_cb)
     if settings.nats_user:
         kwargs.setdefault("user", settings.nats_user)
         kwargs.setdefault("password", settings.nats_password)
@@ -154,12 +149,18 @@ class Shell:
             self._tasks.append(asyncio.create_task(self._guard(loop), name=f"{self.name}-loop"))
 
     async def _guard(self, loop: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await loop()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            self.log.error("background_loop_crashed", exc_info=True)
+        """Run a background loop for the life of the service: restart it after a crash (1 s .. 30 s)."""
+        delay = 1.0
+        while True:
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.error("background_loop_crashed", restart_in_s=delay, exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     async def _stop_loops(self) -> None:
         for task in self._tasks:

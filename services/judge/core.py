@@ -66,8 +66,10 @@ from shared.events import (
 from shared.settings import Settings
 from shared.snapshots import IgnoreSnapshot
 
-#: How many closed cycle numbers a model remembers, to drop late or repeated input.
+#: How many closed cycles a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64
+#: Open cycles kept at most (a cycle whose close never came cannot be judged).
+OPEN_MEMORY = 4
 #: Verdicts kept per provider for ``canary explain`` (only their non-passing results are kept).
 HISTORY = 12
 #: Operator command ids remembered for idempotence.
@@ -89,6 +91,9 @@ class Policy(Struct, frozen=True, kw_only=True):
     common_mode_min_providers: int = 3
     mode: Mode = "observe"
     kind_modes: dict[str, Mode] = {}
+    #: The watched models: an operator command for ``*`` applies to each of them,
+    #: even before the first cycle gave a model any state.
+    models: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -103,6 +108,7 @@ class Policy(Struct, frozen=True, kw_only=True):
             common_mode_share=settings.common_mode_share,
             mode=settings.mode,
             kind_modes=dict(settings.kind_modes),
+            models=tuple(settings.models),
         )
 
 
@@ -136,7 +142,9 @@ class ProviderState(Struct, kw_only=True):
     """Everything the policy remembers about one provider of one model.
 
     ``ladder_level`` counts suspensions since the ladder last reset; the next
-    suspension lasts ``ladder_s[min(ladder_level, len - 1)]``.
+    suspension lasts ``ladder_s[min(ladder_level, len - 1)]``.  Observe mode's
+    would-be suspensions count on ``shadow_level`` instead, so that running in
+    shadow never lengthens the first real suspension.
     """
 
     provider: str
@@ -149,6 +157,8 @@ class ProviderState(Struct, kw_only=True):
     streak_evidence: list[ResultRef] = []
     ladder_level: int = 0
     last_suspension_at: datetime | None = None
+    shadow_level: int = 0
+    last_shadow_at: datetime | None = None
     suspension: Suspension | None = None
     unjudgeable_reported: bool = False
     history: list[VerdictRecord] = []
@@ -194,7 +204,8 @@ class ModelState(Struct, kw_only=True):
     kind_modes: dict[str, Mode] = {}
     providers: dict[str, ProviderState] = {}
     open_cycles: dict[str, OpenCycle] = {}
-    closed: list[int] = []
+    closed: list[str] = []
+    last_closed_deadline: datetime | None = None
     last_cycle_no: int = -1
     routing: RoutingView = field(default_factory=RoutingView)
     commands: list[str] = []
@@ -264,7 +275,7 @@ def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | 
     states = dict(states or {})
     out: list[Effect] = []
     for event in events:
-        for model in _models_of(event, states):
+        for model in _models_of(event, states, policy):
             state = states.get(model) or initial(model)
             state, effects = decide(state, event, policy)
             states[model] = state
@@ -272,12 +283,13 @@ def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | 
     return states, out
 
 
-def _models_of(event: Any, states: dict[str, ModelState]) -> list[str]:
+def _models_of(event: Any, states: dict[str, ModelState], policy: Policy) -> list[str]:
+    """The models an event applies to: its own, or for ``*`` every watched or known one."""
     model = getattr(event, "model", None)
     if model is None:
         return []
     if model == "*":
-        return sorted(states)
+        return sorted(set(states) | set(policy.models))
     return [model]
 
 
@@ -317,12 +329,19 @@ def _provider(state: ModelState, provider: str) -> ProviderState:
 # -- discovery and results -------------------------------------------------------
 
 
-def _is_closed(state: ModelState, cycle_no: int) -> bool:
-    return cycle_no in state.closed or (bool(state.closed) and cycle_no < state.closed[0])
+def _is_stale(state: ModelState, event: EndpointsDiscovered) -> bool:
+    """Already closed, or older than the last closed cycle.
+
+    Compared by time, not by cycle number: the number depends on the cycle
+    interval (``epoch // interval``) and drops when an operator lengthens it.
+    """
+    if event.cycle in state.closed:
+        return True
+    return state.last_closed_deadline is not None and event.deadline <= state.last_closed_deadline
 
 
 def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -> list[Effect]:
-    if event.cycle in state.open_cycles or _is_closed(state, event.cycle_no):
+    if event.cycle in state.open_cycles or _is_stale(state, event):
         return []
     effects = _expire(state, event.at, policy)
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
@@ -338,10 +357,9 @@ def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -
         deadline=event.deadline,
         planned=list(event.planned),
     )
-    # A cycle whose close never came cannot be judged; forget it after a while.
-    for cid, oc in list(state.open_cycles.items()):
-        if oc.cycle_no < event.cycle_no - 3:
-            del state.open_cycles[cid]
+    # A cycle whose close never came cannot be judged; forget the oldest beyond a few.
+    for cid, _ in sorted(state.open_cycles.items(), key=lambda kv: kv[1].deadline)[:-OPEN_MEMORY]:
+        del state.open_cycles[cid]
     state.last_cycle_no = max(state.last_cycle_no, event.cycle_no)
     state.updated_at = event.at
     return effects
@@ -402,7 +420,9 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
         return []
     at = event.at
     effects: list[Effect] = _expire(state, at, policy)
-    state.closed = sorted({*state.closed, cycle.cycle_no})[-CLOSED_MEMORY:]
+    state.closed = [*[c for c in state.closed if c != cycle.cycle], cycle.cycle][-CLOSED_MEMORY:]
+    if state.last_closed_deadline is None or cycle.deadline > state.last_closed_deadline:
+        state.last_closed_deadline = cycle.deadline
     state.updated_at = at
 
     by_provider: dict[str, list[PlannedProbe]] = {}
@@ -604,9 +624,14 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
                                          f"host(s) would remain (floor {policy.min_hosts}): not suspended"),
                                  mode="enforce" if enforced else "observe", policy=policy))
             continue
-        if ps.last_suspension_at is not None and (at - ps.last_suspension_at).total_seconds() >= policy.ladder_reset_s:
-            ps.ladder_level = 0
-        level = ps.ladder_level
+        # observe mode climbs a ladder of its own: shadow calls never lengthen real suspensions
+        last = ps.last_suspension_at if enforced else ps.last_shadow_at
+        if last is not None and (at - last).total_seconds() >= policy.ladder_reset_s:
+            if enforced:
+                ps.ladder_level = 0
+            else:
+                ps.shadow_level = 0
+        level = ps.ladder_level if enforced else ps.shadow_level
         length = policy.ladder_s[min(level, len(policy.ladder_s) - 1)]
         until = at + timedelta(seconds=length)
         action = "suspend" if enforced else "would_suspend"
@@ -618,8 +643,10 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
         out.append(decision)
         ps.suspension = Suspension(decision_id=decision.decision_id, since=at, until=until, level=level + 1,
                                    enforced=enforced, cycles=cycles, evidence=evidence)
-        ps.ladder_level = level + 1
-        ps.last_suspension_at = at
+        if enforced:
+            ps.ladder_level, ps.last_suspension_at = level + 1, at
+        else:
+            ps.shadow_level, ps.last_shadow_at = level + 1, at
         ps.failed_streak = ps.enforce_streak = ps.passed_streak = 0
         ps.streak_cycles, ps.streak_evidence = [], []
         if not enforced:

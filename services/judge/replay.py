@@ -53,7 +53,7 @@ def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str
         model = getattr(item.event, "model", None)
         if model is None:
             continue
-        targets = sorted(states) if model == "*" else [model]
+        targets = sorted(set(states) | set(policy.models)) if model == "*" else [model]
         for target in targets:
             if positions is not None and item.seq > positions.get(target, 0):
                 continue
@@ -86,9 +86,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def decision_key(d: Decision) -> tuple[str, str, str, str]:
-    """What makes two decisions 'the same call': model, provider, action, time."""
-    return (d.model, d.provider, d.action, d.at.isoformat())
+def decision_key(d: Decision) -> tuple[str, str, str, str, str]:
+    """What makes two decisions 'the same call': model, provider, action, time and end (a longer suspension differs)."""
+    return (d.model, d.provider, d.action, d.at.isoformat(), d.until.isoformat() if d.until else "")
 
 
 def backtest(events: list[Any], current: Policy, other: Policy) -> dict[str, list[Decision]]:

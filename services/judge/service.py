@@ -9,6 +9,8 @@ position and the outbox, publish the outbox with deterministic ids.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from faststream import FastStream
 
 from services.judge.core import Effect, Policy, decide, initial
@@ -48,11 +50,13 @@ def effect_address(effect: Effect) -> tuple[str, str]:
 class Judge:
     """Applies one event at a time through the store."""
 
-    def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str]) -> None:
+    def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str],
+                 rebuild: Callable[[int], Awaitable[list[str]]] | None = None) -> None:
         self.store = store
         self.publisher = publisher
         self.policy = policy
         self.models = models
+        self.rebuild = rebuild
 
     async def emit(self, effects: list[Effect]) -> None:
         """Publish effects (idempotent: deterministic ids)."""
@@ -88,7 +92,14 @@ class Judge:
                                         provider=getattr(event, "provider", ""), model=model)
 
     async def apply_to(self, model: str, event, position: int | None) -> list[Effect]:
+        """Apply ``event`` at stream ``position`` to ``model``; returns the effects published."""
         record = await self.store.load(model)
+        if record.revision == 0 and self.rebuild is not None and not await self.store.initialized():
+            # Redis lost its state under a running judge: refold what was applied before this event
+            rebuilt = await self.rebuild((position or 1) - 1)
+            get_logger("judge").warning("state_rebuilt_from_log", models=rebuilt, position=(position or 1) - 1,
+                                        reason="Redis lost the judge's state while it ran")
+            record = await self.store.load(model)
         if position is not None and position <= record.position:
             if position == record.position:
                 await self.emit(record.outbox)  # repair a crash between save and publish
@@ -104,27 +115,26 @@ class Judge:
         return effects
 
 
-async def recover(js, store: JudgeStore, policy: Policy, models: list[str], durable: str) -> list[str]:
-    """Rebuild lost Redis state from the log; returns the models rebuilt.
+async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], until_seq: int) -> list[str]:
+    """Fold the log again, up to ``until_seq``, into every model that has no stored record.
 
-    When a model has no stored record but the judge's durable consumer has
-    already acknowledged part of the log (Redis was flushed or replaced), the
-    state is folded again from the log up to that position, so the next event
-    the consumer delivers continues from where the lost state was
-    (DESIGN.md: Redis only stores the result of the fold).
+    Redis only stores the result of the fold (DESIGN.md, "The judge"): when its
+    state is gone (flushed, replaced without persistence) the judge refolds the
+    log the consumer had already applied, so the next event continues from where
+    the lost state was.  Marks the store initialized.
+
+    Returns:
+        The models whose state was rebuilt.
     """
-    floor = await eventlog.acknowledged_position(js, LOG, durable)
-    if floor == 0:
-        return []
     missing = [m for m in models if (await store.load(m)).revision == 0]
-    if not missing:
-        return []
-    logged = await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS, until_seq=floor)
-    states, _ = refold(logged, policy, positions={m: floor for m in missing})
-    for model in missing:
-        state = states.get(model) or initial(model)
-        await store.save(model, JudgeRecord(state=state, position=floor, revision=1), expected_revision=0)
-    return missing
+    if missing and until_seq > 0:
+        logged = await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS, until_seq=until_seq)
+        states, _ = refold(logged, policy, positions={m: until_seq for m in missing})
+        for model in missing:
+            state = states.get(model) or initial(model)
+            await store.save(model, JudgeRecord(state=state, position=until_seq, revision=1), expected_revision=0)
+    await store.mark_initialized()
+    return missing if until_seq > 0 else []
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
@@ -137,22 +147,26 @@ def create_app(settings: Settings | None = None) -> FastStream:
         client = redis_client(settings)
         policy = Policy.from_settings(settings)
         store = RedisJudgeStore(client, settings.namespace)
-        holder["judge"] = Judge(store, shell.publisher, policy, list(settings.models))
-        holder["redis"] = client  # type: ignore[assignment]
-        nc = await nats_connect(settings)
-        try:
-            rebuilt = await recover(nc.jetstream(), store, policy, list(settings.models),
-                                    streams.judge_consumer(settings).durable)
-        finally:
-            await nc.close()
-        if rebuilt:
-            shell.log.warning("state_rebuilt_from_log", models=rebuilt,
-                              reason="no state in Redis, but the log was already consumed")
+        models = list(settings.models)
+        nc = await nats_connect(settings, max_reconnect_attempts=-1)
+        holder["redis"], holder["nats"] = client, nc  # type: ignore[assignment]
+
+        async def rebuild_to(until_seq: int) -> list[str]:
+            return await rebuild(nc.jetstream(), store, policy, models, until_seq)
+
+        holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to)
+        if not await store.initialized():
+            floor = await eventlog.acknowledged_position(nc.jetstream(), LOG, streams.judge_consumer(settings).durable)
+            rebuilt = await rebuild_to(floor)
+            if rebuilt:
+                shell.log.warning("state_rebuilt_from_log", models=rebuilt, position=floor,
+                                  reason="no state in Redis, but the log was already consumed")
 
     async def close_store() -> None:
-        client = holder.get("redis")
-        if client is not None:
-            await client.aclose()  # type: ignore[attr-defined]
+        for name in ("redis", "nats"):
+            client = holder.get(name)
+            if client is not None:
+                await (client.aclose() if name == "redis" else client.close())  # type: ignore[attr-defined]
 
     async def apply(event, delivery: Delivery) -> None:
         await holder["judge"].apply(event, delivery)

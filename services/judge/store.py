@@ -54,6 +54,14 @@ class JudgeStore(Protocol):
         """Every model with a stored record."""
         ...
 
+    async def initialized(self) -> bool:
+        """Whether this store has held the judge's state (a marker that disappears with the data)."""
+        ...
+
+    async def mark_initialized(self) -> None:
+        """Set the marker of :meth:`initialized`."""
+        ...
+
 
 class MemoryJudgeStore:
     """In-process store: replay scratch state and tests of the shell."""
@@ -73,6 +81,12 @@ class MemoryJudgeStore:
 
     async def models(self) -> list[str]:
         return sorted(self.records)
+
+    async def initialized(self) -> bool:
+        return True
+
+    async def mark_initialized(self) -> None:
+        return None
 
 
 _CAS = """
@@ -99,6 +113,22 @@ class RedisJudgeStore:
 
     def key(self, model: str) -> str:
         return self.prefix + encode_token(model)
+
+    @property
+    def marker(self) -> str:
+        return self.prefix.removesuffix(":judge:") + ":judge-initialized"
+
+    async def initialized(self) -> bool:
+        try:
+            return bool(await self.client.exists(self.marker))
+        except RedisError as exc:
+            raise Transient(f"redis exists: {exc!r}") from exc
+
+    async def mark_initialized(self) -> None:
+        try:
+            await self.client.set(self.marker, b"1")
+        except RedisError as exc:
+            raise Transient(f"redis set: {exc!r}") from exc
 
     async def load(self, model: str) -> JudgeRecord:
         try:

@@ -33,7 +33,8 @@ class Reply(Struct, frozen=True, kw_only=True):
         timed_out: the client stopped waiting after the response opened
             (200) because nothing, or not all, arrived in time.
         served_by: provider display name the response named.
-        keepalives: SSE comment lines seen (``: OPENROUTER PROCESSING``).
+        keepalives: SSE comment lines seen (``: OPENROUTER PROCESSING``); ``None``
+            when not counted (the live SSE reader skips comments).
     """
 
     text: str = ""
@@ -51,7 +52,7 @@ class Reply(Struct, frozen=True, kw_only=True):
     served_by: str | None = None
     generation_id: str | None = None
     usage: dict[str, Any] = {}
-    keepalives: int = 0
+    keepalives: int | None = None
     cache_hit: bool = False
 
 

@@ -191,6 +191,10 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
         for key in ("provider", "model", "reason", "reference"):
             if not isinstance(entry[key], str) or not entry[key].strip():
                 raise ConfigError(f"{path}:{line}: {key} must be a non-empty string")
+        for key in ("provider", "model"):
+            if any(c.isspace() for c in entry[key].strip()):
+                raise ConfigError(f"{path}:{line}: {key} {entry[key]!r} has whitespace: an endpoint tag or "
+                                  "model id has none")
         since = _as_datetime(entry["date"], "date", line, path)
         until = _as_datetime(entry["expires"], "expires", line, path) if "expires" in entry else None
         if until is not None and until <= since:

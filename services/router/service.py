@@ -83,6 +83,8 @@ class Router:
         self.k_suspensions = f"{ns}:router:suspensions"
         self.k_seen = f"{ns}:router:seen"
         self.k_marker = f"{ns}:router:initialized"
+        self.nc = None  # a plain connection for reading the log back (recovery)
+        self.consumer = None
         self.k_models = f"{ns}:router:models"
 
     # -- state -------------------------------------------------------------------
@@ -144,6 +146,17 @@ class Router:
         await self._call(self.redis.set(self.k_marker, clock.now().isoformat()))
         return applied
 
+    async def ensure_state(self) -> None:
+        """Rebuild from the log if Redis lost the router's state (at start, or under a running router)."""
+        if self.nc is None or self.consumer is None:
+            return
+        if await self._call(self.redis.exists(self.k_marker)):
+            return
+        applied = await self.recover(self.nc.jetstream(), self.consumer)
+        if applied:
+            self.shell.log.warning("state_rebuilt_from_log", events=applied,
+                                   reason="no state in Redis, but the log was already consumed")
+
     # -- inputs --------------------------------------------------------------------
 
     async def apply(self, event, delivery: Delivery) -> None:
@@ -155,6 +168,7 @@ class Router:
                 anchor = event.command_id
             case _:
                 return  # lift and mode are the judge's
+        await self.ensure_state()
         if await self._seen(anchor):
             return
         changed_models = await self._apply(event)
@@ -184,6 +198,9 @@ class Router:
             case Decision():
                 return []
             case AddOverride():
+                if event.model != "*" and event.model not in self.settings.models:
+                    raise Rejected(f"override of {event.provider} for {event.model}: not a watched model "
+                                   f"({', '.join(self.settings.models)}); use * for every model")
                 if event.expires_at is not None and event.expires_at <= event.at:
                     raise Rejected(f"override of {event.provider} by {event.actor} expires before it starts")
                 record = Override(provider=event.provider, model=event.model, reason=event.reason, actor=event.actor,
@@ -291,6 +308,8 @@ class Router:
             entry = await self.kv.get(subjects.kv_key(model))
         except KeyNotFoundError:
             return None, 0
+        except Exception as exc:  # nats timeouts and connection errors during an outage
+            raise Transient(f"kv read for {model} failed: {exc!r}") from exc
         if entry.value is None:
             return None, entry.revision or 0
         return codec.SNAPSHOT.decode(entry.value), entry.revision or 0
@@ -358,6 +377,7 @@ class Router:
             try:
                 await self.check_exclusions_file()
                 if loop.time() >= due:
+                    await self.ensure_state()
                     now = clock.now()
                     for model in await self.models():
                         await self.publish_snapshot(model, now)
@@ -367,6 +387,9 @@ class Router:
                     due = loop.time() + min(wait, MERGE_AT_LEAST_S)
             except Transient as exc:
                 self.shell.log.warning("expiry_check_failed", error=str(exc))
+                due = loop.time() + 1.0
+            except Exception:  # a bug or an unexpected error: this loop must outlive it
+                self.shell.log.error("expiry_check_crashed", exc_info=True)
                 due = loop.time() + 1.0
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, min(due - loop.time(), poll_s)))
@@ -392,18 +415,15 @@ def create_app(settings: Settings | None = None) -> FastStream:
         # Bind the bucket before the subscriber starts: handlers need it at once.
         await shell.broker.connect()
         router.kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
-        nc = await nats_connect(settings)
-        try:
-            rebuilt = await router.recover(nc.jetstream(), streams.router_consumer(settings))
-        finally:
-            await nc.close()
-        if rebuilt:
-            shell.log.warning("state_rebuilt_from_log", events=rebuilt,
-                              reason="no state in Redis, but the log was already consumed")
+        router.nc = await nats_connect(settings, max_reconnect_attempts=-1)
+        router.consumer = streams.router_consumer(settings)
+        await router.ensure_state()
 
     async def close_clients() -> None:
         if router.redis is not None:
             await router.redis.aclose()
+        if router.nc is not None:
+            await router.nc.close()
 
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)

@@ -6,6 +6,8 @@ Healthy providers answer with real sentences from ``../shared/data/lang/sentence
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from canary.demo import pipeline
@@ -27,10 +29,14 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
         assert await p.wait_cycles(4)
         summary = await p.summary()
         replay_differences, replayed_suspends = await _replay(p)
+        cli = await asyncio.to_thread(_replay_cli, p.settings)
 
     # the live Redis state is exactly the fold of the log (DESIGN.md: replay gives the same state)
     assert replay_differences == []
     assert replayed_suspends == sorted([BROKEN, SLOW])
+    # and the auditors' command says so
+    assert cli.exit_code == 0, cli.output
+    assert "agrees with the log" in cli.output and "suspend" in cli.output
 
     providers = summary["providers"]
     assert summary["ignore"] == sorted([BROKEN, SLOW])
@@ -46,6 +52,21 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
     for slug, info in providers.items():
         if slug not in (SLOW, BROKEN, FLAKY):
             assert set(info["verdicts"]) == {"passed"}, (slug, info)
+
+
+def _replay_cli(settings):
+    """``canary replay`` against the running pipeline, as an auditor runs it."""
+    from typer.testing import CliRunner
+
+    from canary.cli import app
+
+    env = {"NATS_URL": settings.nats_url, "NATS_USER": settings.nats_user, "NATS_PASSWORD": settings.nats_password,
+           "REDIS_URL": settings.redis_url, "CANARY_NAMESPACE": settings.namespace, "CANARY_MODE": "enforce",
+           "CANARY_MODELS": settings.models[0], "CANARY_CONFIG": "",
+           # the judge's thresholds: the demo compresses the ladder with time
+           "CANARY_LADDER_S": ",".join(str(x) for x in settings.ladder_s),
+           "CANARY_LADDER_RESET_S": str(settings.ladder_reset_s)}
+    return CliRunner().invoke(app, ["replay"], env=env)
 
 
 async def _replay(p) -> tuple[list[str], list[str]]:

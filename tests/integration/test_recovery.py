@@ -78,3 +78,35 @@ async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(i
     assert snapshot.ignore_at(datetime.now(timezone.utc)) == ["a/fp8", "b/fp8"]
     # no version after the restart ever published a list without them
     assert all({"a/fp8", "b/fp8"} <= set(s.ignore) for s in history if s.version >= version_before)
+
+
+async def test_redis_lost_under_running_services_is_rebuilt_before_anything_is_published(infra):
+    """FLUSHALL while judge and router run: the next input rebuilds first; no snapshot drops a/fp8 or b/fp8."""
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    await ensure_streams(settings)
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    async with running(settings, ["judge", "router"]):
+        await publish_log(js)
+        await wait_ignore(settings, ["a/fp8", "b/fp8"])
+        await asyncio.sleep(0.5)
+        before = await judge_record(settings, MODEL)
+        version_before = (await current_snapshot(settings, MODEL)).version
+
+        client = aioredis.from_url(infra.redis_url)
+        await client.flushall()
+        await client.aclose()
+
+        cmd = AddOverride(command_id="ov-2", actor="alice", at=datetime.now(timezone.utc), provider="c/fp8",
+                          model=MODEL, reason="incident 10")
+        await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
+        await wait_ignore(settings, ["a/fp8", "b/fp8", "c/fp8"])
+        after = await judge_record(settings, MODEL)
+    kv = await js.key_value("canary-routing")
+    history = [codec.SNAPSHOT.decode(e.value) for e in await kv.history(subjects.kv_key(MODEL)) if e.value]
+    await nc.close()
+
+    assert all({"a/fp8", "b/fp8"} <= set(s.ignore) for s in history if s.version >= version_before)
+    assert after.state.providers == before.state.providers
+    assert after.state.mode == before.state.mode

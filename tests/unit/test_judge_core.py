@@ -355,3 +355,44 @@ def test_foreign_and_unknown_events_are_ignored():
     other = cycle_events(0, bad("a/fp8"), model="other/model")[0]
     assert decide(state, other, ENFORCE) == (state, [])
     assert decide(state, object(), ENFORCE) == (state, [])
+
+
+def test_observe_mode_calls_do_not_climb_the_real_ladder():
+    """Two would-be suspensions in observe mode, then enforce: the first real suspension is 1 day, not 7."""
+    policy = Policy(mode="observe")
+    cycles = []
+    n = 0
+    for _ in range(2):
+        cycles += [cycle_events(n, bad("a/fp8")), cycle_events(n + 1, bad("a/fp8"))]
+        n += 2 + 3 * 48 + 1
+        cycles.append(cycle_events(n, healthy(*FLEET)))
+        n += 1
+    go_live = SetMode(command_id="live", actor="alice", at=T0 + n * CYCLE, mode="enforce", model=MODEL)
+    cycles += [[go_live], cycle_events(n + 1, bad("a/fp8")), cycle_events(n + 2, bad("a/fp8"))]
+    state, effects = run(cycles, policy)
+    assert [(d.until - d.at).days for d in decisions(effects, "would_suspend")] == [1, 3]
+    [real] = decisions(effects, "suspend")
+    assert (real.until - real.at).days == 1 and real.ladder_level == 1
+    assert (state.providers["a/fp8"].ladder_level, state.providers["a/fp8"].shadow_level) == (1, 2)
+
+
+def test_a_longer_cycle_interval_keeps_judging():
+    """Cycle numbers drop when the interval grows (epoch // interval); later cycles are still judged."""
+    from datetime import datetime, timezone
+
+    start = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    short = [cycle_events(n, bad("a/fp8"), start=start + i * timedelta(seconds=20))
+             for i, n in enumerate((89_000_000, 89_000_001))]
+    later = start + timedelta(minutes=5)
+    long_ = [cycle_events(n, bad("b/fp8"), start=later + i * timedelta(seconds=60))
+             for i, n in enumerate((29_700_000, 29_700_001))]
+    state, effects = run(short + long_)
+    assert [d.provider for d in decisions(effects, "suspend")] == ["a/fp8", "b/fp8"]
+
+
+def test_a_stale_discovery_from_before_the_last_closed_cycle_is_ignored():
+    """An EndpointsDiscovered older than the last closed cycle (a replayed old message) opens nothing."""
+    c0, c1 = cycle_events(0, bad("a/fp8")), cycle_events(1, bad("a/fp8"))
+    state, _ = run([c0, c1])
+    again, effects = decide(state, c0[0], ENFORCE)
+    assert again is state and effects == []

@@ -52,10 +52,13 @@ EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
     "unjudgeable_after_six_frozen_cycles": [(M, "", "operator", None), ("unjudgeable", "a/fp8", "frozen_too_long", None)],
     "pin_violated": [(M, "", "operator", None), ("pin_violated", "a/fp8", "pin_violated", None)],
     "provider_disappears_and_returns": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1)],
+    # "*" reaches the file's model (acme/chat-1) and the configured default model, before either has state
+    "enforce_every_model_before_the_first_cycle": [(M, "", "operator", None), (M, "", "operator", None),
+                                                   ("suspend", "a/fp8", "failed_cycles", 1)],
 }
 
 #: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).
-ENV = {"CANARY_CONFIG": "", "CANARY_MODE": "", "CANARY_MIN_HOSTS": ""}
+ENV = {"CANARY_CONFIG": "", "CANARY_MODE": "", "CANARY_MIN_HOSTS": "", "CANARY_MODELS": ""}
 
 
 def replay(path: Path, *extra: str) -> dict:
@@ -116,3 +119,13 @@ def test_committed_files_match_their_builder():
     for name, events in module.scenarios().items():
         expected = "\n".join(codec.encode(e).decode() for e in events) + "\n"
         assert (HERE / f"{name}.jsonl").read_text() == expected, name
+
+
+def test_backtest_sees_a_longer_suspension(tmp_path):
+    """replay --config with a 2-day first step: the same suspension with another end is reported as differing."""
+    other = tmp_path / "other.toml"
+    other.write_text("ladder_s = [172800.0, 259200.0, 604800.0]\n")
+    out = replay(HERE / "two_failed_cycles_suspend.jsonl", "--config", str(other))
+    assert [(d["action"], d["provider"]) for d in out["only_current"]] == [("suspend", "a/fp8")]
+    [longer] = out["only_other"]
+    assert longer["action"] == "suspend" and longer["until"] > out["only_current"][0]["until"]

@@ -235,3 +235,11 @@ def test_unknown_top_level_keys_are_refused():
     """Anything but [[exclusion]] tables at the top level is an error, not silently ignored."""
     with pytest.raises(ConfigError, match="unknown top-level keys \\['exclusions'\\]"):
         parse_exclusions('[[exclusions]]\nprovider = "a"\n', "x")
+
+
+def test_an_exclusion_naming_a_provider_with_whitespace_is_refused_with_its_line():
+    """provider = "bad provider" is no endpoint tag: refused, naming the line."""
+    text = ('[[exclusion]]\nprovider = "bad provider"\nmodel = "*"\nreason = "r"\nreference = "x"\n'
+            'date = 2026-01-01\n')
+    with pytest.raises(ConfigError, match=r":1: provider 'bad provider' has whitespace"):
+        parse_exclusions(text, "x.toml")

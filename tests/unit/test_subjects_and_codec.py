@@ -197,3 +197,10 @@ def test_deeply_nested_json_is_undecodable_not_a_crash(body):
     """50 000 nested arrays, at the top or in an unknown field: Undecodable, never RecursionError."""
     with pytest.raises(Undecodable):
         codec.PROBE_RESULT.decode(body)
+
+
+def test_a_provider_with_whitespace_is_refused():
+    """'bad provider' is no endpoint tag: an override naming it does not decode."""
+    raw = codec.encode(AddOverride(command_id="c1", actor="alice", at=AT, provider="a/fp8", reason="x"))
+    with pytest.raises(Undecodable, match="provider"):
+        codec.COMMAND.decode(raw.replace(b'"provider":"a/fp8"', b'"provider":"bad provider"'))

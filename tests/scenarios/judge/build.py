@@ -100,6 +100,10 @@ def scenarios() -> dict[str, list]:
     pin["a/fp8"]["ttft"] = ("inconclusive", "pin_violated")
     s["pin_violated"] = [enforce(), *cycle_events(0, pin)]
     gone = {p: v for p, v in healthy(*FLEET).items() if p != "a/fp8"}
+    star = SetMode(command_id="enforce-all", actor="scenario", at=T0 - timedelta(minutes=5), mode="enforce",
+                   model="*", reason="go live on every model before the first cycle")
+    s["enforce_every_model_before_the_first_cycle"] = [star, *cycle_events(0, fail("a/fp8")),
+                                                       *cycle_events(1, fail("a/fp8"))]
     s["provider_disappears_and_returns"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, gone),
                                             *cycle_events(2, fail("a/fp8"))]
     return s
