@@ -47,23 +47,34 @@ async def wait_ignore(settings, wanted: list[str], timeout: float = 15.0) -> Non
     raise AssertionError(f"ignore list never became {wanted}")
 
 
+def settings_for(infra) -> Settings:
+    return Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                         models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+
+
+async def established(settings, js):
+    """Publish the log, wait until a/fp8 (suspended) and b/fp8 (override) are ignored; the judge's record and version."""
+    await publish_log(js)
+    await wait_ignore(settings, ["a/fp8", "b/fp8"])
+    await asyncio.sleep(0.5)
+    return await judge_record(settings, MODEL), (await current_snapshot(settings, MODEL)).version
+
+
+async def flush(infra) -> None:
+    client = aioredis.from_url(infra.redis_url)
+    await client.flushall()
+    await client.aclose()
+
+
 async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(infra):
     """After FLUSHALL and a restart: same judge state, overrides and suspensions kept, no empty snapshot."""
-    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    settings = settings_for(infra)
     await ensure_streams(settings)
     nc = await nats_connect(settings)
     js = nc.jetstream()
     async with running(settings, ["judge", "router"]):
-        await publish_log(js)
-        await wait_ignore(settings, ["a/fp8", "b/fp8"])
-        await asyncio.sleep(0.5)
-        before = await judge_record(settings, MODEL)
-    version_before = (await current_snapshot(settings, MODEL)).version
-
-    client = aioredis.from_url(infra.redis_url)
-    await client.flushall()
-    await client.aclose()
+        before, version_before = await established(settings, js)
+    await flush(infra)
 
     async with running(settings, ["judge", "router"]):
         await asyncio.sleep(2.0)
@@ -82,21 +93,13 @@ async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(i
 
 async def test_redis_lost_under_running_services_is_rebuilt_before_anything_is_published(infra):
     """FLUSHALL while judge and router run: the next input rebuilds first; no snapshot drops a/fp8 or b/fp8."""
-    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    settings = settings_for(infra)
     await ensure_streams(settings)
     nc = await nats_connect(settings)
     js = nc.jetstream()
     async with running(settings, ["judge", "router"]):
-        await publish_log(js)
-        await wait_ignore(settings, ["a/fp8", "b/fp8"])
-        await asyncio.sleep(0.5)
-        before = await judge_record(settings, MODEL)
-        version_before = (await current_snapshot(settings, MODEL)).version
-
-        client = aioredis.from_url(infra.redis_url)
-        await client.flushall()
-        await client.aclose()
+        before, version_before = await established(settings, js)
+        await flush(infra)
 
         cmd = AddOverride(command_id="ov-2", actor="alice", at=datetime.now(timezone.utc), provider="c/fp8",
                           model=MODEL, reason="incident 10")

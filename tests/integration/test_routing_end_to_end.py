@@ -390,9 +390,9 @@ async def test_a_client_started_while_nats_is_down_serves_its_cache_and_catches_
             await client.stop()
 
 
-async def test_a_connected_client_catches_up_within_seconds_of_a_nats_restart(restartable):
-    """A client that was following when NATS restarted resumes at once, not after its watch times out."""
-    infra = restartable
+@contextlib.asynccontextmanager
+async def following_then_nats_down(infra):
+    """A router and a client following an override of lambda/fp8; NATS is stopped on entry."""
     await ensure_streams(settings_for(infra))
     async with running(settings_for(infra), ["router"], passwords=infra.passwords):
         client = backend_client(infra)
@@ -403,41 +403,37 @@ async def test_a_connected_client_catches_up_within_seconds_of_a_nats_restart(re
             assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
             infra.stop_nats()
             assert await wait_for(lambda: client.connected is False, timeout=10)
-            infra.start_nats()
-            assert await wait_for(lambda: client.connected, timeout=20)
-            await add_override(infra, "baseten/fp8")  # stored once the server is back
-            stored_at = time.monotonic()
-            assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout=20)
-            assert time.monotonic() - stored_at < 5.0, "the client waited for its watch to time out"
+            yield client
         finally:
-            await client.stop()
+            with contextlib.suppress(Exception):
+                await client.stop()
+
+
+async def test_a_connected_client_catches_up_within_seconds_of_a_nats_restart(restartable):
+    """A client that was following when NATS restarted resumes at once, not after its watch times out."""
+    infra = restartable
+    async with following_then_nats_down(infra) as client:
+        infra.start_nats()
+        assert await wait_for(lambda: client.connected, timeout=20)
+        await add_override(infra, "baseten/fp8")  # stored once the server is back
+        stored_at = time.monotonic()
+        assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout=20)
+        assert time.monotonic() - stored_at < 5.0, "the client waited for its watch to time out"
 
 
 async def test_provider_never_blocks_while_the_bus_is_down(restartable):
     """With NATS gone, provider() answers from memory in well under 5 ms, every time."""
     infra = restartable
-    await ensure_streams(settings_for(infra))
-    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        client = backend_client(infra)
-        await client.start()
-        try:
-            assert await client.wait_ready(10)
-            await add_override(infra, "lambda/fp8")
-            assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
-            infra.stop_nats()
-            assert await wait_for(lambda: client.connected is False, timeout=10)
-            slowest = 0.0
-            for i in range(400):
-                started = time.perf_counter()
-                body = client.provider({"sort": "latency"})
-                slowest = max(slowest, time.perf_counter() - started)
-                assert body == {"sort": "latency", "ignore": ["lambda/fp8"]}
-                if i % 20 == 0:
-                    await asyncio.sleep(0.01)  # let the client's reconnect attempts run in between
-            assert slowest < 0.005, f"provider() took {slowest * 1000:.2f} ms"
-            age = client.age_s
-            await asyncio.sleep(0.3)
-            assert client.age_s is not None and client.age_s >= age + 0.25  # it says how old the snapshot is
-        finally:
-            with contextlib.suppress(Exception):
-                await client.stop()
+    async with following_then_nats_down(infra) as client:
+        slowest = 0.0
+        for i in range(400):
+            started = time.perf_counter()
+            body = client.provider({"sort": "latency"})
+            slowest = max(slowest, time.perf_counter() - started)
+            assert body == {"sort": "latency", "ignore": ["lambda/fp8"]}
+            if i % 20 == 0:
+                await asyncio.sleep(0.01)  # let the client's reconnect attempts run in between
+        assert slowest < 0.005, f"provider() took {slowest * 1000:.2f} ms"
+        age = client.age_s
+        await asyncio.sleep(0.3)
+        assert client.age_s is not None and client.age_s >= age + 0.25  # it says how old the snapshot is
