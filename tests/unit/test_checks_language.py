@@ -142,6 +142,42 @@ def test_look_alike_neighbour_winning_is_inconclusive(expected, text):
     assert (result.outcome, result.reason) == ("inconclusive", "neighbour"), result.evidence
 
 
+#: Indonesian/Malay, the one neighbour pair the detector cannot separate: the
+#: distinguishing words (markers.DISTINGUISHING) decide when the two are close.
+_ID_LIGHTHOUSE = ("Mercusuar itu berdiri sendirian di atas batu karang hitam, menaranya yang putih masih basah {why} "
+                  "hujan semalam. Mira menaiki tangga melingkar untuk memadamkan lampu sebelum matahari terbit{tail}.")
+
+
+@pytest.mark.parametrize("text, outcome, top, vocabulary", [
+    # Indonesian that the detector gives to Malay by a little: an Indonesian-only word decides
+    ("Sebenarnya mereka menemukan seorang anak muda yang pingsan di tepi sungai. Kedua kawannya menarik nafas "
+     "panjang ketika dinding bambu pondok itu telah runtuh.", "pass", "ms", {"id": ["menemukan"], "ms": []}),
+    # ... and without any distinguishing word it stays inconclusive
+    ("Para pemimpin kerajaan masih berpijak kepada kenyataan akan keterbatasan seseorang. Baru kemudian, setelah "
+     "perut mereka terisi, pasukan itu berangkat ke selatan.", "inconclusive", "ms", None),
+    # Malay words in a reply the detector gives to Indonesian: not a pass
+    (_ID_LIGHTHOUSE.format(why="oleh", tail=", iaitu sebelum pukul enam"), "inconclusive", "id",
+     {"id": [], "ms": ["iaitu"]}),
+    (_ID_LIGHTHOUSE.format(why="kerana", tail=""), "inconclusive", "ms", {"id": [], "ms": ["kerana"]}),
+    # words of both standards: the vocabulary does not decide, the detector does
+    (_ID_LIGHTHOUSE.format(why="kerana", tail=", karena ia bisa"), "pass", "id",
+     {"id": ["bisa", "karena"], "ms": ["kerana"]}),
+])
+def test_indonesian_and_malay_are_told_apart_by_their_distinguishing_words(text, outcome, top, vocabulary):
+    result = assess_language(text, "id")
+    assert result.outcome == outcome, result.evidence
+    assert result.reason == ("" if outcome == "pass" else "neighbour")
+    assert result.evidence["detected"][0][0] == top
+    assert result.evidence.get("vocabulary") == vocabulary
+
+
+def test_one_sentence_close_to_malay_stays_inconclusive_whatever_its_words():
+    """Distinguishing words never replace the two-sentence corroboration rule."""
+    text = "Sebenarnya mereka menemukan seorang anak muda yang pingsan di tepi sungai yang dingin itu."
+    result = assess_language(text, "id")
+    assert (result.outcome, result.reason) == ("inconclusive", "neighbour"), result.evidence
+
+
 def test_neighbours_are_known_to_the_detector():
     """Every configured neighbour is a label the restricted detector can output."""
     labels = {lang for lang, _ in rank("The lighthouse stands on the rocks at dawn.")}

@@ -49,7 +49,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from services.prober.checks.markers import MARKER_LANGUAGE
+from services.prober.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
 from services.prober.checks.text import (
     CJK,
     CYRILLIC,
@@ -95,8 +95,11 @@ NEIGHBOURS: dict[str, tuple[str, ...]] = {
 #:
 #: Measured limit (benchmarks/language_table.py): Malay and Indonesian are
 #: not separable by the detector (the Leipzig "ms" sentences are largely
-#: Indonesian text), so a multi-sentence Malay reply to an Indonesian request
-#: often passes; Malay with Malaysian vocabulary is ``inconclusive``.
+#: Indonesian text).  For that pair the distinguishing words of
+#: :data:`.markers.DISTINGUISHING` decide a close call on a reply of two
+#: sentences or more: Indonesian-only words (and no Malay-only ones) pass a
+#: reply the detector gives to Malay by a little; Malay-only words (and no
+#: Indonesian-only ones) make a reply it gives to Indonesian ``inconclusive``.
 DISTINCT_NEIGHBOURS: frozenset[str] = frozenset({"ca", "ms", "af", "be", "bg", "mk", "cs", "sk", "sr"})
 
 #: Out-of-set languages the model keeps so that they can win (and expose
@@ -619,6 +622,30 @@ def _agrees_not(lang_rank: Sequence[tuple[str, float]], expected: str, near: fro
     return bool(lang_rank) and lang_rank[0][0] != expected and lang_rank[0][0] not in near
 
 
+def _vocabulary(clean: str, expected: str, neighbour: str, evidence: dict) -> str | None:
+    """Which of ``expected`` and ``neighbour`` the reply's distinguishing words side with.
+
+    Uses :data:`.markers.DISTINGUISHING` (Indonesian vs Malay): the side
+    with at least one distinguishing word while the other has none; ``None``
+    when the pair has no list, neither side has a word, or both do.  Adds
+    ``evidence["vocabulary"]`` (the words found per side) when any is found.
+    """
+    lists = DISTINGUISHING.get((expected, neighbour))
+    if lists is None:
+        return None
+    own_words, their_words = lists
+    words = [w.lower() for w in _WORD.findall(clean)]
+    own = sorted({w for w in words if w in own_words})
+    theirs = sorted({w for w in words if w in their_words})
+    if own or theirs:
+        evidence["vocabulary"] = {expected: own, neighbour: theirs}
+    if own and not theirs:
+        return expected
+    if theirs and not own:
+        return neighbour
+    return None
+
+
 def _rounded(pairs: Sequence[tuple[str, float]], k: int = 3) -> list[list]:
     return [[lang, round(p, 3)] for lang, p in pairs[:k]]
 
@@ -645,12 +672,14 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
           (FC-20, FC-20b).
         - ``inconclusive`` / ``too_short`` (< 20 letters or < 3 words, FP-04),
           ``neighbour`` (a look-alike wins, or a one-sentence reply too close
-          to a distinct look-alike), ``ambiguous``, ``detectors_disagree``,
-          ``unsupported_language``.
+          to a distinct look-alike, or the look-alike's distinguishing words
+          in a close call: :func:`_vocabulary`), ``ambiguous``,
+          ``detectors_disagree``, ``unsupported_language``.
 
         Evidence: ``expected``, ``letters``, ``detected`` (top three
         ``[lang, p]``), ``shares`` (per labelled language, 0..1), ``span``
-        (the first foreign sentence or clause), ``second_opinion``.
+        (the first foreign sentence or clause), ``second_opinion``,
+        ``vocabulary`` (distinguishing words found, per side).
     """
     if not expected or expected not in policy.languages:
         return CheckResult(check=CHECK, outcome="inconclusive", reason="unsupported_language",
@@ -717,9 +746,15 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
         if distinct_p < policy.corroborate_mass:
             return CheckResult(check=CHECK, outcome="pass", evidence=evidence)
         if analysis.sentences_with_words >= 2:
+            runner_up = max((n for n in near if n in policy.distinct), key=lambda n: probs.get(n, 0.0))
+            if _vocabulary(clean, expected, runner_up, evidence) == runner_up:
+                return CheckResult(check=CHECK, outcome="inconclusive", reason="neighbour", evidence=evidence)
             return CheckResult(check=CHECK, outcome="pass", evidence=evidence)
         return CheckResult(check=CHECK, outcome="inconclusive", reason="neighbour", evidence=evidence)
     if top in near:
+        if (own_p + near_p >= policy.pass_mass and analysis.sentences_with_words >= 2
+                and _vocabulary(clean, expected, top, evidence) == expected):
+            return CheckResult(check=CHECK, outcome="pass", evidence=evidence)
         return CheckResult(check=CHECK, outcome="inconclusive", reason="neighbour", evidence=evidence)
     return CheckResult(check=CHECK, outcome="inconclusive", reason="ambiguous", evidence=evidence)
 
