@@ -183,9 +183,9 @@ async def test_a_command_dressed_as_another_message_is_refused(secured):
             await nc.jetstream().publish(subject, codec.encode(message), headers={"Nats-Msg-Id": message.command_id})
             await nc.close()
         # the judge and the router each refuse what reaches them
-        ok = await wait_for(lambda: len([l for l in letters if l.reason == "rejected"]) >= 3)
-        assert ok, [(l.service, l.reason, l.error[:120]) for l in letters]
-        assert all("may arrive there" in l.error for l in letters if l.reason == "rejected")
+        ok = await wait_for(lambda: len([dl for dl in letters if dl.reason == "rejected"]) >= 3)
+        assert ok, [(dl.service, dl.reason, dl.error[:120]) for dl in letters]
+        assert all("may arrive there" in dl.error for dl in letters if dl.reason == "rejected")
         await asyncio.sleep(0.5)
         assert (await kv.get(subjects.kv_key(MODEL))).revision == before
         await admin.close()

@@ -81,11 +81,11 @@ async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_worki
     await nc.close()
 
     for service, subject, _ in GARBAGE:
-        assert any(l.subject == subject and l.reason == "undecodable" for l in letters[service]), (service, subject)
+        assert any(dl.subject == subject and dl.reason == "undecodable" for dl in letters[service]), (service, subject)
     # the ops garbage is refused by each of its consumers: judge, router and notifier
-    assert {l.service for ls in letters.values() for l in ls if l.subject == subjects.ops("lift")} == {
+    assert {dl.service for ls in letters.values() for dl in ls if dl.subject == subjects.ops("lift")} == {
         "judge", "router", "notifier"}
-    judge_letter = next(l for l in letters["judge"] if l.subject == subjects.result(MODEL, "a/fp8"))
+    judge_letter = next(dl for dl in letters["judge"] if dl.subject == subjects.result(MODEL, "a/fp8"))
     assert "task_id" in judge_letter.error and judge_letter.payload.startswith('{"type": "probe_result"')
 
 
