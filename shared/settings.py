@@ -54,6 +54,10 @@ class Settings(Struct, kw_only=True):
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
         prober_concurrency: probes one prober runs at once.
+        max_retests_per_cycle: at most this many retest languages (the judge's
+            RetestRequested) per provider per cycle, on top of the rotation; a
+            provider failing in many languages takes turns instead of adding one
+            language probe per cycle without end.
     """
 
     nats_url: str = "nats://127.0.0.1:4222"
@@ -71,6 +75,7 @@ class Settings(Struct, kw_only=True):
     kinds: list[str] = field(default_factory=lambda: list(PROBE_KINDS))
     languages: list[str] = field(default_factory=lambda: list(LANGUAGES))
     languages_per_cycle: int = 2
+    max_retests_per_cycle: int = 2
     controls: dict[str, str] = {}
 
     cycle_interval_s: float = 1800.0
@@ -194,8 +199,8 @@ def _problems(s: Settings) -> list[str]:
     if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
         problems.append("ladder_s needs at least one positive length")
     for name, least in (("min_hosts", 0), ("failed_cycles_to_suspend", 1), ("passed_cycles_to_recover", 1),
-                        ("languages_per_cycle", 1), ("prober_concurrency", 1), ("max_deliver", 1),
-                        ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
+                        ("languages_per_cycle", 1), ("max_retests_per_cycle", 0), ("prober_concurrency", 1),
+                        ("max_deliver", 1), ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least}")
     unknown = sorted(set(s.kinds) - set(PROBE_KINDS))

@@ -12,7 +12,12 @@ Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
 - The language probe covers ``languages_per_cycle`` languages per provider per
   cycle, rotating through all configured languages, offset per provider so the
   fleet covers more languages each cycle; a language with an anomaly is probed
-  again next cycle whatever the rotation says (the judge's RetestRequested).
+  again next cycle whatever the rotation says (the judge's RetestRequested),
+  at most ``max_retests`` of them per provider per cycle: when more are asked
+  for (a provider failing in many languages keeps asking for each), they take
+  turns in the configured language order, starting at an offset that moves
+  with the cycle number, and the service carries the ones left waiting to the
+  next cycle, so every one is probed again and the load stays bounded.
 - A positive control (``controls``: kind -> provider tag) is probed only with
   its kind and is not a production host; a control that is not listed by the
   gateway this cycle is skipped.
@@ -65,6 +70,7 @@ def plan(
     languages_per_cycle: int,
     controls: dict[str, str],
     retests: Iterable[tuple[str, str]] = (),
+    max_retests: int = 2,
 ) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
     """Plan one cycle of one model.
 
@@ -77,6 +83,7 @@ def plan(
         languages, languages_per_cycle: the language rotation.
         controls: probe kind -> positive-control provider tag.
         retests: ``(provider, language)`` pairs the judge asked to probe again.
+        max_retests: at most this many of them per provider (see the rules above).
 
     Returns:
         The EndpointsDiscovered event (with the full plan) and its ProbeTasks.
@@ -86,10 +93,7 @@ def plan(
     deadline = start + timedelta(seconds=window_s)
     by_tag = {e.provider: e for e in endpoints}
     control_tags = {tag for tag in controls.values()}
-    retest_map: dict[str, list[str]] = {}
-    for provider, language in retests:
-        if language in languages and language not in retest_map.setdefault(provider, []):
-            retest_map[provider].append(language)
+    retest_map = _retests_asked(retests, languages)
 
     planned: list[PlannedProbe] = []
     tasks: list[ProbeTask] = []
@@ -112,10 +116,8 @@ def plan(
         langs = rotation(languages, languages_per_cycle, cycle_no, endpoint.provider)
         for kind in kinds:
             if kind == "language":
-                chosen = list(langs)
-                for extra in retest_map.get(endpoint.provider, []):
-                    if extra not in chosen:
-                        chosen.append(extra)
+                extra = [lang for lang in retest_map.get(endpoint.provider, []) if lang not in langs]
+                chosen = list(langs) + _take_turns(extra, max_retests, cycle_no)
                 for language in chosen:
                     add(endpoint, kind, language, False)
             elif kind in ROTATED_KINDS:
@@ -136,3 +138,22 @@ def plan(
         endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
     )
     return event, tasks
+
+
+
+def _retests_asked(retests: Iterable[tuple[str, str]], languages: list[str]) -> dict[str, list[str]]:
+    """Per provider, the retest languages asked for, in the configured language order."""
+    asked: dict[str, set[str]] = {}
+    for provider, language in retests:
+        if language in languages:
+            asked.setdefault(provider, set()).add(language)
+    return {provider: [lang for lang in languages if lang in wanted] for provider, wanted in asked.items()}
+
+
+def _take_turns(items: list[str], k: int, cycle_no: int) -> list[str]:
+    """At most ``k`` of ``items``: a window that moves ``k`` places a cycle, so each has its turn
+    within ``ceil(len(items) / k)`` consecutive cycles when the same items are asked for."""
+    if len(items) <= k:
+        return items
+    start = (cycle_no * k) % len(items)
+    return (items[start:] + items[:start])[:k]

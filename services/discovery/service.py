@@ -21,7 +21,7 @@ from services.discovery.core import cycle_start, plan
 from shared import codec, ids, streams, subjects
 from shared.broker import Delivery
 from shared.errors import Transient
-from shared.events import CycleClosed, RetestRequested
+from shared.events import CycleClosed, ProbeTask, RetestRequested
 from shared.openrouter import list_endpoints, make_client
 from shared.service import Shell, redis_client
 from shared.settings import Settings
@@ -78,6 +78,25 @@ class Discovery:
             out.append((provider, language))
         return sorted(out)
 
+    async def _carry_over(self, model: str, next_cycle_no: int, asked: list[tuple[str, str]],
+                          tasks: list[ProbeTask]) -> None:
+        """Retests of planned providers that waited for their turn move on to the next cycle.
+
+        (``max_retests_per_cycle``; a provider no longer listed drops them.)
+        Idempotent: a set, as :meth:`remember_retest`.
+        """
+        planned = {(t.provider, t.language) for t in tasks if t.kind == "language"}
+        listed = {t.provider for t in tasks}
+        waiting = [f"{p}\n{lang}" for p, lang in asked if p in listed and (p, lang) not in planned]
+        if not waiting:
+            return
+        key = self._retest_key(model, next_cycle_no)
+        try:
+            await self.redis.sadd(key, *waiting)
+            await self.redis.expire(key, int(self.settings.cycle_interval_s * 4) + 60)
+        except Exception as exc:
+            self.shell.log.warning("retests_not_carried", model=model, waiting=len(waiting), error=repr(exc))
+
     async def start_cycle(self, model: str, cycle_no: int) -> bool:
         """List, plan and publish one cycle of ``model``.
 
@@ -95,11 +114,13 @@ class Discovery:
             self.shell.log.error("endpoints_unusable", model=model, error=str(exc))
             return False
         start = cycle_start(cycle_no, s.cycle_interval_s)
+        retests = await self._retests(model, cycle_no)
         event, tasks = plan(
             model=model, cycle_no=cycle_no, start=start, window_s=s.probe_window_s, endpoints=endpoints,
             kinds=s.kinds, languages=s.languages, languages_per_cycle=s.languages_per_cycle,
-            controls=s.controls, retests=await self._retests(model, cycle_no),
+            controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle,
         )
+        await self._carry_over(model, cycle_no + 1, retests, tasks)
         pub = self.shell.publisher
         await pub.publish(event, subjects.discovery(model), ids.discovered_id(model, cycle_no), LOG)
         for task in tasks:

@@ -4,7 +4,8 @@ Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
 ``not_applicable``, not broken), pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``) and the language
-probe's confirmation (on an anomaly two more tries at once, majority decides,
+probe's confirmation (on an anomaly two more tries at once, sent concurrently;
+the majority decides,
 all replies kept; DESIGN.md, contract 4).  The checks themselves are in
 :mod:`services.prober.checks`.
 
@@ -14,6 +15,7 @@ shell passes in, and time through ``now``.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -109,8 +111,7 @@ async def run_probe(
     if task.kind == "language" and first[1].outcome in ("fail", "inconclusive") and first[1].reason not in (
         "too_short", "pin_violated"
     ):
-        for _ in range(confirmations):
-            attempts.append(await _attempt(task, probe, send))
+        attempts.extend(await asyncio.gather(*(_attempt(task, probe, send) for _ in range(confirmations))))
     outcome, reason, chosen = _majority(attempts)
     reply, evaluation = chosen
     kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r))

@@ -76,6 +76,38 @@ def test_a_retest_adds_its_language_whatever_the_rotation():
     assert langs == [*rotated, extra]
 
 
+def test_retests_are_capped_per_provider_and_take_turns():
+    """Five languages asked again: two a cycle on top of the rotation, each in turn within three cycles."""
+    rotated_any = {lang for n in (7, 8, 9) for lang in rotation(list(LANGUAGES), 1, n, "a/fp8")}
+    asked = [lang for lang in LANGUAGES if lang not in rotated_any][:5]
+    seen: set[str] = set()
+    for cycle_no in (7, 8, 9):
+        rotated = rotation(list(LANGUAGES), 1, cycle_no, "a/fp8")
+        _, tasks = make(cycle_no=cycle_no, languages_per_cycle=1, retests=[("a/fp8", lang) for lang in asked],
+                        max_retests=2)
+        langs = [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"]
+        assert langs[:1] == rotated and len(langs) == 3, langs
+        assert set(langs[1:]) <= set(asked)
+        seen |= set(langs[1:])
+        # b/fp8 asked for nothing: the rotation alone
+        assert len([t for t in tasks if t.provider == "b/fp8" and t.kind == "language"]) == 1
+    assert seen == set(asked)  # every asked language had its turn within ceil(5 / 2) cycles
+
+
+def test_a_retest_already_in_the_rotation_takes_no_slot():
+    """A retest language the rotation probes anyway does not use one of the max_retests places."""
+    rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
+    others = [lang for lang in LANGUAGES if lang not in rotated][:1]
+    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", rotated[0]), ("a/fp8", others[0])], max_retests=1)
+    assert [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"] == [*rotated, *others]
+
+
+def test_no_retests_when_the_cap_is_zero():
+    rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
+    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", "es"), ("a/fp8", "pt")], max_retests=0)
+    assert [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"] == rotated
+
+
 def test_a_control_missing_from_the_listing_is_skipped():
     """A configured control the gateway does not list this cycle plans nothing."""
     event, tasks = make(controls={"refusal": "gone/x"})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from services.judge.core import Policy, decide, fold, initial
 from shared.commands import LiftSuspension, SetMode
 from shared.events import CycleVerdict, Decision, RetestRequested
@@ -337,6 +339,28 @@ def test_language_anomaly_requests_a_retest_next_cycle():
     _, effects = run([cycle_events(3, out)])
     [retest] = [e for e in effects if isinstance(e, RetestRequested)]
     assert (retest.provider, retest.language, retest.for_cycle_no) == ("a/fp8", "pt", 4)
+
+
+@pytest.mark.parametrize("outcome, reason, retest", [
+    ("fail", "language_mix", True),
+    ("fail", "encoding_broken", True),
+    ("inconclusive", "neighbour", True),
+    ("inconclusive", "no_majority", True),
+    # the same reply failing a behavioural check: nothing language-specific to retest
+    ("fail", "leading_junk", False),
+    ("fail", "bytelevel_tokens", False),
+    ("fail", "refusal", False),
+    ("inconclusive", "too_short", False),
+    ("inconclusive", "pin_violated", False),
+    ("transport_error", "http_503", False),
+])
+def test_only_a_language_anomaly_asks_for_a_retest(outcome, reason, retest):
+    """DESIGN.md contract 4: switch, mixing, encoding, ambiguity are the language's; the rest are not."""
+    out = {p: {"language": "pass"} for p in FLEET}
+    out["a/fp8"]["language"] = (outcome, reason)
+    _, effects = run([cycle_events(3, out)])
+    retests = [(e.provider, e.language) for e in effects if isinstance(e, RetestRequested)]
+    assert retests == ([("a/fp8", "pt")] if retest else [])
 
 
 def test_provider_that_disappears_keeps_its_history():
