@@ -135,31 +135,56 @@ def watch(
 ) -> None:
     """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
     from shared.client import IgnoreListClient
+    from shared.logging import configure as configure_logging
 
     settings = _settings(config)
     target = model or settings.models[0]
+    configure_logging("console", "ERROR")  # the client's problems are said below, in one line each
 
-    async def main() -> None:
-        def show(snapshot) -> None:
-            print(json.dumps({"version": snapshot.version, "provider": client.provider()}), flush=True)
+    async def report_problems() -> None:
+        said: str | None = None
+        while True:
+            if client.problem != said:
+                if client.problem:
+                    print(f"canary watch: {client.problem} (serving version {client.version})", file=sys.stderr,
+                          flush=True)
+                elif said:
+                    print("canary watch: the ignore list is current again", file=sys.stderr, flush=True)
+                said = client.problem
+            await asyncio.sleep(0.5)
 
-        client = IgnoreListClient(settings.nats_url, target, user=settings.nats_user,
-                                  password=settings.nats_password, cache_path=cache, on_change=show)
+    def show(snapshot) -> None:
+        print(json.dumps({"version": snapshot.version, "provider": client.provider()}), flush=True)
+
+    client = IgnoreListClient(settings.nats_url, target, user=settings.nats_user,
+                              password=settings.nats_password, cache_path=cache, on_change=show)
+
+    async def main() -> int:
         await client.start()
+        reporter = asyncio.create_task(report_problems())
         try:
             if once:
-                await client.wait_ready(10.0)
+                confirmed = await client.wait_ready(10.0) and client.age_s is not None
                 if client.snapshot is None:
                     print(json.dumps({"version": 0, "provider": client.provider()}), flush=True)
-                return
+                if not confirmed:
+                    print(f"canary watch: not confirmed by the bus within 10 s: {client.problem or 'no answer'}",
+                          file=sys.stderr, flush=True)
+                    return 1
+                if client.problem:
+                    print(f"canary watch: {client.problem}", file=sys.stderr, flush=True)
+                return 0
             await asyncio.Event().wait()
+            return 0
         finally:
+            reporter.cancel()
             await client.stop()
 
     try:
-        asyncio.run(main())
+        code = asyncio.run(main())
     except KeyboardInterrupt:
-        pass
+        code = 0
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -79,9 +79,10 @@ def request_body(client: IgnoreListClient, model: str, turn: str) -> dict[str, A
 
 
 def describe(client: IgnoreListClient) -> str:
-    """``version=7 age_s=0.4 connected=True`` for the log line of a request."""
+    """``version=7 age_s=0.4 connected=True`` for the log line of a request (and why it is not current)."""
     age = "None" if client.age_s is None else f"{client.age_s:.1f}"
-    return f"version={client.version} age_s={age} connected={client.connected}"
+    line = f"version={client.version} age_s={age} connected={client.connected}"
+    return f"{line} problem={client.problem!r}" if client.problem else line
 
 
 async def run_backend(nats_url: str, user: str, password: str, model: str, cache: Path,
@@ -95,8 +96,8 @@ async def run_backend(nats_url: str, user: str, password: str, model: str, cache
     await client.start()  # loads the cache file, then follows the bus in the background; never raises
     try:
         if not await client.wait_ready(10.0):
-            print("no snapshot yet (bus unreachable and no cache): requests go out without an ignore list",
-                  flush=True)
+            print(f"no snapshot yet ({client.problem or 'bus unreachable'}, and no cache): requests go out "
+                  "without an ignore list", flush=True)
         for i in range(requests):
             body = request_body(client, model, TURNS[i % len(TURNS)])
             if i == 0:

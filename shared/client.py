@@ -19,6 +19,9 @@ Guarantees (DESIGN.md, "The router"; issue "Router and its users"):
 - :meth:`provider` drops entries whose ``until`` has passed on the client's own
   clock, merges the caller's preferences (their ``ignore`` entries are kept),
   and never waits on the bus.
+- :attr:`problem` says, in one line, why it has no current snapshot (bus
+  unreachable, credential refused, bucket or snapshot missing); each new
+  problem is logged once at WARNING, and its end at INFO.
 """
 
 from __future__ import annotations
@@ -78,10 +81,13 @@ class IgnoreListClient:
         self.snapshot: IgnoreSnapshot | None = None
         self.refused: int = 0
         self.connected = False
+        self.problem: str | None = None
         self._contact: float | None = None
         self._resync = False
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._last_error: str | None = None
+        self._refused: str | None = None  # the server's authorization error, until a connection succeeds
         self._nc: Any = None
         self._log = get_logger("client")
 
@@ -220,24 +226,53 @@ class IgnoreListClient:
                     disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
                     error_cb=self._error, **kwargs)
             except Exception as exc:  # NoServersError, OSError, auth errors: keep serving the cache
-                self._log.debug("bus_unreachable", error=repr(exc))
+                self._last_error = self._last_error or repr(exc)
+                self._set_problem(self._unreachable())
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
     async def _disconnected(self) -> None:
         self.connected = False
+        if not self._stopping:
+            self._set_problem(f"connection to NATS at {_public_url(self.nats_url)} lost; serving the last good "
+                              "snapshot until it returns")
 
     async def _reconnected(self) -> None:
         self.connected = True
+        self._refused = self._last_error = None
         self._resync = True  # the server may have lost the watch's ephemeral consumer
 
     async def _error(self, exc: Exception) -> None:
         # nats-py's default logs every failed attempt at ERROR; an outage is expected here
+        text = str(exc) or repr(exc)
         self._log.debug("bus_error", error=repr(exc))
+        if "authorization" in text.lower():
+            self._refused = text
+        self._last_error = self._refused or text  # the server then drops the connection: keep the cause
+        if not self.connected and not self._stopping:
+            self._set_problem(self._unreachable())
+
+    def _unreachable(self) -> str:
+        if self._refused:
+            return (f"NATS at {_public_url(self.nats_url)} refused the credential of user "
+                    f"{self.user or '(none)'!r}: {self._refused}")
+        return f"NATS at {_public_url(self.nats_url)} refused or unreachable: {self._last_error}"
+
+    def _set_problem(self, problem: str | None) -> None:
+        """Record why there is no current snapshot; log each change once."""
+        if problem == self.problem:
+            return
+        if problem is None:
+            self._log.info("ignore_list_current", model=self.model, version=self.version)
+        else:
+            self._log.warning("ignore_list_not_current", model=self.model, problem=problem,
+                              serving_version=self.version)
+        self.problem = problem
 
     async def _run(self) -> None:
         self._nc = await self._connect()
         self.connected = True
+        self._refused = self._last_error = None
         key = subjects.kv_key(self.model)
         while not self._stopping:
             try:
@@ -259,15 +294,20 @@ class IgnoreListClient:
                             continue
                         self.apply(entry.value)
                         self._contact = checked = time.monotonic()
+                        self._set_problem(None)
                 finally:
                     with contextlib.suppress(Exception):
                         await watcher.stop()
             except asyncio.CancelledError:
                 raise
             except (BucketNotFoundError, NotFoundError):
+                self._set_problem(f"the KV bucket {ROUTING_BUCKET} does not exist yet (`canary init` creates it)")
                 await asyncio.sleep(1.0)
             except Exception as exc:
                 self._log.debug("watch_restart", error=repr(exc))
+                if not self.connected:
+                    self._last_error = self._last_error or repr(exc)
+                    self._set_problem(self._unreachable())
                 await asyncio.sleep(1.0)
 
     async def _refresh(self, kv: Any, key: str) -> None:
@@ -275,10 +315,21 @@ class IgnoreListClient:
             entry = await kv.get(key)
         except KeyNotFoundError:
             self._contact = time.monotonic()
+            self._set_problem(f"no snapshot for {self.model} yet: is the router running, and is the model "
+                              "in its CANARY_MODELS?")
             return
         if entry.value:
             self.apply(entry.value)
         self._contact = time.monotonic()
+        self._set_problem(None)
+
+
+def _public_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part (never print a credential)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url.rpartition("@")[2]
+    return f"{scheme}://{rest.rpartition('@')[2]}"
 
 
 def snapshot_bytes(snapshot: IgnoreSnapshot) -> bytes:

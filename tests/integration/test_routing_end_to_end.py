@@ -379,15 +379,44 @@ async def test_a_client_started_while_nats_is_down_serves_its_cache_and_catches_
             assert client.connected is False and client.age_s is None  # and the bus never confirmed it
             await asyncio.sleep(1.5)
             assert client.ignore() == ["lambda/fp8"]
+            # it says why, without the credential
+            assert "refused or unreachable" in (client.problem or ""), client.problem
+            assert infra.passwords["backend"] not in client.problem
 
             infra.start_nats()
             assert await wait_for(lambda: client.age_s is not None, timeout=20)
+            assert await wait_for(lambda: client.problem is None, timeout=5), client.problem
             await add_override(infra, "baseten/fp8")
             assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout=20)
             assert client.version == cached_version + 1
             assert codec.SNAPSHOT.decode(cache.read_bytes()).version == cached_version + 1
         finally:
             await client.stop()
+
+
+async def test_a_client_says_why_it_has_no_current_snapshot(secured):
+    """Credential refused, bucket missing, no snapshot yet: each is a one-line problem; then none."""
+    infra = secured
+    refused = IgnoreListClient(infra.nats_url, MODEL, user="backend", password="wrong-password-1")
+    await refused.start()
+    try:
+        assert not await refused.wait_ready(1.5)
+        assert await wait_for(lambda: refused.problem is not None, timeout=5)
+        assert "authorization" in refused.problem.lower(), refused.problem
+        assert refused.provider() == {"ignore": []}
+    finally:
+        await refused.stop()
+
+    client = backend_client(infra)
+    await client.start()
+    try:
+        assert await wait_for(lambda: "does not exist yet" in (client.problem or ""), timeout=10), client.problem
+        await ensure_streams(settings_for(infra))
+        assert await wait_for(lambda: "no snapshot for" in (client.problem or ""), timeout=10), client.problem
+        async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+            assert await wait_for(lambda: client.version >= 1 and client.problem is None, timeout=20), client.problem
+    finally:
+        await client.stop()
 
 
 @contextlib.asynccontextmanager
