@@ -40,6 +40,7 @@ def replay(
     settings = _settings()
     policy = Policy.from_settings(settings)
     other_policy = Policy.from_settings(_settings(other)) if other else None
+    start = _since(since)
 
     if events is not None:
         try:
@@ -53,19 +54,35 @@ def replay(
         if other_policy is not None:
             other_policy = msgspec.structs.replace(other_policy, models=seen)
             diff = backtest(evs, policy, other_policy)
-            print(json.dumps({k: [msgspec.to_builtins(d) for d in v] for k, v in diff.items()}, indent=2))
+            print(json.dumps({k: [msgspec.to_builtins(d) for d in v if start is None or d.at >= start]
+                              for k, v in diff.items()}, indent=2))
             raise typer.Exit(0)
         states, effects = fold(evs, policy)
         print(json.dumps({
             "states": {m: msgspec.to_builtins(s) for m, s in states.items()},
-            "decisions": [msgspec.to_builtins(e) for e in effects if isinstance(e, Decision)],
+            "decisions": [msgspec.to_builtins(e) for e in effects
+                          if isinstance(e, Decision) and (start is None or e.at >= start)],
         }, indent=2, sort_keys=True))
         raise typer.Exit(0)
 
-    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since)))
+    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since, start)))
 
 
-async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None) -> int:
+def _since(since: str | None) -> datetime | None:
+    """``--since`` as an aware UTC datetime; ``typer.BadParameter`` when it is not ISO 8601 with a zone."""
+    if since is None:
+        return None
+    try:
+        start = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00Z)") from exc
+    if start.tzinfo is None:
+        raise typer.BadParameter("--since needs a zone (UTC: ...Z)")
+    return start
+
+
+async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
+                       start: datetime | None) -> int:
     import nats
 
     from services.judge.replay import backtest, diff_states, read_log, refold
@@ -73,12 +90,6 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     from shared.events import Decision
     from shared.service import redis_client
 
-    try:
-        start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
-    except ValueError as exc:
-        raise typer.BadParameter(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00Z)") from exc
-    if start is not None and start.tzinfo is None:
-        raise typer.BadParameter("--since needs a zone (UTC: ...Z)")
     kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)
@@ -113,6 +124,12 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         for d in diff["only_other"]:
             print("  + " + _decision_line(None, d))
     differences = 0
+    for model in sorted(set(states) - set(records)):
+        if not states[model].providers and not states[model].open_cycles:
+            continue  # nothing the judge would have stored
+        print(f"\nlive state of {model}: NONE in Redis, but the log holds its events (Redis lost or flushed, "
+              "or the judge has not run yet); the judge rebuilds it from the log before its next message")
+        differences += 1
     for model, record in sorted(records.items()):
         replayed = states.get(model)
         if replayed is None:

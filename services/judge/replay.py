@@ -42,7 +42,8 @@ def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str
         events: in stream order.
         policy: thresholds to fold with.
         positions: per model, the last sequence to include (the live record's
-            position), so that the comparison is with the same prefix of the log.
+            position), so that the comparison is with the same prefix of the log;
+            a model without one (no live record) is folded to the end.
 
     Returns:
         States per model and every effect with the sequence that produced it.
@@ -55,7 +56,7 @@ def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str
             continue
         targets = sorted(set(states) | set(policy.models)) if model == "*" else [model]
         for target in targets:
-            if positions is not None and item.seq > positions.get(target, 0):
+            if positions is not None and target in positions and item.seq > positions[target]:
                 continue
             state = states.get(target) or initial(target)
             state, produced = decide(state, item.event, policy)

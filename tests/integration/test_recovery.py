@@ -60,6 +60,18 @@ async def established(settings, js):
     return await judge_record(settings, MODEL), (await current_snapshot(settings, MODEL)).version
 
 
+def replay_cli(settings: Settings):
+    """``canary replay`` as an auditor runs it against this system."""
+    from typer.testing import CliRunner
+
+    from canary.cli import app
+
+    env = {"NATS_URL": settings.nats_url, "REDIS_URL": settings.redis_url, "CANARY_NAMESPACE": settings.namespace,
+           "CANARY_MODE": "enforce", "CANARY_MODELS": MODEL, "CANARY_CONFIG": "",
+           "CANARY_CYCLE_INTERVAL_S": "3600", "CANARY_PROBE_WINDOW_S": "600"}
+    return CliRunner().invoke(app, ["replay"], env=env)
+
+
 async def flush(infra) -> None:
     client = aioredis.from_url(infra.redis_url)
     await client.flushall()
@@ -74,7 +86,13 @@ async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(i
     js = nc.jetstream()
     async with running(settings, ["judge", "router"]):
         before, version_before = await established(settings, js)
+        agreed = await asyncio.to_thread(replay_cli, settings)
     await flush(infra)
+    # the auditor's replay sees the loss (and says the judge will rebuild), exit 1
+    lost = await asyncio.to_thread(replay_cli, settings)
+    assert agreed.exit_code == 0 and "agrees with the log" in agreed.output, agreed.output
+    assert lost.exit_code == 1, lost.output
+    assert f"live state of {MODEL}: NONE in Redis" in lost.output and "rebuilds it" in lost.output
 
     async with running(settings, ["judge", "router"]):
         await asyncio.sleep(2.0)

@@ -97,6 +97,19 @@ def test_backtest_with_other_thresholds_lists_the_decisions_that_differ(tmp_path
     assert out["only_other"] == []
 
 
+def test_since_shows_only_the_later_decisions_of_the_same_fold():
+    """--since chooses what is shown; the fold still starts at the beginning (same state)."""
+    path = HERE / "capacity_floor_holds.jsonl"
+    whole, later = replay(path), replay(path, "--since", "2026-11-01T01:00:00Z")
+    assert [(d["action"], d["at"]) for d in whole["decisions"]] == [
+        ("mode_changed", "2026-10-31T23:59:00Z"), ("floor_held", "2026-11-01T00:40:00Z"),
+        ("floor_held", "2026-11-01T01:10:00Z")]
+    assert [(d["action"], d["at"]) for d in later["decisions"]] == [("floor_held", "2026-11-01T01:10:00Z")]
+    assert later["states"] == whole["states"]
+    bad = CliRunner().invoke(app, ["replay", "--events", str(path), "--since", "yesterday"], env=ENV)
+    assert bad.exit_code == 2 and "ISO 8601" in bad.output
+
+
 def test_a_bad_event_file_is_refused_with_its_line_number(tmp_path):
     """A line that is not a wire event stops the replay with the line named, exit status 2."""
     bad = tmp_path / "bad.jsonl"
