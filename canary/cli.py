@@ -40,11 +40,13 @@ def _logging(settings: Settings) -> None:
 
 @app.command()
 def demo(
-    cycles: Annotated[int, typer.Option(help="stop after this many cycles")] = 5,
+    cycles: Annotated[int, typer.Option(min=1, help="stop after this many cycles")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout (progress on stderr)")] = False,
     scenario: Annotated[str, typer.Option(help="simulated fleet: 'default', 'full' or a scenario TOML file")] = "default",
-    sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences for healthy replies")] = None,
-    probers: Annotated[int, typer.Option(help="prober replicas sharing one durable consumer")] = 1,
+    sentences: Annotated[Optional[Path], typer.Option(exists=True, file_okay=False, dir_okay=True,
+                                                      help="directory of <lang>.txt real sentences for healthy "
+                                                           "replies")] = None,
+    probers: Annotated[int, typer.Option(min=1, help="prober replicas sharing one durable consumer")] = 1,
 ) -> None:
     """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
     from canary.demo import run_demo

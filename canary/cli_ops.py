@@ -424,8 +424,24 @@ def _validated(cls, **fields):
     try:
         return msgspec.convert(fields, cls)
     except msgspec.ValidationError as exc:
-        typer.echo(f"error: invalid command: {exc}", err=True)
+        typer.echo(f"error: invalid command: {_plain(str(exc))}", err=True)
         raise typer.Exit(2) from exc
+
+
+#: What the wire's constraints mean, in the words of the command line.
+_PLAIN = {
+    "$.reason": "--reason must say why (not empty, not only spaces)",
+    "$.provider": "the provider must be one endpoint tag without spaces (e.g. deepinfra/fp8)",
+    "$.actor": "the actor must be one word without spaces (--actor or $CANARY_ACTOR)",
+    "$.model": "--model must be one model id without spaces, or *",
+}
+
+
+def _plain(message: str) -> str:
+    """msgspec's ``Expected ... - at $.field`` as the option it concerns (keeps the original too)."""
+    field = message.rpartition(" - at ")[2].strip("`")
+    hint = _PLAIN.get(field)
+    return f"{hint} [{message}]" if hint else message
 
 
 # -- override add | remove | list --------------------------------------------------------------

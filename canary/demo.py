@@ -251,7 +251,7 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
     configure_logging("console", "WARNING", stream=sys.stderr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:

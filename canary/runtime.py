@@ -121,10 +121,10 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
 
 
 async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], *, probers: int = 1) -> None:
-    """Wait for NATS and Redis, then run services until SIGINT or SIGTERM."""
+    """Wait for NATS and Redis, then run services until SIGINT, SIGTERM or SIGHUP."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"}):

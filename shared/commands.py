@@ -14,8 +14,9 @@ from msgspec import Meta, Struct
 
 from shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
-#: An operator's free-text reason; required, so never empty.
-Reason = Annotated[str, Meta(min_length=1, max_length=2000)]
+#: An operator's free-text reason; required, so never empty nor blank
+#: (``msgspec`` patterns match with ``re.search``: at least one non-space).
+Reason = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
 #: A model id or ``*`` for every model.
 ModelScope = Annotated[str, Meta(min_length=1, max_length=256)]
 

@@ -368,3 +368,16 @@ def test_override_add_refuses_both_expiry_forms_and_a_past_expiry():
     assert result.exit_code == 2 and "give --expires or --for, not both" in result.output
     result = CliRunner().invoke(app, ["override", "add", "a/fp8", "--reason", "r", "--expires", "2020-01-01"])
     assert result.exit_code == 2 and "is not in the future" in result.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["override", "add", "a/fp8", "--reason", "   "], "--reason must say why"),
+    (["override", "add", "a/fp8", "--reason", ""], "--reason must say why"),
+    (["lift", "a/fp8", "--reason", "\t"], "--reason must say why"),
+    (["override", "add", "a b", "--reason", "incident 7"], "one endpoint tag without spaces"),
+])
+def test_a_command_the_router_would_refuse_is_refused_before_publishing(args, says):
+    """Blank reasons and malformed tags exit 2 in the operator's words, with nothing published (no NATS here)."""
+    result = CliRunner().invoke(app, args, env={"NATS_URL": "nats://127.0.0.1:1"})
+    assert result.exit_code == 2, result.output
+    assert says in result.output
