@@ -47,13 +47,16 @@ def demo(
                                                       help="directory of <lang>.txt real sentences for healthy "
                                                            "replies")] = None,
     probers: Annotated[int, typer.Option(min=1, help="prober replicas sharing one durable consumer")] = 1,
+    keep: Annotated[bool, typer.Option(help="after the cycles keep running until Ctrl-C, for the operator "
+                                            "commands in another terminal")] = False,
 ) -> None:
     """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
     from canary.demo import run_demo
     from canary.embedded import ServerUnavailable
 
     try:
-        code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers))
+        code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers,
+                                    keep=keep))
     except ServerUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(3) from exc

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -245,8 +246,14 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
 
 
 async def run_demo(cycles: int, as_json: bool, scenario: str = "default", sentences: str | None = None,
-                   probers: int = 1) -> int:
-    """Run the demo; returns the process exit code."""
+                   probers: int = 1, keep: bool = False) -> int:
+    """Run the demo; returns the process exit code.
+
+    With ``keep``, after the cycles everything keeps running until Ctrl-C, and
+    the operator's and the chat backend's environments are written (mode
+    0600) into the temporary directory for the operator commands in another
+    terminal (:func:`write_env_files`).
+    """
     out = sys.stderr if as_json else sys.stdout
     configure_logging("console", "WARNING", stream=sys.stderr)
     stop = asyncio.Event()
@@ -260,6 +267,11 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
         async with pipeline(workdir=Path(tmp), scenario=scenario, sentences=sentences, probers=probers,
                             out=out) as p:
             completed = await p.wait_cycles(cycles, stop)
+            if keep and completed and not stop.is_set():
+                files = write_env_files(p, Path(tmp))
+                _print_keep(out, files)
+                await stop.wait()
+                stop.clear()
             await asyncio.sleep(0.5)  # let the last decisions reach the router
             summary = await p.summary()
     _print_summary(out, summary)
@@ -268,6 +280,41 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
     if completed:
         return 0
     return 130 if stop.is_set() else 1
+
+
+def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
+    """Write ``operator.env`` and ``backend.env`` (``export K=V`` lines, mode 0600) for a running demo.
+
+    Each holds the demo's settings (:meth:`Settings.environment`) with that
+    NATS user's generated password, so that ``canary override|lift|mode|explain|
+    replay|report`` (operator) and ``canary watch`` (backend) reach this
+    demo's servers.  The passwords live only there and in the server's
+    environment; they are not printed.
+
+    Returns:
+        ``{"operator": path, "backend": path}``.
+    """
+    out = {}
+    for user in ("operator", "backend"):
+        env = p.settings_for(user).environment(with_secrets=True)
+        path = directory / f"{user}.env"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items())))
+        out[user] = path
+    return out
+
+
+def _print_keep(out: TextIO, files: dict[str, Path]) -> None:
+    lines = [
+        "",
+        "the system keeps running (--keep); Ctrl-C stops it and removes everything. In another terminal:",
+        f"  . {files['operator']}        # the operator's credential and this demo's settings",
+        "  canary override add fireworks --reason 'trying it' --for 2m",
+        "  canary override list;  canary explain lambda/fp8;  canary replay;  canary report",
+        f"  . {files['backend']}; canary watch      # as the chat backend",
+    ]
+    print("\n".join(lines), file=out, flush=True)
 
 
 async def judge_record(settings: Settings, model: str) -> JudgeRecord:

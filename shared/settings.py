@@ -131,6 +131,29 @@ class Settings(Struct, kw_only=True):
                 data[key] = "***"
         return data
 
+    def environment(self, *, with_secrets: bool = False) -> dict[str, str]:
+        """These settings as the environment variables :meth:`load` reads back to the same values.
+
+        Lists are comma-separated, dicts ``k=v`` pairs (the forms ``load``
+        parses).  Without ``with_secrets`` the NATS password and the API key
+        are left out.
+        """
+        out: dict[str, str] = {}
+        secrets = {"nats_password", "openrouter_api_key"}
+        bare = {field_name: name for name, field_name in _BARE_ENV.items()}
+        for field_name, value in msgspec.structs.asdict(self).items():
+            if field_name in secrets and not with_secrets:
+                continue
+            if isinstance(value, list):
+                text = ",".join(str(v) for v in value)
+            elif isinstance(value, dict):
+                text = ",".join(f"{k}={v}" for k, v in value.items())
+            else:
+                text = str(value)
+            out[bare.get(field_name, f"CANARY_{field_name.upper()}")] = text
+        out["CANARY_CONFIG"] = ""
+        return out
+
     def mode_for(self, kind: str) -> Mode:
         """Observe or enforce for one probe kind (``kind_modes`` over ``mode``)."""
         return self.kind_modes.get(kind, self.mode)

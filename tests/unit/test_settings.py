@@ -1,0 +1,26 @@
+"""Settings as environment variables: what ``Settings.environment`` writes, ``Settings.load`` reads back."""
+
+from __future__ import annotations
+
+from shared.settings import Settings
+
+
+def test_environment_round_trips_every_setting():
+    """Lists, dicts, floats and the bare NATS/Redis/gateway names come back as the same settings."""
+    settings = Settings.load(env={}, nats_url="nats://10.0.0.5:4222", nats_user="operator",
+                             nats_password="s3cretpass", redis_url="redis://10.0.0.6:6379/2",
+                             models=["a/b", "c/d:free"], controls={"refusal": "ctl/strict", "ttft": "ctl/slow"},
+                             kind_modes={"echo": "observe"}, ladder_s=[60.0, 180.0], languages=["en", "pt"],
+                             cycle_interval_s=20.0, probe_window_s=14.0, mode="enforce")
+    env = settings.environment(with_secrets=True)
+    assert env["NATS_URL"] == "nats://10.0.0.5:4222" and env["CANARY_MODELS"] == "a/b,c/d:free"
+    assert env["CANARY_CONTROLS"] == "refusal=ctl/strict,ttft=ctl/slow"
+    assert env["CANARY_CONFIG"] == ""  # a stray config file must not override what was written
+    assert Settings.load(env=env) == settings
+
+
+def test_environment_leaves_secrets_out_unless_asked():
+    settings = Settings.load(env={}, nats_password="s3cretpass", openrouter_api_key="sk-or-abcdef123")
+    env = settings.environment()
+    assert "NATS_PASSWORD" not in env and "OPENROUTER_API_KEY" not in env
+    assert "s3cretpass" not in str(env) and "sk-or-abcdef123" not in str(env)
