@@ -306,13 +306,14 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
 
 
 def _print_keep(out: TextIO, files: dict[str, Path]) -> None:
+    exe = sys.argv[0] if Path(sys.argv[0]).name == "canary" else "canary"  # as this demo was started
     lines = [
         "",
         "the system keeps running (--keep); Ctrl-C stops it and removes everything. In another terminal:",
         f"  . {files['operator']}        # the operator's credential and this demo's settings",
-        "  canary override add fireworks --reason 'trying it' --for 2m",
-        "  canary override list;  canary explain lambda/fp8;  canary replay;  canary report",
-        f"  . {files['backend']}; canary watch      # as the chat backend",
+        f"  {exe} override add fireworks --reason 'trying it' --for 2m",
+        f"  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
+        f"  . {files['backend']}; {exe} watch      # as the chat backend",
     ]
     print("\n".join(lines), file=out, flush=True)
 
