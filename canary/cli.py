@@ -209,7 +209,7 @@ def simulator(
 
 
 @app.command()
-def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (shared/cases format)")]) -> None:
+def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (shared/cases format); - reads stdin")]) -> None:
     """Evaluate recorded replies with the probe checks; print one JSON verdict per line."""
     from services.prober.recorded import check_file
 

@@ -169,6 +169,11 @@ def explain(
 
     record = asyncio.run(load())
     if provider not in record.state.providers:
+        kinds = sorted(kind for kind, tag in settings.controls.items() if tag == provider)
+        if kinds:
+            typer.echo(f"{provider} is the positive control for {', '.join(kinds)}: probed every cycle to prove "
+                       "the probe can fail, never judged nor routed around")
+            raise typer.Exit(0)
         known = ", ".join(sorted(record.state.providers)) or "none yet"
         typer.echo(f"{provider} is unknown to the judge for {target} (known: {known})", err=True)
         raise typer.Exit(1)

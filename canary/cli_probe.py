@@ -89,7 +89,7 @@ def probe(
     model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
     simulate: Annotated[Optional[str], typer.Option(help="start a simulated gateway with this scenario "
                                                          "('default', 'full' or a TOML file)")] = None,
-    ttft_threshold_s: Annotated[Optional[float], typer.Option(help="latency bar (default from settings: 10 s)")] = None,
+    ttft_threshold_s: Annotated[Optional[float], typer.Option(help="latency bar in s (default: CANARY_TTFT_THRESHOLD_S, else 10)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON ProbeResult per line")] = False,
 ) -> None:
     """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -331,11 +332,14 @@ def check_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 
 
 def check_file(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Judge every case of a field-case JSONL file (``canary check FILE``).
+    """Judge every case of a field-case JSONL file (``canary check FILE``; ``-``: standard input).
 
     Raises:
         OSError when the file cannot be opened; bad lines become ``error``
         verdicts (:func:`check_lines`).
     """
+    if str(path) == "-":
+        yield from check_lines(sys.stdin)
+        return
     with open(path, encoding="utf-8") as fh:
         yield from check_lines(fh)

@@ -381,3 +381,15 @@ def test_a_command_the_router_would_refuse_is_refused_before_publishing(args, sa
     result = CliRunner().invoke(app, args, env={"NATS_URL": "nats://127.0.0.1:1"})
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+async def test_explain_names_a_positive_control_and_refuses_an_unknown_provider(secured):
+    """explain of the configured control says what it is (exit 0); of an unknown provider, exit 1 with the known."""
+    infra = secured
+    config = infra.workdir / "ctl.toml"
+    config.write_text('controls = {refusal = "ctl/strict"}\n')
+    code, out, err = await canary(infra, "explain", "ctl/strict", "--config", str(config))
+    assert code == 0, err
+    assert "positive control for refusal" in out
+    code, out, err = await canary(infra, "explain", "nosuch/fp8")
+    assert code == 1 and "nosuch/fp8 is unknown to the judge" in err

@@ -47,6 +47,20 @@ def test_check_file_reads_every_case():
     assert all(v["ok"] for v in verdicts), [v["id"] for v in verdicts if not v["ok"]]
 
 
+@needs_cases
+def test_canary_check_reads_standard_input_as_dash():
+    """``canary check -`` judges the cases piped in, as ``canary check FILE`` does."""
+    from typer.testing import CliRunner
+
+    from canary.cli import app
+
+    text = CASE_FILES[0].read_text(encoding="utf-8")
+    piped = CliRunner().invoke(app, ["check", "-"], input=text)
+    named = CliRunner().invoke(app, ["check", str(CASE_FILES[0])])
+    assert piped.exit_code == named.exit_code == 0, piped.output
+    assert piped.stdout == named.stdout and piped.stdout.count("\n") == text.strip().count("\n") + 1
+
+
 # -- variants: the whole kind of each fault, in other languages, positions, shapes --------
 
 
