@@ -95,6 +95,19 @@ def servers(workdir: Path, nats_config: Path | None = None,
         nats_server.stop()
 
 
+@pytest.fixture(autouse=True)
+def default_logging() -> None:
+    """Every test starts with the default log configuration (INFO).
+
+    A command run in-process (``CliRunner``: ``canary watch`` logs at ERROR)
+    reconfigures structlog for the whole process; a later test that captures
+    warnings must not depend on which tests ran before it.
+    """
+    from shared.logging import configure
+
+    configure()
+
+
 @pytest.fixture
 def infra(tmp_path: Path) -> Iterator[Infra]:
     """A fresh NATS (JetStream) and Redis for one test."""

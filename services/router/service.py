@@ -50,6 +50,8 @@ _suspension_dec = msgspec.json.Decoder(Suspension)
 SEEN_MEMORY = 10_000
 #: How often the router looks at the exclusions file for a change (seconds).
 EXCLUSIONS_POLL_S = 2.0
+#: A changed exclusions file must keep its (inode, size, mtime) this long before it is read.
+EXCLUSIONS_SETTLE_S = 0.25
 #: Longest time between two merge passes of the expiry loop (seconds).
 MERGE_AT_LEAST_S = 30.0
 
@@ -263,7 +265,9 @@ class Router:
         """Reload the exclusions file if it changed on disk; publish what that changes.
 
         An invalid new file is refused with a warning naming the line; the old
-        exclusions stay (until the file changes again).
+        exclusions stay (until the file changes again).  A file still being
+        written (its signature moves within ``EXCLUSIONS_SETTLE_S``) is left
+        for the next poll.
 
         Returns:
             ``True`` when new exclusions were loaded.
@@ -277,6 +281,13 @@ class Router:
         signature = file_signature(path)
         if signature == self.exclusions_signature:
             return False
+        if signature is not None:
+            # A file being saved in place is first truncated, then written: read it only once it
+            # held still for EXCLUSIONS_SETTLE_S, so that a half-written file that happens to be
+            # valid TOML (empty, or cut between two entries) never drops reviewed exclusions.
+            await asyncio.sleep(EXCLUSIONS_SETTLE_S)
+            if file_signature(path) != signature:
+                return False  # still changing: the next poll looks again
         if signature is None:
             self.exclusions_signature = None
             self.shell.log.warning("exclusions_file_missing", path=path, kept=len(self.exclusions))
