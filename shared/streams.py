@@ -152,7 +152,8 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
 
     ``ack_wait`` covers a task that waits for a free worker behind one probe
     and then runs the slowest probe: the language probe's request plus its
-    confirmations (DESIGN.md, contract 4), twice over.
+    confirmations (DESIGN.md, contract 4; sent at once, counted here as if one
+    after the other, an upper bound), twice over.
     """
     worst = settings.request_timeout_s * (1 + settings.language_confirmations)
     return ConsumerSpec(
