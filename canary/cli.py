@@ -136,7 +136,8 @@ def watch(
     model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
     config: ConfigOpt = None,
     cache: Annotated[Optional[Path], typer.Option(help="keep the last good snapshot in this file")] = None,
-    once: Annotated[bool, typer.Option(help="print the current provider object and exit")] = False,
+    once: Annotated[bool, typer.Option(help="print the current provider object and exit (1: the bus did not "
+                                            "confirm it within 10 s)")] = False,
 ) -> None:
     """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
     from shared.client import IgnoreListClient
@@ -170,9 +171,9 @@ def watch(
         try:
             if once:
                 confirmed = await client.wait_ready(10.0) and client.age_s is not None
-                if client.snapshot is None:
+                if client.snapshot is None and confirmed:  # the bus says: no snapshot yet, nothing ignored
                     print(json.dumps({"version": 0, "provider": client.provider()}), flush=True)
-                if not confirmed:
+                if not confirmed:  # stdout holds only a real snapshot (from --cache), never a made-up empty one
                     print(f"canary watch: not confirmed by the bus within 10 s: {client.problem or 'no answer'}",
                           file=sys.stderr, flush=True)
                     return 1

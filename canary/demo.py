@@ -41,6 +41,8 @@ from shared.streams import ROUTING_BUCKET
 CYCLE_S = 4.0
 REAL_CYCLE_S = 1800.0
 SCALE = CYCLE_S / REAL_CYCLE_S
+#: The summary shows at most this many cycles' verdicts per provider.
+SUMMARY_CYCLES = 30
 #: Latency cannot shrink 450-fold on a loaded laptop: the bar is scaled 10-fold.
 TTFT_THRESHOLD_S = 1.0
 
@@ -258,9 +260,15 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
     configure_logging("console", "WARNING", stream=sys.stderr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
     with tempfile.TemporaryDirectory(prefix="canary-demo-") as tmp:
         print(f"canary demo: starting NATS (JetStream) and Redis in {tmp} ...", file=out, flush=True)
         print(f"running {cycles} cycles; Ctrl-C stops early", file=out, flush=True)
@@ -279,7 +287,7 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
         print(json.dumps(summary, indent=2, sort_keys=True))
     if completed:
         return 0
-    return 130 if stop.is_set() else 1
+    return 128 + received[0] if received else 1  # 130 after Ctrl-C, 129 after SIGHUP, 143 after SIGTERM
 
 
 def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
@@ -390,7 +398,10 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
 def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
     print("\n== summary (verdict per cycle: p passed, F failed, f frozen) ==", file=out)
     for provider, info in summary["providers"].items():
-        verdicts = " ".join(v[0].upper() if v == "failed" else v[0] for v in info["verdicts"])
+        marks = [v[0].upper() if v == "failed" else v[0] for v in info["verdicts"]]
+        if len(marks) > SUMMARY_CYCLES:  # a long --keep run: the last cycles only (--json has them all)
+            marks = [f"(+{len(marks) - SUMMARY_CYCLES})", *marks[-SUMMARY_CYCLES:]]
+        verdicts = " ".join(marks)
         flag = "SUSPENDED" if info["suspended"] else info["state"]
         print(f"   {provider:<28} {verdicts:<20} {flag}", file=out)
     print(f"   ignore list: {json.dumps({'ignore': summary['ignore']})}", file=out)

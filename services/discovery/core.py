@@ -133,12 +133,17 @@ def plan(
             add(by_tag[tag], kind, langs[0] if (langs and kind in ROTATED_KINDS | {"language"}) else "en", True)
             used_controls[kind] = tag
 
+    # longest first (the language probe may take three tries), so that one prober's queue does
+    # not end the window on them; stable, so providers keep their order within a kind
+    tasks.sort(key=lambda t: t.kind != "language")
+    order = {t.task_id: i for i, t in enumerate(tasks)}
+    planned.sort(key=lambda p: order[p.task_id])
+
     event = EndpointsDiscovered(
         at=start, model=model, cycle=cycle, cycle_no=cycle_no, deadline=deadline,
         endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
     )
     return event, tasks
-
 
 
 def _retests_asked(retests: Iterable[tuple[str, str]], languages: list[str]) -> dict[str, list[str]]:

@@ -491,7 +491,26 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
     effects.insert(0, CycleVerdict(at=at, model=state.model, cycle=cycle.cycle, cycle_no=cycle.cycle_no,
                                    verdicts=verdicts, unproven=unproven, common_mode=sorted(common_mode)))
     effects.extend(decisions)
+    effects.extend(_missing_language_retests(state, cycle, by_provider, at))
     return effects
+
+
+def _missing_language_retests(state: ModelState, cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]],
+                              at: datetime) -> list[RetestRequested]:
+    """A language probe whose result never came is probed again next cycle.
+
+    Its language is unproven, like an anomaly's (DESIGN.md, contract 4); above
+    all, when it was itself the retest of an anomaly, the chain of retests must
+    not end on a late result, or a provider that drifts in one language only
+    could pass the next cycles in other languages and recover while still
+    broken.
+    """
+    return [
+        RetestRequested(at=at, model=state.model, provider=p.provider, language=p.language,
+                        for_cycle_no=cycle.cycle_no + 1, reason="missing", source_task_id=p.task_id)
+        for provider in sorted(by_provider) for p in by_provider[provider]
+        if p.kind == "language" and p.language and p.task_id not in cycle.results
+    ]
 
 
 def _common_mode(cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]], unproven: set[str],

@@ -393,3 +393,11 @@ async def test_explain_names_a_positive_control_and_refuses_an_unknown_provider(
     assert "positive control for refusal" in out
     code, out, err = await canary(infra, "explain", "nosuch/fp8")
     assert code == 1 and "nosuch/fp8 is unknown to the judge" in err
+
+
+def test_watch_once_without_the_bus_prints_no_made_up_list_and_exits_1():
+    """stdout carries only a real snapshot: with no bus and no cache it stays empty; stderr says why."""
+    result = CliRunner().invoke(app, ["watch", "--once"], env={"NATS_URL": "nats://127.0.0.1:1", "CANARY_CONFIG": ""})
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "refused or unreachable" in result.stderr and "not confirmed by the bus" in result.stderr

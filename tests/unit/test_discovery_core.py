@@ -108,6 +108,16 @@ def test_no_retests_when_the_cap_is_zero():
     assert [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"] == rotated
 
 
+def test_language_tasks_are_published_first():
+    """The longest probe (up to three tries) leads the queue; within a kind, providers keep their order."""
+    event, tasks = make()
+    kinds = [t.kind for t in tasks]
+    first_other = next(i for i, k in enumerate(kinds) if k != "language")
+    assert set(kinds[:first_other]) == {"language"} and "language" not in kinds[first_other:]
+    assert [t.provider for t in tasks if t.kind == "ttft"] == ["a/fp8", "b/fp8"]
+    assert [p.task_id for p in event.planned] == [t.task_id for t in tasks]
+
+
 def test_a_control_missing_from_the_listing_is_skipped():
     """A configured control the gateway does not list this cycle plans nothing."""
     event, tasks = make(controls={"refusal": "gone/x"})

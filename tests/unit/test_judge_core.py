@@ -363,6 +363,14 @@ def test_only_a_language_anomaly_asks_for_a_retest(outcome, reason, retest):
     assert retests == ([("a/fp8", "pt")] if retest else [])
 
 
+def test_a_language_result_missing_at_close_is_probed_again_next_cycle():
+    """A late language result leaves its language unproven: retest it (reason missing); a late ttft asks nothing."""
+    out = {p: {"language": "pass", "ttft": "pass"} for p in FLEET}
+    _, effects = run([cycle_events(5, out, missing={("a/fp8", "language"), ("b/fp8", "ttft")})])
+    retests = [(e.provider, e.language, e.for_cycle_no, e.reason) for e in effects if isinstance(e, RetestRequested)]
+    assert retests == [("a/fp8", "pt", 6, "missing")]
+
+
 def test_provider_that_disappears_keeps_its_history():
     """A provider missing from discovery keeps its streak and resumes it when it returns."""
     c0 = cycle_events(0, bad("a/fp8"))
