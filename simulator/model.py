@@ -393,10 +393,10 @@ def compose(
         count = max(count, 4)
         mine = text.sentences(lang, rng, count)
         theirs = text.sentences(drift.to, rng, count)
-        sentences = [mine[i] if i % 2 == 0 else theirs[i] for i in range(count)]
+        sentences = _fit([mine[i] if i % 2 == 0 else theirs[i] for i in range(count)], instructions.max_tokens, 2)
         body = " ".join(sentences)
     else:
-        body = join_sentences(body_lang, sentences)
+        body = join_sentences(body_lang, _fit(sentences, instructions.max_tokens, 1))
     if star:
         body = f"*{text.action(body_lang)}*\n\n{body}"
     elif instructions.prefix is not None and not body.startswith(instructions.prefix):
@@ -404,6 +404,25 @@ def compose(
     if instructions.sentinel is not None:
         body = f"{body} {instructions.sentinel}"
     return body, "prose"
+
+
+#: A model asked for a short reply keeps well inside its output budget: at most this share of it.
+FIT_SHARE = 0.75
+
+
+def _fit(sentences: list[str], max_tokens: int | None, keep: int) -> list[str]:
+    """Drop sentences from the end (keeping ``keep``) until they fit ``FIT_SHARE`` of ``max_tokens``.
+
+    Real lines (``--sentences``) can be long; a healthy model still answers
+    within the budget it was given, so its reply does not end on ``length``
+    (a truncated reply is a fault profile of its own).
+    """
+    if max_tokens is None:
+        return sentences
+    out = list(sentences)
+    while len(out) > keep and count_tokens(" ".join(out)) > FIT_SHARE * max_tokens:
+        out.pop()
+    return out
 
 
 def break_structured(

@@ -882,3 +882,21 @@ def test_command_line_serves_until_interrupted() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_healthy_reply_of_real_sentences_fits_the_budget(language):
+    """Real lines can be long (a Chinese line counts a token a character); a healthy provider still answers
+    inside max_tokens, so its reply never ends on 'length' (which made a healthy host frozen in the demo)."""
+    import random
+
+    from simulator.model import Instructions, compose, count_tokens
+    from simulator.text import TextSource
+    from tests.conftest import shared_path
+
+    text = TextSource(shared_path("data", "lang", "sentences"))
+    for seed in range(400):
+        for sentinel in (None, "[[END]]"):
+            instructions = Instructions(language=language, sentinel=sentinel, max_tokens=320)
+            body, kind = compose(instructions, random.Random(seed), text)
+            assert kind == "prose" and count_tokens(body) <= 320, (seed, body[:120])
