@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from shared import ids
+from shared import codec, ids, subjects
 from shared.events import CycleClosed, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeResult
 
 MODEL = "acme/chat-1"
@@ -63,3 +63,20 @@ def cycle_events(
 def healthy(*providers: str, kinds: tuple[str, ...] = ("ttft", "structured")) -> dict[str, dict[str, str]]:
     """Every provider passes every kind."""
     return {p: {k: "pass" for k in kinds} for p in providers}
+
+
+async def publish_events(js, events) -> None:
+    """Publish discovery events and results on the subjects, with the ``Nats-Msg-Id`` headers the services use.
+
+    Args:
+        js: a JetStream context allowed to publish there (admin in the secured tests).
+        events: :func:`cycle_events` output (EndpointsDiscovered, ProbeResult, CycleClosed).
+    """
+    for ev in events:
+        if isinstance(ev, ProbeResult):
+            subject, msg_id = subjects.result(ev.model, ev.provider), ev.task_id
+        elif isinstance(ev, EndpointsDiscovered):
+            subject, msg_id = subjects.discovery(ev.model), ids.discovered_id(ev.model, ev.cycle_no)
+        else:
+            subject, msg_id = subjects.discovery(ev.model), ids.closed_id(ev.model, ev.cycle_no)
+        await js.publish(subject, codec.encode(ev), headers={"Nats-Msg-Id": msg_id})

@@ -10,11 +10,11 @@ import pytest
 
 from canary.runtime import running
 from shared import codec, subjects
-from shared.events import DeadLetter, ProbeResult
+from shared.events import DeadLetter
 from shared.service import ensure_streams
 from shared.settings import Settings
 from shared.streams import DEADLETTER, TASKS
-from tests.judge_events import MODEL, cycle_events, healthy
+from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
 
@@ -65,13 +65,7 @@ async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_worki
         out = healthy(*fleet)
         out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
         for n in range(2):
-            for ev in cycle_events(n, out):
-                if isinstance(ev, ProbeResult):
-                    await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
-                                     headers={"Nats-Msg-Id": ev.task_id})
-                else:
-                    await js.publish(subjects.discovery(MODEL), codec.encode(ev),
-                                     headers={"Nats-Msg-Id": f"{type(ev).__name__}{ev.cycle}"})
+            await publish_events(js, cycle_events(n, out))
         await asyncio.wait_for(decided.wait(), timeout=15)
         for _ in range(50):
             if all(letters.get(service) for service, _, _ in GARBAGE) and len(letters["router"]) >= 2 \

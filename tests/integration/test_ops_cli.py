@@ -24,11 +24,10 @@ from typer.testing import CliRunner
 from canary.cli import app
 from canary.runtime import running
 from shared import codec, subjects
-from shared.events import ProbeResult
 from shared.service import ensure_streams
 from shared.settings import Settings
 from shared.streams import LOG, ROUTING_BUCKET
-from tests.judge_events import cycle_events, healthy
+from tests.judge_events import cycle_events, healthy, publish_events
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "acme/chat-1"
@@ -229,13 +228,7 @@ async def _two_failed_cycles(infra, bad: str) -> None:
     nc, js = await admin_js(infra)
     try:
         for n in range(2):
-            for ev in cycle_events(n, outcomes, model=MODEL, start=start + timedelta(minutes=30 * n)):
-                if isinstance(ev, ProbeResult):
-                    await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
-                                     headers={"Nats-Msg-Id": ev.task_id})
-                else:
-                    await js.publish(subjects.discovery(MODEL), codec.encode(ev),
-                                     headers={"Nats-Msg-Id": f"{type(ev).__name__}{ev.cycle}"})
+            await publish_events(js, cycle_events(n, outcomes, model=MODEL, start=start + timedelta(minutes=30 * n)))
     finally:
         await nc.close()
 

@@ -12,10 +12,9 @@ from canary.demo import current_snapshot, judge_record
 from canary.runtime import running
 from shared import codec, subjects
 from shared.commands import AddOverride
-from shared.events import ProbeResult
 from shared.service import ensure_streams, nats_connect
 from shared.settings import Settings
-from tests.judge_events import MODEL, cycle_events, healthy
+from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8")
@@ -27,13 +26,7 @@ async def publish_log(js) -> None:
     out = healthy(*FLEET)
     out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
     for n, start in ((0, now - timedelta(hours=2)), (1, now - timedelta(hours=1, minutes=30))):
-        for ev in cycle_events(n, out, start=start):
-            if isinstance(ev, ProbeResult):
-                await js.publish(subjects.result(MODEL, ev.provider), codec.encode(ev),
-                                 headers={"Nats-Msg-Id": ev.task_id})
-            else:
-                await js.publish(subjects.discovery(MODEL), codec.encode(ev),
-                                 headers={"Nats-Msg-Id": f"{type(ev).__name__}|{ev.cycle}"})
+        await publish_events(js, cycle_events(n, out, start=start))
     cmd = AddOverride(command_id="ov-1", actor="alice", at=now, provider="b/fp8", model=MODEL, reason="incident 9")
     await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
 
@@ -72,6 +65,12 @@ def replay_cli(settings: Settings):
     return CliRunner().invoke(app, ["replay"], env=env)
 
 
+async def snapshot_history(js) -> list:
+    """Every IgnoreSnapshot the KV bucket kept for MODEL, oldest first."""
+    kv = await js.key_value("canary-routing")
+    return [codec.SNAPSHOT.decode(e.value) for e in await kv.history(subjects.kv_key(MODEL)) if e.value]
+
+
 async def flush(infra) -> None:
     client = aioredis.from_url(infra.redis_url)
     await client.flushall()
@@ -98,8 +97,7 @@ async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(i
         await asyncio.sleep(2.0)
         after = await judge_record(settings, MODEL)
         snapshot = await current_snapshot(settings, MODEL)
-    kv = await js.key_value("canary-routing")
-    history = [codec.SNAPSHOT.decode(e.value) for e in await kv.history(subjects.kv_key(MODEL)) if e.value]
+    history = await snapshot_history(js)
     await nc.close()
 
     assert after.state == before.state
@@ -124,8 +122,7 @@ async def test_redis_lost_under_running_services_is_rebuilt_before_anything_is_p
         await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
         await wait_ignore(settings, ["a/fp8", "b/fp8", "c/fp8"])
         after = await judge_record(settings, MODEL)
-    kv = await js.key_value("canary-routing")
-    history = [codec.SNAPSHOT.decode(e.value) for e in await kv.history(subjects.kv_key(MODEL)) if e.value]
+    history = await snapshot_history(js)
     await nc.close()
 
     assert all({"a/fp8", "b/fp8"} <= set(s.ignore) for s in history if s.version >= version_before)

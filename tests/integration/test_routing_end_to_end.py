@@ -115,50 +115,48 @@ async def kv_snapshot(infra) -> tuple[IgnoreSnapshot, int]:
         await nc.close()
 
 
+@contextlib.asynccontextmanager
+async def router_and_client(infra):
+    """Streams, a running router and a backend client that has the bus's current snapshot; yields the client."""
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        client = backend_client(infra)
+        await client.start()
+        try:
+            assert await client.wait_ready(10)
+            yield client
+        finally:
+            await client.stop()
+
+
 # -- the three ways in -----------------------------------------------------------------------------
 
 
 async def test_an_operator_override_reaches_a_watching_client(secured):
     """An AddOverride from the operator appears in the backend client's provider object, with its reason."""
-    infra = secured
-    await ensure_streams(settings_for(infra))
-    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        client = backend_client(infra)
-        await client.start()
-        try:
-            assert await client.wait_ready(10)
-            first = client.version
-            assert first >= 1 and client.ignore() == []
-            command = await add_override(infra, "lambda/fp8")
-            assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
-            assert client.version == first + 1
-            assert client.provider({"sort": "price", "ignore": ["mine/x"]}) == {
-                "sort": "price", "ignore": ["lambda/fp8", "mine/x"]}
-            (entry,) = client.snapshot.entries
-            assert entry.reasons == [IgnoreReason(layer="override", reason="incident 42", actor="alice",
-                                                  since=command.at, until=None)]
-        finally:
-            await client.stop()
+    async with router_and_client(secured) as client:
+        first = client.version
+        assert first >= 1 and client.ignore() == []
+        command = await add_override(secured, "lambda/fp8")
+        assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
+        assert client.version == first + 1
+        assert client.provider({"sort": "price", "ignore": ["mine/x"]}) == {
+            "sort": "price", "ignore": ["lambda/fp8", "mine/x"]}
+        (entry,) = client.snapshot.entries
+        assert entry.reasons == [IgnoreReason(layer="override", reason="incident 42", actor="alice",
+                                              since=command.at, until=None)]
 
 
 async def test_a_judge_suspension_reaches_a_watching_client(secured):
     """A suspend decision published by the judge user appears in the client with its until and decision id."""
-    infra = secured
-    await ensure_streams(settings_for(infra))
-    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        client = backend_client(infra)
-        await client.start()
-        try:
-            assert await client.wait_ready(10)
-            until = (utcnow() + timedelta(days=1)).replace(microsecond=0)
-            decision = await suspend(infra, "baseten/fp8", until)
-            assert await wait_for(lambda: client.ignore() == ["baseten/fp8"])
-            (reason,) = client.snapshot.entries[0].reasons
-            assert (reason.layer, reason.until, reason.reference, reason.reason) == (
-                "suspension", until, decision.decision_id, "ttft_exceeded in 2 cycles")
-            assert client.snapshot.entries[0].expires_at() == until
-        finally:
-            await client.stop()
+    async with router_and_client(secured) as client:
+        until = (utcnow() + timedelta(days=1)).replace(microsecond=0)
+        decision = await suspend(secured, "baseten/fp8", until)
+        assert await wait_for(lambda: client.ignore() == ["baseten/fp8"])
+        (reason,) = client.snapshot.entries[0].reasons
+        assert (reason.layer, reason.until, reason.reference, reason.reason) == (
+            "suspension", until, decision.decision_id, "ttft_exceeded in 2 cycles")
+        assert client.snapshot.entries[0].expires_at() == until
 
 
 async def test_expiry_removes_entries_without_any_new_event(secured):
@@ -422,20 +420,12 @@ async def test_a_client_says_why_it_has_no_current_snapshot(secured):
 @contextlib.asynccontextmanager
 async def following_then_nats_down(infra):
     """A router and a client following an override of lambda/fp8; NATS is stopped on entry."""
-    await ensure_streams(settings_for(infra))
-    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        client = backend_client(infra)
-        await client.start()
-        try:
-            assert await client.wait_ready(10)
-            await add_override(infra, "lambda/fp8")
-            assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
-            infra.stop_nats()
-            assert await wait_for(lambda: client.connected is False, timeout=10)
-            yield client
-        finally:
-            with contextlib.suppress(Exception):
-                await client.stop()
+    async with router_and_client(infra) as client:
+        await add_override(infra, "lambda/fp8")
+        assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
+        infra.stop_nats()
+        assert await wait_for(lambda: client.connected is False, timeout=10)
+        yield client
 
 
 async def test_a_connected_client_catches_up_within_seconds_of_a_nats_restart(restartable):
