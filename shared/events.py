@@ -36,6 +36,19 @@ Excerpt = Annotated[str, Meta(max_length=4000)]
 ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo"]
 PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo")
 
+#: Reasons of a language probe that are anomalies *of that language*
+#: (DESIGN.md, contract 4: a whole-reply switch, persistent mixing, broken
+#: encoding; ambiguous; ``no_majority`` among the three tries).  The prober
+#: confirms such a reply with two more tries; the judge asks for the language
+#: again next cycle.  A behavioural failure on the same reply (``leading_junk``,
+#: ``bytelevel_tokens`` ...), a refusal or a transport error is no more likely
+#: in that language than in another, and a reply too short to judge or served
+#: by another provider says nothing about it.
+LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
+    "language_switch", "language_mix", "encoding_broken",
+    "neighbour", "ambiguous", "detectors_disagree", "no_majority",
+})
+
 #: Outcome of one check or one probe.  ``not_applicable``: the endpoint does not
 #: declare the capability the probe needs; it is neither evidence for nor against.
 Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable"]

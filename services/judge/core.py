@@ -51,6 +51,7 @@ from msgspec import Struct, field
 from shared import ids
 from shared.commands import LiftSuspension, SetMode
 from shared.events import (
+    LANGUAGE_ANOMALIES,
     CycleClosed,
     CycleVerdict,
     CycleVerdictKind,
@@ -219,18 +220,6 @@ def initial(model: str) -> ModelState:
 
 
 Effect = CycleVerdict | Decision | RetestRequested
-
-#: Reasons of a language probe that are anomalies *of that language* and ask
-#: for a retest of it next cycle (DESIGN.md, contract 4: a whole-reply switch,
-#: persistent mixing, broken encoding; ambiguous; no majority among the three
-#: tries).  A behavioural failure on the same reply (``leading_junk``,
-#: ``bytelevel_tokens`` ...), a refusal or a transport error is no more likely
-#: in that language than in another, and a reply too short to judge or served
-#: by another provider says nothing about it.
-LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
-    "language_switch", "language_mix", "encoding_broken",
-    "neighbour", "ambiguous", "detectors_disagree", "no_majority",
-})
 JudgeInput = EndpointsDiscovered | ProbeResult | CycleClosed | IgnoreSnapshot | LiftSuspension | SetMode
 
 #: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``

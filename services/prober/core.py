@@ -4,9 +4,9 @@ Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
 ``not_applicable``, not broken), pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``) and the language
-probe's confirmation (on an anomaly two more tries at once, sent concurrently;
-the majority decides,
-all replies kept; DESIGN.md, contract 4).  The checks themselves are in
+probe's confirmation (on a language anomaly, :data:`shared.events.LANGUAGE_ANOMALIES`,
+two more tries at once, sent concurrently; the majority decides, all replies
+kept; DESIGN.md, contract 4).  The checks themselves are in
 :mod:`services.prober.checks`.
 
 No NATS, no httpx objects: the request goes through the ``send`` callable the
@@ -23,7 +23,7 @@ from datetime import datetime
 from services.prober.checks import Evaluation, evaluate
 from services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from services.prober.reply import Reply
-from shared.events import CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
+from shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
 
 #: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
 REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -108,9 +108,7 @@ async def run_probe(
     probe = build(task.kind, task.language, max_tokens=max_tokens, ttft_threshold_s=ttft_threshold_s)
     attempts = [await _attempt(task, probe, send)]
     first = attempts[0]
-    if task.kind == "language" and first[1].outcome in ("fail", "inconclusive") and first[1].reason not in (
-        "too_short", "pin_violated"
-    ):
+    if task.kind == "language" and first[1].outcome != "pass" and first[1].reason in LANGUAGE_ANOMALIES:
         attempts.extend(await asyncio.gather(*(_attempt(task, probe, send) for _ in range(confirmations))))
     outcome, reason, chosen = _majority(attempts)
     reply, evaluation = chosen

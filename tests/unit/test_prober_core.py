@@ -101,6 +101,14 @@ async def test_no_majority_is_inconclusive():
     assert (result.outcome, result.reason) == ("inconclusive", "no_majority")
 
 
+async def test_a_behavioural_failure_on_a_language_reply_is_not_repeated():
+    """Byte-level tokens in good Portuguese are no language anomaly: one request, the failure stands (no vote)."""
+    send = Script(ok(PT.replace(" ", "\u0120")))
+    result = await run(task("language"), send)
+    assert (result.outcome, result.reason) == ("fail", "bytelevel_tokens")
+    assert result.attempts == [] and len(send.sent) == 1
+
+
 async def test_a_passing_language_reply_is_not_repeated():
     """No anomaly, no confirmation: one request only."""
     send = Script(ok(PT))
