@@ -37,6 +37,9 @@ LANGUAGES: tuple[str, ...] = (
 
 DAY_S = 86400.0
 
+#: Settings that are credentials: masked by ``Settings.public``, left out of ``Settings.environment``.
+SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password")
+
 
 class Settings(Struct, kw_only=True):
     """Every setting of every service.
@@ -126,7 +129,7 @@ class Settings(Struct, kw_only=True):
     def public(self) -> dict[str, Any]:
         """All settings as a dict, secrets masked (safe to log or print)."""
         data = msgspec.structs.asdict(self)
-        for key in ("openrouter_api_key", "nats_password"):
+        for key in SECRET_FIELDS:
             if data.get(key):
                 data[key] = "***"
         return data
@@ -139,10 +142,9 @@ class Settings(Struct, kw_only=True):
         are left out.
         """
         out: dict[str, str] = {}
-        secrets = {"nats_password", "openrouter_api_key"}
         bare = {field_name: name for name, field_name in _BARE_ENV.items()}
         for field_name, value in msgspec.structs.asdict(self).items():
-            if field_name in secrets and not with_secrets:
+            if field_name in SECRET_FIELDS and not with_secrets:
                 continue
             if isinstance(value, list):
                 text = ",".join(str(v) for v in value)
