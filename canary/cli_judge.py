@@ -69,16 +69,19 @@ def replay(
 
 
 def _since(since: str | None) -> datetime | None:
-    """``--since`` as an aware UTC datetime; ``typer.BadParameter`` when it is not ISO 8601 with a zone."""
+    """``--since`` as a UTC datetime (:func:`canary.cli_ops.parse_when`: no zone means UTC).
+
+    Raises:
+        typer.BadParameter: when it is not an ISO 8601 time.
+    """
+    from canary.cli_ops import parse_when
+
     if since is None:
         return None
     try:
-        start = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        return parse_when(since)
     except ValueError as exc:
-        raise typer.BadParameter(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00Z)") from exc
-    if start.tzinfo is None:
-        raise typer.BadParameter("--since needs a zone (UTC: ...Z)")
-    return start
+        raise typer.BadParameter(f"--since: {exc}") from exc
 
 
 async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
