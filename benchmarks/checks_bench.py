@@ -5,7 +5,7 @@ Usage::
 
     python benchmarks/checks_bench.py [--runs N]
 
-The prober runs :func:`services.prober.checks.evaluate` on every reply, so
+The prober runs :func:`reverie_canary.services.prober.checks.evaluate` on every reply, so
 the non-language checks must stay well under 1 ms on a 300-token reply and
 language detection at tens of µs per sentence.  Each row prints the median
 and p95 in µs and the median as a ratio to two baselines timed on the same
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from services.prober.checks import evaluate  # noqa: E402
-from services.prober.checks.behaviour import (  # noqa: E402
+from reverie_canary.services.prober.checks import evaluate  # noqa: E402
+from reverie_canary.services.prober.checks.behaviour import (  # noqa: E402
     check_bytelevel,
     check_control_chars,
     check_control_tokens,
@@ -38,19 +38,19 @@ from services.prober.checks.behaviour import (  # noqa: E402
     check_repetition,
     check_tool_calls,
 )
-from services.prober.checks.encoding import check_encoding  # noqa: E402
-from services.prober.checks.language import check_language, warm_up  # noqa: E402
-from services.prober.checks.latency import check_ttft  # noqa: E402
-from services.prober.checks.refusal import (  # noqa: E402
+from reverie_canary.services.prober.checks.encoding import check_encoding  # noqa: E402
+from reverie_canary.services.prober.checks.language import check_language, warm_up  # noqa: E402
+from reverie_canary.services.prober.checks.latency import check_ttft  # noqa: E402
+from reverie_canary.services.prober.checks.refusal import (  # noqa: E402
     check_empty,
     check_finish,
     check_refusal_phrasing,
     check_truncation,
 )
-from services.prober.checks.structured import check_structured  # noqa: E402
-from services.prober.checks.transport import check_transport  # noqa: E402
-from services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
-from services.prober.reply import ProbeSpec, Reply  # noqa: E402
+from reverie_canary.services.prober.checks.structured import check_structured  # noqa: E402
+from reverie_canary.services.prober.checks.transport import check_transport  # noqa: E402
+from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
+from reverie_canary.services.prober.reply import ProbeSpec, Reply  # noqa: E402
 
 EN = (
     "*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "

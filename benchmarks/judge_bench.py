@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis.asyncio as aioredis  # noqa: E402
 
-from canary.embedded import start_redis  # noqa: E402
-from services.judge.core import Policy, fold  # noqa: E402
-from services.judge.service import Judge  # noqa: E402
-from services.judge.store import RedisJudgeStore  # noqa: E402
+from reverie_canary.canary.embedded import start_redis  # noqa: E402
+from reverie_canary.services.judge.core import Policy, fold  # noqa: E402
+from reverie_canary.services.judge.service import Judge  # noqa: E402
+from reverie_canary.services.judge.store import RedisJudgeStore  # noqa: E402
 from tests.judge_events import MODEL, cycle_events  # noqa: E402
 
 KINDS = ("ttft", "refusal", "structured", "language", "echo")

@@ -53,8 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from services.prober.checks.encoding import assess_encoding  # noqa: E402
-from services.prober.checks.language import (  # noqa: E402
+from reverie_canary.services.prober.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.services.prober.checks.language import (  # noqa: E402
     DEFAULT_POLICY,
     LANGUAGES,
     PARTNER,

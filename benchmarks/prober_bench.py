@@ -28,15 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from canary.embedded import free_port, start_nats  # noqa: E402
-from canary.runtime import running  # noqa: E402
-from services.prober.http import request_body  # noqa: E402
-from services.prober.prompts import build  # noqa: E402
-from shared import clock, codec, subjects  # noqa: E402
-from shared.events import PROBE_KINDS, ProbeTask  # noqa: E402
-from shared.service import ensure_streams, nats_connect  # noqa: E402
-from shared.settings import LANGUAGES, Settings  # noqa: E402
-from shared.streams import TASKS  # noqa: E402
+from reverie_canary.canary.embedded import free_port, start_nats  # noqa: E402
+from reverie_canary.canary.runtime import running  # noqa: E402
+from reverie_canary.services.prober.http import request_body  # noqa: E402
+from reverie_canary.services.prober.prompts import build  # noqa: E402
+from reverie_canary.shared import clock, codec, subjects  # noqa: E402
+from reverie_canary.shared.events import PROBE_KINDS, ProbeTask  # noqa: E402
+from reverie_canary.shared.service import ensure_streams, nats_connect  # noqa: E402
+from reverie_canary.shared.settings import LANGUAGES, Settings  # noqa: E402
+from reverie_canary.shared.streams import TASKS  # noqa: E402
 
 MODEL = "bench/instant-1"
 PROVIDER = "instant/fp8"
@@ -88,8 +88,8 @@ async def bench_prober(settings: Settings, work: list[ProbeTask]) -> tuple[float
     await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
     async with running(settings, ["prober"]):
         # warm up outside the measurement: the language models load on first use
-        from services.prober.checks import evaluate
-        from services.prober.reply import Reply
+        from reverie_canary.services.prober.checks import evaluate
+        from reverie_canary.services.prober.reply import Reply
 
         warm = build("language", "pt")
         evaluate(Reply(text="O farol ergue-se sobre as rochas e a luz varre o mar.", finish_reason="stop",
@@ -130,7 +130,7 @@ async def main(argv: list[str] | None = None) -> int:
         scenario = Path(tmp) / "instant.toml"
         scenario.write_text(SCENARIO)
         port = free_port()
-        sim = subprocess.Popen([sys.executable, "-m", "simulator", "--scenario", str(scenario), "--port", str(port)],
+        sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", str(scenario), "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         nats = start_nats(Path(tmp) / "nats")
         url = f"http://127.0.0.1:{port}/api/v1"

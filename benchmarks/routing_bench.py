@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nats  # noqa: E402
 
-from canary.embedded import aservers  # noqa: E402
-from canary.runtime import running  # noqa: E402
-from shared import codec, subjects  # noqa: E402
-from shared.client import IgnoreListClient  # noqa: E402
-from shared.events import Decision  # noqa: E402
-from shared.logging import configure  # noqa: E402
-from shared.service import ensure_streams  # noqa: E402
-from shared.settings import Settings  # noqa: E402
-from shared.snapshots import IgnoreSnapshot  # noqa: E402
+from reverie_canary.canary.embedded import aservers  # noqa: E402
+from reverie_canary.canary.runtime import running  # noqa: E402
+from reverie_canary.shared import codec, subjects  # noqa: E402
+from reverie_canary.shared.client import IgnoreListClient  # noqa: E402
+from reverie_canary.shared.events import Decision  # noqa: E402
+from reverie_canary.shared.logging import configure  # noqa: E402
+from reverie_canary.shared.service import ensure_streams  # noqa: E402
+from reverie_canary.shared.settings import Settings  # noqa: E402
+from reverie_canary.shared.snapshots import IgnoreSnapshot  # noqa: E402
 
 MODEL = "bench/chat-1"
 PROVIDER = "slow/fp8"

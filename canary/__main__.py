@@ -1,5 +1,5 @@
-"""``python -m canary``: the same as the ``canary`` command."""
+"""``python -m reverie_canary.canary``: the same as the ``canary`` command."""
 
-from canary.cli import main
+from reverie_canary.canary.cli import main
 
 main()

@@ -1,7 +1,7 @@
 """The ``canary`` command line (typer).
 
 Settings come from the environment and ``--config`` (see
-:mod:`shared.settings`); secrets are never printed.
+:mod:`reverie_canary.shared.settings`); secrets are never printed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from shared.errors import ConfigError
-from shared.settings import Settings
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
@@ -33,7 +33,7 @@ def _settings(config: Path | None = None, **overrides) -> Settings:
 
 
 def _logging(settings: Settings) -> None:
-    from shared.logging import configure
+    from reverie_canary.shared.logging import configure
 
     configure(settings.log_format, settings.log_level)
 
@@ -51,8 +51,8 @@ def demo(
                                             "commands in another terminal")] = False,
 ) -> None:
     """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
-    from canary.demo import run_demo
-    from canary.embedded import ServerUnavailable
+    from reverie_canary.canary.demo import run_demo
+    from reverie_canary.canary.embedded import ServerUnavailable
 
     try:
         code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers,
@@ -71,8 +71,8 @@ def run(
     config: ConfigOpt = None,
 ) -> None:
     """Run one service until SIGINT/SIGTERM."""
-    from canary.runtime import SERVICES, serve_forever
-    from shared import metrics
+    from reverie_canary.canary.runtime import SERVICES, serve_forever
+    from reverie_canary.shared import metrics
 
     if service not in SERVICES:
         typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
@@ -93,8 +93,8 @@ def up(
     probers: Annotated[int, typer.Option(help="prober replicas in this process")] = 1,
 ) -> None:
     """Run all five services in this process until SIGINT/SIGTERM."""
-    from canary.runtime import SERVICES, serve_forever
-    from shared import metrics
+    from reverie_canary.canary.runtime import SERVICES, serve_forever
+    from reverie_canary.shared import metrics
 
     settings = _settings(config)
     _logging(settings)
@@ -112,8 +112,8 @@ def init(
     wait_s: Annotated[float, typer.Option("--wait", help="seconds to wait for NATS to answer")] = 60.0,
 ) -> None:
     """Create or update the streams and the KV bucket (idempotent; run as the admin NATS user)."""
-    from canary.runtime import wait_for_dependencies
-    from shared.service import ensure_streams
+    from reverie_canary.canary.runtime import wait_for_dependencies
+    from reverie_canary.shared.service import ensure_streams
 
     settings = _settings(config)
 
@@ -140,8 +140,8 @@ def watch(
                                             "confirm it within 10 s)")] = False,
 ) -> None:
     """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
-    from shared.client import IgnoreListClient
-    from shared.logging import configure as configure_logging
+    from reverie_canary.shared.client import IgnoreListClient
+    from reverie_canary.shared.logging import configure as configure_logging
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -201,7 +201,7 @@ def simulator(
     sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,
 ) -> None:
     """Serve the simulated OpenRouter gateway (for compose and manual tests)."""
-    from simulator.__main__ import main as sim_main
+    from reverie_canary.simulator.__main__ import main as sim_main
 
     argv = ["--scenario", scenario, "--port", str(port), "--host", host]
     if sentences:
@@ -212,7 +212,7 @@ def simulator(
 @app.command()
 def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (shared/cases format); - reads stdin")]) -> None:
     """Evaluate recorded replies with the probe checks; print one JSON verdict per line."""
-    from services.prober.recorded import check_file
+    from reverie_canary.services.prober.recorded import check_file
 
     worst = 0
     try:
@@ -235,7 +235,7 @@ def wire_schema() -> dict:
     """
     import msgspec
 
-    from shared.codec import WIRE_TYPES
+    from reverie_canary.shared.codec import WIRE_TYPES
 
     (refs, components) = msgspec.json.schema_components(WIRE_TYPES, ref_template="#/$defs/{name}")
     return {
@@ -258,8 +258,8 @@ def main() -> None:
     Exit status: 0 ok, 1 failure, 2 bad input or settings.  Usage errors are
     typer's own.  ``CANARY_DEBUG=1`` re-raises unexpected errors with their traceback.
     """
-    from canary.embedded import ServerUnavailable
-    from shared.errors import CanaryError
+    from reverie_canary.canary.embedded import ServerUnavailable
+    from reverie_canary.shared.errors import CanaryError
 
     try:
         app()
@@ -278,6 +278,6 @@ def main() -> None:
 
 
 # Commands defined in other modules register themselves on ``app``.
-from canary import cli_judge  # noqa: E402,F401
-from canary import cli_probe  # noqa: E402,F401
-from canary import cli_ops  # noqa: E402,F401
+from reverie_canary.canary import cli_judge  # noqa: E402,F401
+from reverie_canary.canary import cli_probe  # noqa: E402,F401
+from reverie_canary.canary import cli_ops  # noqa: E402,F401

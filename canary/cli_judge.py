@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import msgspec
 import typer
 
-from canary.cli import ConfigOpt, _settings, app
+from reverie_canary.canary.cli import ConfigOpt, _settings, app
 
 
 def _decision_line(seq: int | None, d) -> str:
@@ -32,10 +32,10 @@ def replay(
 
     Exit status 1 when the live state differs from the log.
     """
-    from services.judge.core import Policy, fold
-    from services.judge.replay import backtest, read_events_file
-    from shared.errors import Undecodable
-    from shared.events import Decision
+    from reverie_canary.services.judge.core import Policy, fold
+    from reverie_canary.services.judge.replay import backtest, read_events_file
+    from reverie_canary.shared.errors import Undecodable
+    from reverie_canary.shared.events import Decision
 
     settings = _settings()
     policy = Policy.from_settings(settings)
@@ -69,12 +69,12 @@ def replay(
 
 
 def _since(since: str | None) -> datetime | None:
-    """``--since`` as a UTC datetime (:func:`canary.cli_ops.parse_when`: no zone means UTC).
+    """``--since`` as a UTC datetime (:func:`reverie_canary.canary.cli_ops.parse_when`: no zone means UTC).
 
     Raises:
         typer.BadParameter: when it is not an ISO 8601 time.
     """
-    from canary.cli_ops import parse_when
+    from reverie_canary.canary.cli_ops import parse_when
 
     if since is None:
         return None
@@ -88,10 +88,10 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
                        start: datetime | None) -> int:
     import nats
 
-    from services.judge.replay import backtest, diff_states, read_log, refold
-    from services.judge.store import RedisJudgeStore
-    from shared.events import Decision
-    from shared.service import redis_client
+    from reverie_canary.services.judge.replay import backtest, diff_states, read_log, refold
+    from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.service import redis_client
 
     kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
     client = redis_client(settings)
@@ -155,10 +155,10 @@ def explain(
     config: ConfigOpt = None,
 ) -> None:
     """Why a provider is in its current state: streaks, the cycles and results behind them, the ladder."""
-    from services.judge.core import Policy
-    from services.judge.explain import explain_provider
-    from services.judge.store import RedisJudgeStore
-    from shared.service import redis_client
+    from reverie_canary.services.judge.core import Policy
+    from reverie_canary.services.judge.explain import explain_provider
+    from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.service import redis_client
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -189,9 +189,9 @@ def report(
     config: ConfigOpt = None,
 ) -> None:
     """Observe mode's record: how many would-be suspensions turned out right or wrong."""
-    from services.judge.explain import shadow_report
-    from services.judge.store import RedisJudgeStore
-    from shared.service import redis_client
+    from reverie_canary.services.judge.explain import shadow_report
+    from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.service import redis_client
 
     settings = _settings(config)
     models = [model] if model else settings.models

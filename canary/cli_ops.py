@@ -39,8 +39,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from canary.cli import ConfigOpt, _settings, app
-from shared.errors import ConfigError
+from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.errors import ConfigError
 
 override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
 exclusions_app = typer.Typer(no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
@@ -186,7 +186,7 @@ class Bus:
         self._kv: Any = None
 
     async def __aenter__(self) -> Bus:
-        from shared.service import nats_connect
+        from reverie_canary.shared.service import nats_connect
 
         async def quiet(_exc: Exception) -> None:
             return None
@@ -210,7 +210,7 @@ class Bus:
         """The ``canary-routing`` bucket."""
         from nats.js.errors import BucketNotFoundError, NotFoundError
 
-        from shared.streams import ROUTING_BUCKET
+        from reverie_canary.shared.streams import ROUTING_BUCKET
 
         if self._kv is None:
             try:
@@ -223,7 +223,7 @@ class Bus:
         """The current IgnoreSnapshot of ``model`` (``None`` when there is none)."""
         from nats.js.errors import KeyNotFoundError
 
-        from shared import codec, subjects
+        from reverie_canary.shared import codec, subjects
 
         kv = await self.kv()
         try:
@@ -236,7 +236,7 @@ class Bus:
         """Model ids that have a snapshot in the bucket."""
         from nats.js.errors import NoKeysError
 
-        from shared.subjects import SubjectError, decode_token
+        from reverie_canary.shared.subjects import SubjectError, decode_token
 
         kv = await self.kv()
         try:
@@ -273,9 +273,9 @@ class Bus:
         Raises:
             OpsError: not stored (no permission: wrong credential; or NATS down).
         """
-        from shared import codec, subjects
-        from shared.commands import VERBS
-        from shared.streams import LOG
+        from reverie_canary.shared import codec, subjects
+        from reverie_canary.shared.commands import VERBS
+        from reverie_canary.shared.streams import LOG
 
         subject = subjects.ops(VERBS[type(command)])
         try:
@@ -295,9 +295,9 @@ class Bus:
         """
         from nats.js.errors import NotFoundError
 
-        from shared import codec, subjects
-        from shared.errors import Undecodable
-        from shared.streams import DEADLETTER
+        from reverie_canary.shared import codec, subjects
+        from reverie_canary.shared.errors import Undecodable
+        from reverie_canary.shared.streams import DEADLETTER
 
         last = await self.last_seq(DEADLETTER)
         subject = subjects.deadletter(service)
@@ -322,7 +322,7 @@ class Bus:
         Returns:
             ``None`` when the consumer's state cannot be read.
         """
-        from shared.streams import LOG
+        from reverie_canary.shared.streams import LOG
 
         try:
             info = await self.js.consumer_info(LOG, durable)
@@ -343,7 +343,7 @@ async def _send_to_router(settings, command, models: list[str] | None, timeout_s
         models: the models whose snapshots the command may change; ``None``:
             every model with a snapshot plus the configured ones.
     """
-    from shared.streams import DEADLETTER, router_consumer
+    from reverie_canary.shared.streams import DEADLETTER, router_consumer
 
     durable = router_consumer(settings).durable
     async with Bus(settings) as bus:
@@ -461,7 +461,7 @@ def override_add(
     config: ConfigOpt = None,
 ) -> None:
     """Ignore PROVIDER now (for one model or every model), until removed or until it expires."""
-    from shared.commands import AddOverride
+    from reverie_canary.shared.commands import AddOverride
 
     if expires and for_:
         typer.echo("error: give --expires or --for, not both", err=True)
@@ -498,7 +498,7 @@ def override_remove(
     config: ConfigOpt = None,
 ) -> None:
     """Remove the operator override of PROVIDER (suspensions and reviewed exclusions stay)."""
-    from shared.commands import RemoveOverride
+    from reverie_canary.shared.commands import RemoveOverride
 
     settings = _settings(config)
     command = _validated(RemoveOverride, **_command_fields(actor), provider=provider, model=model, reason=reason)
@@ -544,7 +544,7 @@ def lift(
     config: ConfigOpt = None,
 ) -> None:
     """End PROVIDER's canary suspension at once; wait for the judge's decision."""
-    from shared.commands import LiftSuspension
+    from reverie_canary.shared.commands import LiftSuspension
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -569,9 +569,9 @@ def lift(
 async def _lift_and_wait(settings, command, timeout_s: float) -> tuple[str, str, int]:
     from nats.js.api import ConsumerConfig, DeliverPolicy
 
-    from shared import codec, subjects
-    from shared.errors import Undecodable
-    from shared.streams import DEADLETTER, LOG, judge_consumer
+    from reverie_canary.shared import codec, subjects
+    from reverie_canary.shared.errors import Undecodable
+    from reverie_canary.shared.streams import DEADLETTER, LOG, judge_consumer
 
     durable = judge_consumer(settings).durable
     model_token = "*" if command.model == "*" else subjects.encode_token(command.model)
@@ -629,8 +629,8 @@ def mode(
     config: ConfigOpt = None,
 ) -> None:
     """Switch the judge to observe or enforce, for one probe kind or all."""
-    from shared.commands import SetMode
-    from shared.events import PROBE_KINDS
+    from reverie_canary.shared.commands import SetMode
+    from reverie_canary.shared.events import PROBE_KINDS
 
     if new_mode not in ("observe", "enforce"):
         typer.echo(f"error: mode must be observe or enforce, not {new_mode!r}", err=True)
@@ -660,7 +660,7 @@ def exclusions_check(
     file: Annotated[Path, typer.Argument(help="a reviewed-exclusions TOML file")],
 ) -> None:
     """Validate a reviewed-exclusions file offline: print each entry, or the error naming the line (exit 1)."""
-    from services.router.core import parse_exclusions
+    from reverie_canary.services.router.core import parse_exclusions
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -685,7 +685,7 @@ def exclusions_reload(
     config: ConfigOpt = None,
 ) -> None:
     """Ask the router to read its exclusions file again (an invalid file is refused; the old one stays)."""
-    from shared.commands import ReloadExclusions
+    from reverie_canary.shared.commands import ReloadExclusions
 
     settings = _settings(config)
     command = _validated(ReloadExclusions, **_command_fields(actor), reason=reason)

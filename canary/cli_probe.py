@@ -17,8 +17,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from canary.cli import _settings, app
-from shared.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.canary.cli import _settings, app
+from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
 
 
 def _describe(n: int, result: ProbeResult) -> str:
@@ -42,9 +42,9 @@ def _describe(n: int, result: ProbeResult) -> str:
 
 async def _run(settings, provider: str, kind: str, language: str, repeat: int, model: str,
                as_json: bool) -> int:
-    from services.prober.service import Prober
-    from shared import clock
-    from shared.openrouter import list_endpoints, make_client
+    from reverie_canary.services.prober.service import Prober
+    from reverie_canary.shared import clock
+    from reverie_canary.shared.openrouter import list_endpoints, make_client
 
     async with make_client(settings, timeout_s=30.0) as listing:
         endpoints = await list_endpoints(listing, model)
@@ -93,7 +93,7 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON ProbeResult per line")] = False,
 ) -> None:
     """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence."""
-    from services.prober.prompts import LANGUAGE_NAMES
+    from reverie_canary.services.prober.prompts import LANGUAGE_NAMES
 
     if kind not in PROBE_KINDS:
         typer.echo(f"error: unknown kind {kind!r}; one of {', '.join(PROBE_KINDS)}", err=True)
@@ -109,9 +109,9 @@ def probe(
     async def main() -> int:
         if simulate is None:
             return await _run(settings, provider, kind, language, repeat, model or settings.models[0], as_json)
-        from simulator.gateway import create_app
-        from simulator.scenario import load_scenario
-        from simulator.server import serve
+        from reverie_canary.simulator.gateway import create_app
+        from reverie_canary.simulator.scenario import load_scenario
+        from reverie_canary.simulator.server import serve
 
         scenario = load_scenario(simulate)
         async with serve(create_app(scenario)) as url:

@@ -24,18 +24,18 @@ from typing import Any, TextIO
 
 from nats.js.errors import KeyNotFoundError
 
-from canary import embedded
-from canary.runtime import running
-from services.judge.core import ModelState
-from services.judge.store import JudgeRecord, RedisJudgeStore
-from shared import clock, codec, subjects
-from shared.auth import generate_passwords, server_config, server_env
-from shared.events import CycleVerdict, Decision
-from shared.logging import configure as configure_logging
-from shared.service import ensure_streams, nats_connect, redis_client
-from shared.settings import Settings
-from shared.snapshots import IgnoreSnapshot
-from shared.streams import ROUTING_BUCKET
+from reverie_canary.canary import embedded
+from reverie_canary.canary.runtime import running
+from reverie_canary.services.judge.core import ModelState
+from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
+from reverie_canary.shared import clock, codec, subjects
+from reverie_canary.shared.auth import generate_passwords, server_config, server_env
+from reverie_canary.shared.events import CycleVerdict, Decision
+from reverie_canary.shared.logging import configure as configure_logging
+from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.streams import ROUTING_BUCKET
 
 #: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds.
 CYCLE_S = 4.0
@@ -209,9 +209,9 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
         base: settings to start from (default: from the environment).
         **overrides: settings that replace the demo's.
     """
-    from simulator.gateway import create_app as create_gateway
-    from simulator.scenario import load_scenario
-    from simulator.server import serve
+    from reverie_canary.simulator.gateway import create_app as create_gateway
+    from reverie_canary.simulator.scenario import load_scenario
+    from reverie_canary.simulator.server import serve
 
     loaded = load_scenario(scenario)
     model = loaded.models[0].id

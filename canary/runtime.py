@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from shared import streams
-from shared.settings import Settings
+from reverie_canary.shared import streams
+from reverie_canary.shared.settings import Settings
 
 SERVICES = ("discovery", "prober", "judge", "router", "notifier")
 
@@ -24,15 +24,15 @@ def factory(name: str) -> Callable[[Settings], FastStream]:
         ValueError: unknown service name.
     """
     if name == "discovery":
-        from services.discovery.service import create_app
+        from reverie_canary.services.discovery.service import create_app
     elif name == "prober":
-        from services.prober.service import create_app
+        from reverie_canary.services.prober.service import create_app
     elif name == "judge":
-        from services.judge.service import create_app
+        from reverie_canary.services.judge.service import create_app
     elif name == "router":
-        from services.router.service import create_app
+        from reverie_canary.services.router.service import create_app
     elif name == "notifier":
-        from services.notifier.service import create_app
+        from reverie_canary.services.notifier.service import create_app
     else:
         raise ValueError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
     return create_app
@@ -77,8 +77,8 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
     Services start in any order in a deployment (compose starts containers
     together): a service waits for its bus instead of dying, and says so.
     """
-    from shared.logging import get as get_logger
-    from shared.service import nats_connect, redis_client
+    from reverie_canary.shared.logging import get as get_logger
+    from reverie_canary.shared.service import nats_connect, redis_client
 
     log = get_logger("runtime")
     delay, said = 0.5, 0.0

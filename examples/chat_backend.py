@@ -2,7 +2,7 @@
 
 The canary's router keeps one ``IgnoreSnapshot`` per model in the NATS KV
 bucket ``canary-routing``.  A chat backend follows it with
-:class:`shared.client.IgnoreListClient` and, for every OpenRouter request,
+:class:`reverie_canary.shared.client.IgnoreListClient` and, for every OpenRouter request,
 asks it for the ``provider`` object: the backend's own preferences with the
 current ``ignore`` list merged in.  The client never blocks a request on the
 bus: it answers from memory, drops expired entries on its own clock, keeps the
@@ -38,10 +38,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from shared.client import IgnoreListClient  # noqa: E402
-from shared.snapshots import IgnoreSnapshot  # noqa: E402
+from reverie_canary.shared.client import IgnoreListClient
+from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 #: The backend's own provider preferences; the client adds ``ignore`` to them.
 PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}
@@ -111,8 +109,8 @@ async def run_backend(nats_url: str, user: str, password: str, model: str, cache
 @contextlib.asynccontextmanager
 async def demo_system(verbose: bool) -> AsyncIterator[tuple[str, str, str, str]]:
     """Start canary demo's system in-process; yield (NATS URL, backend user, its password, model)."""
-    from canary.demo import pipeline
-    from shared.logging import configure
+    from reverie_canary.canary.demo import pipeline
+    from reverie_canary.shared.logging import configure
 
     configure("console", "WARNING", stream=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="chat-backend-example-") as tmp:

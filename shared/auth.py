@@ -17,7 +17,7 @@ USERS = ("admin", *SERVICE_USERS, "operator", "backend")
 
 def server_config() -> Path:
     """Path of the packaged NATS server configuration."""
-    return Path(str(resources.files("shared") / "nats" / "server.conf"))
+    return Path(str(resources.files("reverie_canary.shared") / "nats" / "server.conf"))
 
 
 def generate_passwords() -> dict[str, str]:

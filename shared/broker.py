@@ -30,13 +30,13 @@ from typing import Any
 from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from nats.errors import Error as NatsError
 
-from shared import clock, codec, ids, metrics, subjects
-from shared.codec import Codec
-from shared.errors import Rejected, Transient, Undecodable
-from shared.events import DeadLetter
-from shared.logging import get as get_logger
-from shared.settings import Settings
-from shared.streams import DEADLETTER
+from reverie_canary.shared import clock, codec, ids, metrics, subjects
+from reverie_canary.shared.codec import Codec
+from reverie_canary.shared.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.events import DeadLetter
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import DEADLETTER
 
 PUBLISH_TIMEOUT_S = 5.0
 
@@ -129,7 +129,7 @@ def delivery_of(msg: NatsMessage) -> Delivery:
 class Publisher:
     """Publishes events into JetStream with deterministic ``Nats-Msg-Id``s.
 
-    Raises :class:`shared.errors.Transient` when NATS does not acknowledge in
+    Raises :class:`reverie_canary.shared.errors.Transient` when NATS does not acknowledge in
     time, so that the caller's message is redelivered and the same id retried.
     """
 

@@ -39,12 +39,12 @@ from typing import Any
 import nats
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
-from shared import subjects
-from shared.codec import SNAPSHOT, encode
-from shared.errors import Undecodable
-from shared.logging import get as get_logger
-from shared.snapshots import IgnoreSnapshot
-from shared.streams import ROUTING_BUCKET
+from reverie_canary.shared import subjects
+from reverie_canary.shared.codec import SNAPSHOT, encode
+from reverie_canary.shared.errors import Undecodable
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.streams import ROUTING_BUCKET
 
 #: While the watch is quiet, read the current value this often (seconds).
 RECHECK_S = 15.0

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from shared.commands import (
+from reverie_canary.shared.commands import (
     AddOverride,
     LiftSuspension,
     OperatorCommand,
@@ -20,8 +20,8 @@ from shared.commands import (
     RemoveOverride,
     SetMode,
 )
-from shared.errors import Rejected, Undecodable
-from shared.events import (
+from reverie_canary.shared.errors import Rejected, Undecodable
+from reverie_canary.shared.events import (
     CycleClosed,
     CycleVerdict,
     DeadLetter,
@@ -31,7 +31,7 @@ from shared.events import (
     ProbeTask,
     RetestRequested,
 )
-from shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 T = TypeVar("T")
 
@@ -130,8 +130,8 @@ def check_origin(subject: str, message: Any) -> None:
     Raises:
         Rejected: naming the type, the subject and what belongs there.
     """
-    from shared.commands import VERBS
-    from shared.subjects import SubjectError, decode_token
+    from reverie_canary.shared.commands import VERBS
+    from reverie_canary.shared.subjects import SubjectError, decode_token
 
     parts = subject.split(".")
     family = parts[1] if len(parts) > 2 and parts[0] == "canary" else ""

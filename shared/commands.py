@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from shared.events import Mode, ProbeKind, Slug, UtcDatetime
+from reverie_canary.shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
 #: An operator's free-text reason; required, so never empty nor blank
 #: (``msgspec`` patterns match with ``re.search``: at least one non-space).

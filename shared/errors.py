@@ -1,6 +1,6 @@
 """One root error and three intents, each mapped once to an ack action.
 
-(CONVENTIONS.md, "Errors say what to do".)  :func:`shared.broker.handle` is the
+(CONVENTIONS.md, "Errors say what to do".)  :func:`reverie_canary.shared.broker.handle` is the
 only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
 
 - :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason.

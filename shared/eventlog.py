@@ -18,9 +18,9 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from shared import codec, subjects
-from shared.errors import Rejected, Undecodable
-from shared.streams import LOG
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.errors import Rejected, Undecodable
+from reverie_canary.shared.streams import LOG
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ gives the same state because no decision reads the wall clock: time comes from
 Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
 defaults, a field's type never changes, unknown fields are accepted so that an
 older reader keeps reading newer events.  Decoding is strict about types: use
-the module-level decoders in :mod:`shared.codec`, never lax conversion.
+the module-level decoders in :mod:`reverie_canary.shared.codec`, never lax conversion.
 """
 
 from __future__ import annotations

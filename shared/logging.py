@@ -1,7 +1,7 @@
 """Structured logging (structlog): one event per line, key=value or JSON.
 
 Services log facts with fields (``provider=``, ``subject=``, ``reason=``), never
-secrets: settings are logged through :meth:`shared.settings.Settings.public`.
+secrets: settings are logged through :meth:`reverie_canary.shared.settings.Settings.public`.
 """
 
 from __future__ import annotations

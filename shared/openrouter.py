@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import msgspec
 
-from shared.errors import Transient
-from shared.events import Endpoint
-from shared.settings import Settings
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.events import Endpoint
+from reverie_canary.shared.settings import Settings
 
 
 def make_client(settings: Settings, *, timeout_s: float | None = None) -> httpx.AsyncClient:
@@ -73,7 +73,7 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
     responses have fewer), strict about the types of the fields used.
 
     Returns:
-        One :class:`shared.events.Endpoint` per endpoint ``tag``, in listing order.
+        One :class:`reverie_canary.shared.events.Endpoint` per endpoint ``tag``, in listing order.
 
     Raises:
         Transient: network error, timeout, 5xx or 429.

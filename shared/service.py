@@ -2,7 +2,7 @@
 
 Each service module builds one :class:`Shell`, registers its handlers with
 :meth:`Shell.subscribe` (strict decoding, the ack mapping of
-:func:`shared.broker.handle`) and its timers with :meth:`Shell.background`,
+:func:`reverie_canary.shared.broker.handle`) and its timers with :meth:`Shell.background`,
 and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
 runs one app; ``canary up`` and ``canary demo`` run all five in one process.
 """
@@ -20,13 +20,13 @@ from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from shared import streams
-from shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
-from shared.codec import Codec
-from shared.errors import Transient
-from shared.logging import get as get_logger
-from shared.settings import Settings
-from shared.streams import ConsumerSpec
+from reverie_canary.shared import streams
+from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
+from reverie_canary.shared.codec import Codec
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import ConsumerSpec
 
 
 async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
@@ -67,7 +67,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
 
 
 async def _raw_body(msg: NatsMessage) -> bytes:
-    """FastStream decoder that does not parse: :func:`shared.broker.handle` decodes strictly.
+    """FastStream decoder that does not parse: :func:`reverie_canary.shared.broker.handle` decodes strictly.
 
     FastStream's default decoder runs ``json.loads`` on every body before the
     handler; a deeply nested document then raised RecursionError there, outside

@@ -26,8 +26,8 @@ from typing import Any
 import msgspec
 from msgspec import Struct, field
 
-from shared.errors import ConfigError
-from shared.events import PROBE_KINDS, Mode
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.events import PROBE_KINDS, Mode
 
 #: The 17 interface languages of Reverie (DESIGN.md, contract 4), ISO 639-1.
 LANGUAGES: tuple[str, ...] = (
@@ -116,7 +116,7 @@ class Settings(Struct, kw_only=True):
         problems = _problems(self)
         if problems:
             raise ConfigError("invalid settings: " + "; ".join(problems))
-        from shared.logging import redact
+        from reverie_canary.shared.logging import redact
 
         redact(self.openrouter_api_key, self.nats_password)
 

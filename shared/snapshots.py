@@ -11,8 +11,8 @@ from datetime import datetime
 
 from msgspec import Struct
 
-from shared.commands import Layer
-from shared.events import Event, Slug, UtcDatetime
+from reverie_canary.shared.commands import Layer
+from reverie_canary.shared.events import Event, Slug, UtcDatetime
 
 
 class IgnoreReason(Struct, frozen=True, kw_only=True):

@@ -33,8 +33,8 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from shared import subjects
-from shared.settings import Settings
+from reverie_canary.shared import subjects
+from reverie_canary.shared.settings import Settings
 
 LOG = "CANARY_LOG"
 TASKS = "CANARY_TASKS"

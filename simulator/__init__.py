@@ -2,6 +2,6 @@
 
 An honest stand-in for the real gateway: same HTTP surface and wire format
 (``shared/reference/openrouter-api.md``), a scripted fleet of providers with
-faults (:mod:`simulator.scenario`), served by uvicorn on a real socket
-(:mod:`simulator.server`).  ``python -m simulator --scenario default``.
+faults (:mod:`reverie_canary.simulator.scenario`), served by uvicorn on a real socket
+(:mod:`reverie_canary.simulator.server`).  ``python -m reverie_canary.simulator --scenario default``.
 """

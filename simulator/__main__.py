@@ -1,8 +1,8 @@
-"""``python -m simulator``: run the simulated OpenRouter gateway (see :func:`simulator.server.main`)."""
+"""``python -m reverie_canary.simulator``: run the simulated OpenRouter gateway (see :func:`reverie_canary.simulator.server.main`)."""
 
 import sys
 
-from simulator.server import main
+from reverie_canary.simulator.server import main
 
 __all__ = ["main"]
 

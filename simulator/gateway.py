@@ -20,7 +20,7 @@ Test hooks, not OpenRouter (prefixed ``/_sim``):
 
 Every random choice is seeded: routing from (seed, model, request number),
 replies and faults from (seed, model, endpoint tag, that endpoint's request
-number).  What the provider does is decided by :mod:`simulator.model`; this
+number).  What the provider does is decided by :mod:`reverie_canary.simulator.model`; this
 module only routes, keeps time and writes the wire.
 """
 
@@ -47,8 +47,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from shared.errors import ConfigError
-from simulator.model import (
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.simulator.model import (
     Instructions,
     Plan,
     bypass_target,
@@ -57,10 +57,10 @@ from simulator.model import (
     read_request,
     split_pieces,
 )
-from simulator.routing import NoRoute, request_parameters, route
-from simulator.scenario import Endpoint, Flaky, Model, Scenario, Slow, check_faults, decode_faults
-from simulator.text import TextSource
-from simulator.wire import (
+from reverie_canary.simulator.routing import NoRoute, request_parameters, route
+from reverie_canary.simulator.scenario import Endpoint, Flaky, Model, Scenario, Slow, check_faults, decode_faults
+from reverie_canary.simulator.text import TextSource
+from reverie_canary.simulator.wire import (
     Architecture,
     ChatMessage,
     ChatRequest,
@@ -666,7 +666,7 @@ def create_app(
     """Build the simulated OpenRouter gateway as an ASGI app.
 
     Args:
-        scenario: the fleet (:func:`simulator.scenario.load_scenario`).
+        scenario: the fleet (:func:`reverie_canary.simulator.scenario.load_scenario`).
         sentences_dir: optional directory of ``<lang>.txt`` real sentences for
             healthy replies (read by path, never copied).
         keepalive_s: interval of ``: OPENROUTER PROCESSING`` comments in

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from msgspec import Struct
 
-from simulator import jsongen
-from simulator.scenario import (
+from reverie_canary.simulator import jsongen
+from reverie_canary.simulator.scenario import (
     BrokenStructured,
     ByteLevel,
     ControlTokens,
@@ -43,8 +43,8 @@ from simulator.scenario import (
     Slow,
     Truncate,
 )
-from simulator.text import CODE_BY_NAME, LANGUAGE_NAMES, SPACELESS, TextSource, join_sentences
-from simulator.wire import ChatRequest
+from reverie_canary.simulator.text import CODE_BY_NAME, LANGUAGE_NAMES, SPACELESS, TextSource, join_sentences
+from reverie_canary.simulator.wire import ChatRequest
 
 _LANGUAGE = re.compile(r"Write your reply in ([A-Z][A-Za-z]+)")
 _PREFIX = re.compile(r"The first character of your reply must be (\S)")

@@ -24,8 +24,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from simulator.scenario import Endpoint
-from simulator.wire import ProviderPreferences
+from reverie_canary.simulator.scenario import Endpoint
+from reverie_canary.simulator.wire import ProviderPreferences
 
 #: Request body keys that map one-to-one to a ``supported_parameters`` value.
 SIMPLE_PARAMETERS: tuple[str, ...] = (

@@ -37,9 +37,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-from shared.errors import ConfigError
-from shared.events import PROBE_KINDS
-from simulator.text import LANGUAGES
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.events import PROBE_KINDS
+from reverie_canary.simulator.text import LANGUAGES
 
 Language = Literal[LANGUAGES]  # type: ignore[valid-type]
 ProbeKind = Literal[PROBE_KINDS]  # type: ignore[valid-type]
@@ -67,7 +67,7 @@ DEFAULT_PARAMETERS: tuple[str, ...] = (
     "reasoning", "include_reasoning",
 )
 
-PACKAGED = "simulator.scenarios"
+PACKAGED = "reverie_canary.simulator.scenarios"
 
 
 class When(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -2,7 +2,7 @@
 
 ``serve`` binds the socket itself, so ``port=0`` gets a free port that is known
 before the first request; tests and ``canary demo`` use it.  ``main`` is the
-command line: ``python -m simulator --scenario default --port 8080``.
+command line: ``python -m reverie_canary.simulator --scenario default --port 8080``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import uvicorn
 
-from shared.errors import ConfigError
+from reverie_canary.shared.errors import ConfigError
 
 
 @asynccontextmanager
@@ -31,7 +31,7 @@ async def serve(
     """Run ``app`` until the block exits; yield the OpenRouter-style base URL.
 
     Args:
-        app: an ASGI app (:func:`simulator.gateway.create_app`).
+        app: an ASGI app (:func:`reverie_canary.simulator.gateway.create_app`).
         host: interface to bind.
         port: TCP port; 0 picks a free one.
         shutdown_timeout_s: seconds open requests (a hanging provider, a
@@ -77,14 +77,14 @@ async def serve(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulated gateway until interrupted.
 
-    ``python -m simulator [--scenario NAME|PATH] [--host H] [--port P]
+    ``python -m reverie_canary.simulator [--scenario NAME|PATH] [--host H] [--port P]
     [--sentences DIR] [--keepalive-s S]``.  Returns the exit status (2 on a bad
     scenario).
     """
-    from simulator.gateway import create_app
-    from simulator.scenario import load_scenario
+    from reverie_canary.simulator.gateway import create_app
+    from reverie_canary.simulator.scenario import load_scenario
 
-    parser = argparse.ArgumentParser(prog="python -m simulator",
+    parser = argparse.ArgumentParser(prog="python -m reverie_canary.simulator",
                                      description="Simulated OpenRouter gateway with a scripted provider fleet.")
     parser.add_argument("--scenario", default="default",
                         help="packaged scenario name (default, full) or a TOML file path")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from canary.embedded import BinaryMissing, start_nats, start_redis
+from reverie_canary.canary.embedded import BinaryMissing, start_nats, start_redis
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
@@ -103,7 +103,7 @@ def default_logging() -> None:
     reconfigures structlog for the whole process; a later test that captures
     warnings must not depend on which tests ran before it.
     """
-    from shared.logging import configure
+    from reverie_canary.shared.logging import configure
 
     configure()
 
@@ -129,7 +129,7 @@ class SecuredInfra(Infra):
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[SecuredInfra]:
     """A fresh NATS with one user per service, operator and backend, plus Redis."""
-    from shared.auth import generate_passwords, server_config, server_env
+    from reverie_canary.shared.auth import generate_passwords, server_config, server_env
 
     passwords = generate_passwords()
     with servers(tmp_path, server_config(), server_env(passwords)) as (nats_url, redis_url):

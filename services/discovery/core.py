@@ -29,9 +29,9 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 
-from services.prober.prompts import PROMPT_VERSION
-from shared import ids
-from shared.events import Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
+from reverie_canary.services.prober.prompts import PROMPT_VERSION
+from reverie_canary.shared import ids
+from reverie_canary.shared.events import Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})

@@ -17,16 +17,16 @@ from datetime import timedelta
 import httpx
 from faststream import FastStream
 
-from services.discovery.core import cycle_start, plan
-from shared import codec, ids, streams, subjects
-from shared.broker import Delivery
-from shared.errors import Transient
-from shared.events import CycleClosed, ProbeTask, RetestRequested
-from shared.openrouter import list_endpoints, make_client
-from shared.service import Shell, redis_client
-from shared.settings import Settings
-from shared.streams import LOG, TASKS
-from shared.subjects import encode_token
+from reverie_canary.services.discovery.core import cycle_start, plan
+from reverie_canary.shared import codec, ids, streams, subjects
+from reverie_canary.shared.broker import Delivery
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.events import CycleClosed, ProbeTask, RetestRequested
+from reverie_canary.shared.openrouter import list_endpoints, make_client
+from reverie_canary.shared.service import Shell, redis_client
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import LOG, TASKS
+from reverie_canary.shared.subjects import encode_token
 
 
 #: Join the current cycle only while this share of its probe window is still ahead.

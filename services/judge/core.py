@@ -48,9 +48,9 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
-from shared import ids
-from shared.commands import LiftSuspension, SetMode
-from shared.events import (
+from reverie_canary.shared import ids
+from reverie_canary.shared.commands import LiftSuspension, SetMode
+from reverie_canary.shared.events import (
     LANGUAGE_ANOMALIES,
     CycleClosed,
     CycleVerdict,
@@ -64,8 +64,8 @@ from shared.events import (
     ResultRef,
     RetestRequested,
 )
-from shared.settings import Settings
-from shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 #: How many closed cycles a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64
@@ -80,7 +80,7 @@ SHADOW_MEMORY = 500
 
 
 class Policy(Struct, frozen=True, kw_only=True):
-    """The thresholds of the policy (from :class:`shared.settings.Settings`)."""
+    """The thresholds of the policy (from :class:`reverie_canary.shared.settings.Settings`)."""
 
     failed_cycles_to_suspend: int = 2
     passed_cycles_to_recover: int = 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from services.judge.core import ModelState, Policy, human_duration, mode_of
+from reverie_canary.services.judge.core import ModelState, Policy, human_duration, mode_of
 
 
 def _t(dt) -> str:

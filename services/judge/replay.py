@@ -3,7 +3,7 @@
 ``canary replay`` answers "why was provider X suspended at T?" and checks that
 Redis agrees with the log (DESIGN.md, "Subjects and streams"): it reads
 ``CANARY_LOG`` in stream order -- the order the judge read live -- folds it
-through the same :func:`services.judge.core.decide` into scratch state, and
+through the same :func:`reverie_canary.services.judge.core.decide` into scratch state, and
 reports any difference from the stored state.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from services.judge.core import Effect, ModelState, Policy, decide, initial
-from shared import codec, eventlog, subjects
-from shared.errors import Undecodable
-from shared.eventlog import LoggedEvent
-from shared.events import Decision
+from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
+from reverie_canary.shared import codec, eventlog, subjects
+from reverie_canary.shared.errors import Undecodable
+from reverie_canary.shared.eventlog import LoggedEvent
+from reverie_canary.shared.events import Decision
 
 #: Subjects the judge folds (its durable consumer's filter).
 JUDGE_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_OPS,
@@ -29,7 +29,7 @@ JUDGE_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESU
 
 async def read_log(js: JetStreamContext, *, since: datetime | None = None, until_seq: int | None = None,
                    judge_only: bool = True, idle_s: float = 2.0) -> list[LoggedEvent]:
-    """The log in stream order, by default only what the judge folds (:func:`shared.eventlog.read_log`)."""
+    """The log in stream order, by default only what the judge folds (:func:`reverie_canary.shared.eventlog.read_log`)."""
     return await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS if judge_only else None, since=since,
                                    until_seq=until_seq, idle_s=idle_s)
 
@@ -98,7 +98,7 @@ def backtest(events: list[Any], current: Policy, other: Policy) -> dict[str, lis
     Returns:
         ``{"only_current": [...], "only_other": [...]}``.
     """
-    from services.judge.core import fold
+    from reverie_canary.services.judge.core import fold
 
     _, a = fold(events, current)
     _, b = fold(events, other)

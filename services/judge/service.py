@@ -3,7 +3,7 @@
 One durable consumer (``judge-v1``) reads discovery events, probe results,
 operator commands and routing snapshots in stream order, one at a time, so the
 live fold sees exactly the order ``canary replay`` reads.  Each message:
-decode, load, decide (:func:`services.judge.core.decide`), save with the stream
+decode, load, decide (:func:`reverie_canary.services.judge.core.decide`), save with the stream
 position and the outbox, publish the outbox with deterministic ids.
 """
 
@@ -13,19 +13,19 @@ from collections.abc import Awaitable, Callable
 
 from faststream import FastStream
 
-from services.judge.core import Effect, Policy, decide, initial
-from services.judge.replay import JUDGE_SUBJECTS, refold
-from services.judge.store import JudgeRecord, JudgeStore, RedisJudgeStore
-from shared import eventlog, ids, metrics, streams, subjects
-from shared.broker import Delivery, Publisher
-from shared.codec import Codec
-from shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult, RetestRequested
-from shared.logging import get as get_logger
-from shared.service import Shell, nats_connect, redis_client
-from shared.settings import Settings
-from shared.snapshots import IgnoreSnapshot
-from shared.streams import LOG
+from reverie_canary.services.judge.core import Effect, Policy, decide, initial
+from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, refold
+from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, RedisJudgeStore
+from reverie_canary.shared import eventlog, ids, metrics, streams, subjects
+from reverie_canary.shared.broker import Delivery, Publisher
+from reverie_canary.shared.codec import Codec
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult, RetestRequested
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.streams import LOG
 
 JUDGE_INPUT = Codec(
     EndpointsDiscovered | CycleClosed | ProbeResult | IgnoreSnapshot

@@ -17,9 +17,9 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from services.judge.core import Effect, ModelState, initial
-from shared.errors import Transient
-from shared.subjects import decode_token, encode_token
+from reverie_canary.services.judge.core import Effect, ModelState, initial
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.subjects import decode_token, encode_token
 
 
 class JudgeRecord(msgspec.Struct, kw_only=True):

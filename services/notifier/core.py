@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.commands import AddOverride, Command, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from shared.events import Decision
-from shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.commands import AddOverride, Command, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 SEVERITY = {
     "suspend": "critical",

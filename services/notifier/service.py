@@ -12,16 +12,16 @@ import httpx
 from faststream import FastStream
 from redis.exceptions import RedisError
 
-from services.notifier.core import describe_command, describe_decision, describe_snapshot
-from shared import streams
-from shared.broker import Delivery
-from shared.codec import Codec
-from shared.errors import Transient
-from shared.commands import Command, OperatorCommand
-from shared.events import Decision
-from shared.service import Shell, redis_client
-from shared.settings import Settings
-from shared.snapshots import IgnoreSnapshot
+from reverie_canary.services.notifier.core import describe_command, describe_decision, describe_snapshot
+from reverie_canary.shared import streams
+from reverie_canary.shared.broker import Delivery
+from reverie_canary.shared.codec import Codec
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.commands import Command, OperatorCommand
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.service import Shell, redis_client
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 NOTIFIER_INPUT = Codec(Decision | IgnoreSnapshot | OperatorCommand, "decision, snapshot or operator command")
 KEEP_S = 35 * 86400

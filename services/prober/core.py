@@ -4,10 +4,10 @@ Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
 ``not_applicable``, not broken), pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``) and the language
-probe's confirmation (on a language anomaly, :data:`shared.events.LANGUAGE_ANOMALIES`,
+probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.events.LANGUAGE_ANOMALIES`,
 two more tries at once, sent concurrently; the majority decides, all replies
 kept; DESIGN.md, contract 4).  The checks themselves are in
-:mod:`services.prober.checks`.
+:mod:`reverie_canary.services.prober.checks`.
 
 No NATS, no httpx objects: the request goes through the ``send`` callable the
 shell passes in, and time through ``now``.
@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from services.prober.checks import Evaluation, evaluate
-from services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
-from services.prober.reply import Reply
-from shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
+from reverie_canary.services.prober.checks import Evaluation, evaluate
+from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
+from reverie_canary.services.prober.reply import Reply
+from reverie_canary.shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
 
 #: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
 REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {

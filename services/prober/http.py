@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from services.prober.prompts import ProbeRequest
-from services.prober.reply import Reply
+from reverie_canary.services.prober.prompts import ProbeRequest
+from reverie_canary.services.prober.reply import Reply
 
 
 def request_body(model: str, provider: str, probe: ProbeRequest, *, require_parameters: bool) -> dict[str, Any]:

@@ -33,9 +33,9 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
-from services.prober.checks import evaluate
-from services.prober.prompts import SENTINEL
-from services.prober.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.checks import evaluate
+from reverie_canary.services.prober.prompts import SENTINEL
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
 
 KIND_MAP = {
     "latency": "ttft",
@@ -57,7 +57,7 @@ class CaseError(ValueError):
 
 @dataclass(frozen=True)
 class RecordedCase:
-    """One field case, ready for :func:`services.prober.checks.evaluate`."""
+    """One field case, ready for :func:`reverie_canary.services.prober.checks.evaluate`."""
 
     id: str
     reply: Reply

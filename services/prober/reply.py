@@ -1,7 +1,7 @@
 """What a check sees: a finished reply and the spec of the probe that asked for it.
 
-The HTTP layer (:mod:`services.prober.http`) and the recorded-case reader
-(:mod:`services.prober.recorded`) both produce these plain Structs; checks never
+The HTTP layer (:mod:`reverie_canary.services.prober.http`) and the recorded-case reader
+(:mod:`reverie_canary.services.prober.recorded`) both produce these plain Structs; checks never
 see an httpx object (CONVENTIONS.md, "A service is a pure core").
 """
 

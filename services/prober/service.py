@@ -18,18 +18,18 @@ import uuid
 import httpx
 from faststream import FastStream
 
-from services.prober.checks.language import warm_up
-from services.prober.core import run_probe
-from services.prober.http import request_body, send_probe
-from services.prober.prompts import ProbeRequest
-from services.prober.reply import Reply
-from shared import clock, codec, metrics, streams, subjects
-from shared.broker import Delivery
-from shared.events import ProbeTask
-from shared.openrouter import make_client
-from shared.service import Shell
-from shared.settings import Settings
-from shared.streams import LOG
+from reverie_canary.services.prober.checks.language import warm_up
+from reverie_canary.services.prober.core import run_probe
+from reverie_canary.services.prober.http import request_body, send_probe
+from reverie_canary.services.prober.prompts import ProbeRequest
+from reverie_canary.services.prober.reply import Reply
+from reverie_canary.shared import clock, codec, metrics, streams, subjects
+from reverie_canary.shared.broker import Delivery
+from reverie_canary.shared.events import ProbeTask
+from reverie_canary.shared.openrouter import make_client
+from reverie_canary.shared.service import Shell
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import LOG
 
 CAPABILITY_KINDS = frozenset({"structured"})
 
@@ -43,7 +43,7 @@ class Prober:
         self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
     async def send(self, task: ProbeTask, probe: ProbeRequest) -> Reply:
-        """Send one pinned request for ``task`` (the port :mod:`services.prober.core` uses)."""
+        """Send one pinned request for ``task`` (the port :mod:`reverie_canary.services.prober.core` uses)."""
         assert self.client is not None, "Prober.send before start"
         body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS)
         ttft_deadline = self.settings.ttft_threshold_s * 1.05 if task.kind == "ttft" else None

@@ -27,8 +27,8 @@ from typing import Any
 
 from msgspec import Struct
 
-from shared.errors import ConfigError
-from shared.snapshots import IgnoreEntry, IgnoreReason
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason
 
 LAYER_ORDER = {"exclusion": 0, "override": 1, "suspension": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -30,17 +30,17 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from redis.exceptions import RedisError
 
-from services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
-from shared import clock, codec, eventlog, ids, streams, subjects
-from shared.broker import Delivery
-from shared.codec import Codec
-from shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from shared.errors import ConfigError, Rejected, Transient
-from shared.events import Decision
-from shared.service import Shell, nats_connect, redis_client
-from shared.settings import Settings
-from shared.snapshots import IgnoreSnapshot
-from shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
+from reverie_canary.shared import clock, codec, eventlog, ids, streams, subjects
+from reverie_canary.shared.broker import Delivery
+from reverie_canary.shared.codec import Codec
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.errors import ConfigError, Rejected, Transient
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 
 ROUTER_INPUT = Codec(Decision | AddOverride | RemoveOverride | ReloadExclusions | LiftSuspension | SetMode,
                      "router input")

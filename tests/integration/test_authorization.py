@@ -9,14 +9,14 @@ import nats
 import pytest
 from nats.errors import NoServersError
 
-from canary.runtime import running
-from shared import codec, subjects
-from shared.client import IgnoreListClient
-from shared.commands import AddOverride
-from shared.events import Decision
-from shared.service import ensure_streams
-from shared.settings import Settings
-from shared.streams import LOG
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.client import IgnoreListClient
+from reverie_canary.shared.commands import AddOverride
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.service import ensure_streams
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import LOG
 
 pytestmark = pytest.mark.integration
 
@@ -158,7 +158,7 @@ async def test_a_malformed_command_changes_nothing_and_is_dead_lettered_with_its
 
 async def test_a_command_dressed_as_another_message_is_refused(secured):
     """A prober's lift on a results subject, a judge's override on a decisions subject: refused, nothing changes."""
-    from shared.commands import LiftSuspension, SetMode
+    from reverie_canary.shared.commands import LiftSuspension, SetMode
 
     infra = secured
     await ensure_streams(settings_for(infra))

@@ -8,12 +8,12 @@ from collections import defaultdict
 import nats
 import pytest
 
-from canary.runtime import running
-from shared import codec, subjects
-from shared.events import DeadLetter
-from shared.service import ensure_streams
-from shared.settings import Settings
-from shared.streams import DEADLETTER, TASKS
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.events import DeadLetter
+from reverie_canary.shared.service import ensure_streams
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import DEADLETTER, TASKS
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import stat
 import pytest
 from typer.testing import CliRunner
 
-from canary.cli import app
-from canary.demo import pipeline, write_env_files
+from reverie_canary.canary.cli import app
+from reverie_canary.canary.demo import pipeline, write_env_files
 
 pytestmark = pytest.mark.integration
 

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from services.discovery.core import plan, rotation
-from services.discovery.service import Discovery
-from shared.events import PROBE_KINDS, Endpoint, RetestRequested
-from shared.service import Shell, redis_client
-from shared.settings import LANGUAGES, Settings
+from reverie_canary.services.discovery.core import plan, rotation
+from reverie_canary.services.discovery.service import Discovery
+from reverie_canary.shared.events import PROBE_KINDS, Endpoint, RetestRequested
+from reverie_canary.shared.service import Shell, redis_client
+from reverie_canary.shared.settings import LANGUAGES, Settings
 
 pytestmark = pytest.mark.integration
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from services.judge.core import Policy, fold
-from services.judge.service import Judge
-from services.judge.store import RedisJudgeStore
-from shared.broker import Publisher, make_broker
-from shared.errors import Transient
-from shared.events import CycleClosed, Decision
-from shared.service import ensure_streams
-from shared.settings import Settings
+from reverie_canary.services.judge.core import Policy, fold
+from reverie_canary.services.judge.service import Judge
+from reverie_canary.services.judge.store import RedisJudgeStore
+from reverie_canary.shared.broker import Publisher, make_broker
+from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.events import CycleClosed, Decision
+from reverie_canary.shared.service import ensure_streams
+from reverie_canary.shared.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy
 
 pytestmark = pytest.mark.integration
@@ -54,7 +54,7 @@ async def parts(infra):
 
 async def stored_decisions(broker) -> list[str]:
     js = broker._connection.jetstream()  # noqa: SLF001 - test reads the log directly
-    from services.judge.replay import read_log
+    from reverie_canary.services.judge.replay import read_log
 
     logged = await read_log(js, judge_only=False)
     return [e.event.decision_id for e in logged if isinstance(e.event, Decision)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from services.judge.core import Policy, fold
-from services.judge.store import JudgeRecord, MemoryJudgeStore, RedisJudgeStore
-from shared.errors import Transient
+from reverie_canary.services.judge.core import Policy, fold
+from reverie_canary.services.judge.store import JudgeRecord, MemoryJudgeStore, RedisJudgeStore
+from reverie_canary.shared.errors import Transient
 from tests.judge_events import MODEL, cycle_events, healthy
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """Operator commands (``canary override|lift|mode|exclusions``) against real NATS, Redis and services.
 
-The commands run as a subprocess (``python -m canary``) with the operator's
+The commands run as a subprocess (``python -m reverie_canary.canary``) with the operator's
 credential, as an operator would run them; the router and judge run in-process
 with their own credentials (``shared/nats/server.conf``).
 """
@@ -21,12 +21,12 @@ import nats
 import pytest
 from typer.testing import CliRunner
 
-from canary.cli import app
-from canary.runtime import running
-from shared import codec, subjects
-from shared.service import ensure_streams
-from shared.settings import Settings
-from shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.canary.cli import app
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.service import ensure_streams
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 from tests.judge_events import cycle_events, healthy, publish_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +42,12 @@ def settings_for(infra, user: str = "admin", **changes) -> Settings:
 
 
 async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, str]:
-    """Run ``python -m canary ARGS`` as ``user``; returns (exit status, stdout, stderr)."""
+    """Run ``python -m reverie_canary.canary ARGS`` as ``user``; returns (exit status, stdout, stderr)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "NATS_"))}
     env.update(NATS_URL=infra.nats_url, NATS_USER=user, NATS_PASSWORD=infra.passwords[user],
                REDIS_URL=infra.redis_url, CANARY_NAMESPACE=infra.namespace, CANARY_MODELS=MODEL,
                CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "canary", *args, cwd=ROOT, env=env,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", *args, cwd=ROOT, env=env,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     return proc.returncode, out.decode(), err.decode()
@@ -340,7 +340,7 @@ def test_the_repository_exclusions_file_is_valid():
 
 def test_durations_and_times_of_override_add_are_parsed_strictly():
     """--for takes 90s/30m/2h/1d/1h30m; --expires takes ISO 8601 (no zone: UTC); anything else is refused."""
-    from canary.cli_ops import parse_duration, parse_when
+    from reverie_canary.canary.cli_ops import parse_duration, parse_when
 
     assert parse_duration("1h30m") == timedelta(minutes=90)
     assert parse_duration("2d") == timedelta(days=2) and parse_duration("45s") == timedelta(seconds=45)

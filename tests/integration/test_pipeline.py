@@ -10,11 +10,11 @@ import asyncio
 
 import pytest
 
-from canary.demo import pipeline
-from services.judge.core import Policy
-from services.judge.replay import diff_states, read_log, refold
-from shared.events import Decision
-from shared.service import nats_connect
+from reverie_canary.canary.demo import pipeline
+from reverie_canary.services.judge.core import Policy
+from reverie_canary.services.judge.replay import diff_states, read_log, refold
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.service import nats_connect
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def _replay_cli(settings):
     """``canary replay`` against the running pipeline, as an auditor runs it."""
     from typer.testing import CliRunner
 
-    from canary.cli import app
+    from reverie_canary.canary.cli import app
 
     env = {"NATS_URL": settings.nats_url, "NATS_USER": settings.nats_user, "NATS_PASSWORD": settings.nats_password,
            "REDIS_URL": settings.redis_url, "CANARY_NAMESPACE": settings.namespace, "CANARY_MODE": "enforce",

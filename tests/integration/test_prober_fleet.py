@@ -13,13 +13,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.prober.service import Prober
-from shared.events import PROBE_KINDS, ProbeTask
-from shared.openrouter import list_endpoints, make_client
-from shared.settings import LANGUAGES, Settings
-from simulator.gateway import create_app
-from simulator.scenario import load_scenario
-from simulator.server import serve
+from reverie_canary.services.prober.service import Prober
+from reverie_canary.shared.events import PROBE_KINDS, ProbeTask
+from reverie_canary.shared.openrouter import list_endpoints, make_client
+from reverie_canary.shared.settings import LANGUAGES, Settings
+from reverie_canary.simulator.gateway import create_app
+from reverie_canary.simulator.scenario import load_scenario
+from reverie_canary.simulator.server import serve
 
 pytestmark = pytest.mark.integration
 

@@ -9,15 +9,15 @@ from datetime import timedelta
 
 import pytest
 
-from canary.runtime import running
-from shared import clock, codec, subjects
-from shared.events import ProbeTask
-from shared.service import ensure_streams, nats_connect
-from shared.settings import Settings
-from shared.streams import LOG, TASKS
-from simulator.gateway import create_app
-from simulator.scenario import load_scenario
-from simulator.server import serve
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import clock, codec, subjects
+from reverie_canary.shared.events import ProbeTask
+from reverie_canary.shared.service import ensure_streams, nats_connect
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import LOG, TASKS
+from reverie_canary.simulator.gateway import create_app
+from reverie_canary.simulator.scenario import load_scenario
+from reverie_canary.simulator.server import serve
 
 pytestmark = pytest.mark.integration
 

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis.asyncio as aioredis
 
-from canary.demo import current_snapshot, judge_record
-from canary.runtime import running
-from shared import codec, subjects
-from shared.commands import AddOverride
-from shared.service import ensure_streams, nats_connect
-from shared.settings import Settings
+from reverie_canary.canary.demo import current_snapshot, judge_record
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.commands import AddOverride
+from reverie_canary.shared.service import ensure_streams, nats_connect
+from reverie_canary.shared.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def replay_cli(settings: Settings):
     """``canary replay`` as an auditor runs it against this system."""
     from typer.testing import CliRunner
 
-    from canary.cli import app
+    from reverie_canary.canary.cli import app
 
     env = {"NATS_URL": settings.nats_url, "REDIS_URL": settings.redis_url, "CANARY_NAMESPACE": settings.namespace,
            "CANARY_MODE": "enforce", "CANARY_MODELS": MODEL, "CANARY_CONFIG": "",

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from services.router.service import Router
-from shared.service import Shell
-from shared.settings import Settings
+from reverie_canary.services.router.service import Router
+from reverie_canary.shared.service import Shell
+from reverie_canary.shared.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 Operators, the judge, the router and chat-backend clients each use their own
 credential (``shared/nats/server.conf``); the router runs in-process as the
-``router`` user; clients are :class:`shared.client.IgnoreListClient` as the
+``router`` user; clients are :class:`reverie_canary.shared.client.IgnoreListClient` as the
 ``backend`` user.  Nothing about the bus or the store is mocked.
 """
 
@@ -20,18 +20,18 @@ import nats
 import pytest
 from structlog.testing import capture_logs
 
-from canary.embedded import BinaryMissing, RunningServer, start_nats, start_redis
-from canary.runtime import running
-from shared import codec, subjects
-from shared.auth import generate_passwords, server_config, server_env
-from shared.client import IgnoreListClient
-from shared.commands import AddOverride
-from shared.events import Decision
-from shared.logging import get as get_logger
-from shared.service import ensure_streams
-from shared.settings import Settings
-from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-from shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.canary.embedded import BinaryMissing, RunningServer, start_nats, start_redis
+from reverie_canary.canary.runtime import running
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.auth import generate_passwords, server_config, server_env
+from reverie_canary.shared.client import IgnoreListClient
+from reverie_canary.shared.commands import AddOverride
+from reverie_canary.shared.events import Decision
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.service import ensure_streams
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 
 pytestmark = pytest.mark.integration
 

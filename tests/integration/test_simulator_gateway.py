@@ -1,7 +1,7 @@
 """The simulated OpenRouter gateway on a real socket: wire shapes, routing, streaming, faults.
 
-Every test talks HTTP to ``simulator.server.serve`` with ``httpx`` (and
-``httpx-sse``), using the probe prompts of ``services.prober.prompts``, so that
+Every test talks HTTP to ``reverie_canary.simulator.server.serve`` with ``httpx`` (and
+``httpx-sse``), using the probe prompts of ``reverie_canary.services.prober.prompts``, so that
 what passes here is what a client of the real gateway would see.
 """
 
@@ -27,12 +27,12 @@ import jsonschema
 import pytest
 from httpx_sse import aconnect_sse
 
-from services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
-from shared.errors import ConfigError
-from simulator.gateway import create_app
-from simulator.scenario import FAULT_KINDS, decode_scenario, load_scenario
-from simulator.server import serve
-from simulator.text import BUILTIN, LANGUAGES, is_clean
+from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.simulator.gateway import create_app
+from reverie_canary.simulator.scenario import FAULT_KINDS, decode_scenario, load_scenario
+from reverie_canary.simulator.server import serve
+from reverie_canary.simulator.text import BUILTIN, LANGUAGES, is_clean
 
 MODEL = "deepseek/deepseek-chat-v3.1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -866,9 +866,9 @@ def test_bad_scenario_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_command_line_serves_until_interrupted() -> None:
-    """python -m simulator serves a packaged scenario on the given port and exits 0 on SIGINT."""
+    """python -m reverie_canary.simulator serves a packaged scenario on the given port and exits 0 on SIGINT."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "simulator", "--scenario", "default", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default", "--port", "0"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -890,8 +890,8 @@ def test_a_healthy_reply_of_real_sentences_fits_the_budget(language):
     inside max_tokens, so its reply never ends on 'length' (which made a healthy host frozen in the demo)."""
     import random
 
-    from simulator.model import Instructions, compose, count_tokens
-    from simulator.text import TextSource
+    from reverie_canary.simulator.model import Instructions, compose, count_tokens
+    from reverie_canary.simulator.text import TextSource
     from tests.conftest import shared_path
 
     text = TextSource(shared_path("data", "lang", "sentences"))

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from services.prober.checks import KIND_CHECKS, Evaluation, evaluate, fold
-from services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.checks import KIND_CHECKS, Evaluation, evaluate, fold
+from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 
 def _r(outcome: str, reason: str = "") -> CheckResult:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.prober.checks.language import (
+from reverie_canary.services.prober.checks.language import (
     LANGUAGES,
     NEIGHBOURS,
     PARTNER,
@@ -15,8 +15,8 @@ from services.prober.checks.language import (
     rank,
     second_opinion,
 )
-from services.prober.checks.text import fold_homoglyphs, split_sentences, strip_for_detection
-from services.prober.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.checks.text import fold_homoglyphs, split_sentences, strip_for_detection
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
 
 #: A three-sentence reply to the language probe (prompts.DESCRIBE), per language.
 PARAS: dict[str, str] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.prober.checks.transport import check_transport
-from services.prober.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.checks.transport import check_transport
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
 
 SPEC = ProbeSpec(kind="ttft", language="en")
 

@@ -7,7 +7,7 @@ import json
 import jsonschema
 import yaml
 
-from canary.runtime import SERVICES
+from reverie_canary.canary.runtime import SERVICES
 from tests.conftest import ROOT, shared_path
 
 

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.discovery.core import cycle_start, plan, rotation
-from services.discovery.service import next_cycle
-from shared.events import PROBE_KINDS, Endpoint
-from shared.settings import LANGUAGES
+from reverie_canary.services.discovery.core import cycle_start, plan, rotation
+from reverie_canary.services.discovery.service import next_cycle
+from reverie_canary.shared.events import PROBE_KINDS, Endpoint
+from reverie_canary.shared.settings import LANGUAGES
 
 START = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 ENDPOINTS = [Endpoint(provider="b/fp8", provider_name="B"), Endpoint(provider="a/fp8", provider_name="A"),

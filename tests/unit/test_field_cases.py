@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.prober.recorded import check_file, check_lines, parse_case
+from reverie_canary.services.prober.recorded import check_file, check_lines, parse_case
 
 SHARED = Path(os.environ.get("CANARY_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
 CASES_DIR = SHARED / "cases"
@@ -52,7 +52,7 @@ def test_canary_check_reads_standard_input_as_dash():
     """``canary check -`` judges the cases piped in, as ``canary check FILE`` does."""
     from typer.testing import CliRunner
 
-    from canary.cli import app
+    from reverie_canary.canary.cli import app
 
     text = CASE_FILES[0].read_text(encoding="utf-8")
     piped = CliRunner().invoke(app, ["check", "-"], input=text)

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from services.judge.core import Policy, decide, fold, initial
-from shared.commands import LiftSuspension, SetMode
-from shared.events import CycleVerdict, Decision, RetestRequested
-from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.services.judge.core import Policy, decide, fold, initial
+from reverie_canary.shared.commands import LiftSuspension, SetMode
+from reverie_canary.shared.events import CycleVerdict, Decision, RetestRequested
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy
 
 ENFORCE = Policy(mode="enforce")

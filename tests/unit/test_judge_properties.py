@@ -8,10 +8,10 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.judge.core import ModelState, Policy, decide, fold, initial
-from shared.commands import LiftSuspension
-from shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
-from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.services.judge.core import ModelState, Policy, decide, fold, initial
+from reverie_canary.shared.commands import LiftSuspension
+from reverie_canary.shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events
 
 PROVIDERS = ("a/x", "b/x", "c/x", "d/x", "e/x")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from canary.cli import app
+from reverie_canary.canary.cli import app
 
 HERE = Path(__file__).resolve().parents[1] / "scenarios" / "judge"
 M = "mode_changed"
@@ -127,7 +127,7 @@ def test_committed_files_match_their_builder():
     spec = importlib.util.spec_from_file_location("judge_build", HERE / "build.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from shared import codec
+    from reverie_canary.shared import codec
 
     for name, events in module.scenarios().items():
         expected = "\n".join(codec.encode(e).decode() for e in events) + "\n"

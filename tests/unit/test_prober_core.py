@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from services.prober.core import run_probe
-from services.prober.prompts import ECHO_TEXT, PREFIX, SENTINEL
-from services.prober.reply import Reply
-from shared.events import ProbeTask
+from reverie_canary.services.prober.core import run_probe
+from reverie_canary.services.prober.prompts import ECHO_TEXT, PREFIX, SENTINEL
+from reverie_canary.services.prober.reply import Reply
+from reverie_canary.shared.events import ProbeTask
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 PT = ("O farol ergue-se sobre as rochas escuras e a luz varre o mar inteiro. "

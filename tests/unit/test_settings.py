@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.settings import Settings
+from reverie_canary.shared.settings import Settings
 
 
 def test_environment_round_trips_every_setting():

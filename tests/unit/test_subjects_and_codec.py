@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import codec, subjects
-from shared.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
-from shared.errors import Undecodable
-from shared.events import (
+from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
+from reverie_canary.shared.errors import Undecodable
+from reverie_canary.shared.events import (
     CheckResult,
     CycleClosed,
     CycleVerdict,
@@ -26,7 +26,7 @@ from shared.events import (
     ResultRef,
     RetestRequested,
 )
-from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -167,7 +167,7 @@ def test_the_exported_json_schema_accepts_every_message(message):
 
     import jsonschema
 
-    from canary.cli import wire_schema
+    from reverie_canary.canary.cli import wire_schema
 
     schema = wire_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -40,20 +40,20 @@ from typing import Callable
 
 from msgspec import Struct
 
-from services.prober.checks.behaviour import BEHAVIOUR_CHECKS
-from services.prober.checks.encoding import check_encoding
-from services.prober.checks.language import check_language
-from services.prober.checks.latency import check_ttft
-from services.prober.checks.refusal import (
+from reverie_canary.services.prober.checks.behaviour import BEHAVIOUR_CHECKS
+from reverie_canary.services.prober.checks.encoding import check_encoding
+from reverie_canary.services.prober.checks.language import check_language
+from reverie_canary.services.prober.checks.latency import check_ttft
+from reverie_canary.services.prober.checks.refusal import (
     check_empty,
     check_finish,
     check_refusal_phrasing,
     check_truncation,
 )
-from services.prober.checks.structured import check_structured
-from services.prober.checks.transport import check_transport
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult, Outcome
+from reverie_canary.services.prober.checks.structured import check_structured
+from reverie_canary.services.prober.checks.transport import check_transport
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult, Outcome
 
 Check = Callable[[Reply, ProbeSpec], CheckResult]
 

@@ -28,8 +28,8 @@ import zlib
 
 import numpy as np
 
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 # -- leading junk --------------------------------------------------------------
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 CHECK = "encoding"
 

@@ -49,8 +49,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from services.prober.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
-from services.prober.checks.text import (
+from reverie_canary.services.prober.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
+from reverie_canary.services.prober.checks.text import (
     CJK,
     CYRILLIC,
     SCRIPT_OF,
@@ -62,8 +62,8 @@ from services.prober.checks.text import (
     split_sentences,
     strip_for_detection,
 )
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 #: The product's 17 interface languages (DESIGN.md, "The problem").
 LANGUAGES: tuple[str, ...] = (

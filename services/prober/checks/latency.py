@@ -11,8 +11,8 @@ client timeout).
 
 from __future__ import annotations
 
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 CHECK = "latency.ttft"
 

@@ -25,8 +25,8 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 CHECK = "structured"
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\s*$", re.DOTALL)

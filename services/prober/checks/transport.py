@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.prober.reply import ProbeSpec, Reply
-from shared.events import CheckResult
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
 
 CHECK = "transport"
 

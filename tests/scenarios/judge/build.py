@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from shared import codec  # noqa: E402
-from shared.commands import LiftSuspension, SetMode  # noqa: E402
-from shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
+from reverie_canary.shared import codec  # noqa: E402
+from reverie_canary.shared.commands import LiftSuspension, SetMode  # noqa: E402
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
