@@ -69,12 +69,33 @@ class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
 # -- discovery -----------------------------------------------------------------
 
 
+#: A listed price in USD as the gateway writes it, a decimal string (``"0.0000002"``); ``"-1"`` is
+#: OpenRouter's "variable" price (openrouter-api.md 1.1 ``pricing``).
+Price = Annotated[str, Meta(max_length=32, pattern=r"^-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?$")]
+
+
+class Pricing(Struct, frozen=True, kw_only=True):
+    """An endpoint's listed prices (openrouter-api.md 1.1 ``pricing``): USD per token, per request.
+
+    ``prompt`` and ``completion`` are USD **per token**; ``request`` USD per
+    request (``"0"`` when not listed); ``discount`` a share in [0, 1] taken off
+    every price.  Strings, as listed, so that sums are exact (``decimal.Decimal``).
+    """
+
+    prompt: Price
+    completion: Price
+    request: Price = "0"
+    discount: Annotated[float, Meta(ge=0, le=1)] = 0.0
+
+
 class Endpoint(Struct, frozen=True, kw_only=True):
     """One OpenRouter endpoint of a model (``GET /models/{author}/{slug}/endpoints``).
 
     ``provider`` is the endpoint ``tag`` (``deepinfra/fp8``): the value that
     ``provider.only``/``order``/``ignore`` take.  ``provider_name`` is the display
-    name the gateway echoes in responses (``DeepInfra``).
+    name the gateway echoes in responses (``DeepInfra``).  ``pricing`` is the
+    listed price (``None`` when the listing had none or it was unreadable), for
+    the canary's own spend (``canary status``).
     """
 
     provider: Slug
@@ -85,6 +106,7 @@ class Endpoint(Struct, frozen=True, kw_only=True):
     context_length: int | None = None
     max_completion_tokens: int | None = None
     status: int | None = None
+    pricing: Pricing | None = None
 
 
 class PlannedProbe(Struct, frozen=True, kw_only=True):

@@ -16,7 +16,7 @@ import httpx
 import msgspec
 
 from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import Endpoint
+from reverie_canary.shared.events import Endpoint, Pricing
 from reverie_canary.shared.settings import Settings
 
 
@@ -52,6 +52,7 @@ class _PublicEndpoint(msgspec.Struct, kw_only=True):
     context_length: int | None = None
     max_completion_tokens: int | None = None
     status: int | None = None
+    pricing: dict[str, Any] | None = None
 
 
 class _EndpointsData(msgspec.Struct, kw_only=True):
@@ -101,10 +102,32 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
             context_length=e.context_length,
             max_completion_tokens=e.max_completion_tokens,
             status=e.status,
+            pricing=listed_pricing(e.pricing),
         )
         for e in body.data.endpoints
         if e.tag
     ]
+
+
+_pricing_decoder = msgspec.json.Decoder(Pricing)
+
+
+def listed_pricing(raw: dict[str, Any] | None) -> Pricing | None:
+    """The ``pricing`` object of a listed endpoint as :class:`Pricing` (openrouter-api.md 1.1).
+
+    Only ``prompt``, ``completion``, ``request`` and ``discount`` are kept (the
+    other prices concern images, audio, web search and caches, which probes do
+    not use).  A listing without prices, or with one that does not read as a
+    decimal string, gives ``None``: the spend of that endpoint is then unpriced,
+    never guessed, and the listing itself is still used.
+    """
+    if not isinstance(raw, dict):
+        return None
+    kept = {k: raw[k] for k in ("prompt", "completion", "request", "discount") if raw.get(k) is not None}
+    try:
+        return _pricing_decoder.decode(msgspec.json.encode(kept))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _error_message(response: httpx.Response) -> str:
