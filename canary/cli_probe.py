@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections import Counter
 from datetime import timedelta
 from typing import Annotated, Any, Optional
@@ -75,8 +76,12 @@ async def _run(settings, provider: str, kind: str, language: str, repeat: int, m
     finally:
         await prober.client.aclose()  # type: ignore[union-attr]
     summary = ", ".join(f"{count}x {what}" for what, count in outcomes.most_common())
+    passed = sum(count for what, count in outcomes.items() if what == "pass")
     if not as_json:
         print(f"\n{provider} / {kind} / {language}: {summary}")
+    if passed < repeat:
+        print(f"{repeat - passed} of {repeat} probe(s) did not pass", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -92,7 +97,11 @@ def probe(
     ttft_threshold_s: Annotated[Optional[float], typer.Option(help="latency bar in s (default: CANARY_TTFT_THRESHOLD_S, else 10)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON ProbeResult per line")] = False,
 ) -> None:
-    """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence."""
+    """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence.
+
+    Exit status: 0 when every probe passed, 1 when one did not (fail, inconclusive,
+    transport error, not applicable) or the gateway could not be reached, 2 for bad input.
+    """
     from reverie_canary.services.prober.prompts import LANGUAGE_NAMES
 
     if kind not in PROBE_KINDS:
