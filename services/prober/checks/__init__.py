@@ -4,7 +4,7 @@
 behavioural integrity, and folds them into one :class:`Evaluation`
 (DESIGN.md, "The four probe contracts (plus one)").  No network, no clock.
 
-Order (the first failing check gives the probe's reason):
+Order in which the checks run:
 
 1. transport (:mod:`.transport`) decides alone: a transport error (or a 403
    moderation filter) ends the evaluation;
@@ -14,12 +14,46 @@ Order (the first failing check gives the probe's reason):
 3. behavioural integrity (:mod:`.behaviour`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
    probe (it only means something on intact text) and truncation for the
-   filtering probe (a missing closing marker is the consequence of many
-   defects, so the more specific ones give the reason first).
+   filtering probe.
 
-Folding rule: any ``fail`` makes the probe ``fail`` (the first failing check
-gives the reason), else any ``inconclusive`` makes it ``inconclusive``, else
-``pass``.
+Folding rule: any ``fail`` makes the probe ``fail``, else any
+``inconclusive`` makes it ``inconclusive``, else ``pass``
+(``not_applicable`` checks count for nothing).  When several checks fail, the
+reason reported is the one that names the cause, by this table of precedence
+(:data:`FAIL_PRECEDENCE`; within a row, and among inconclusive checks, the
+first check in running order gives the reason):
+
+====  ===============================================  ==========================================
+rank  failing reason                                   why it comes first
+====  ===============================================  ==========================================
+1     ``ttft_exceeded``                                the latency probe's own contract, measured
+                                                       before any text exists
+2     ``content_filter``                               a filter stop explains empty, short, cut
+                                                       or refused text (FC-02)
+3     ``refusal``                                      a refusal explains a missing closing
+                                                       marker, a short reply, a switch to English
+4     ``encoding_broken``, ``bytelevel_tokens``,       damaged bytes, tokens or templates explain
+      ``control_tokens``, ``control_characters``,      failed parsing, language detection, echo
+      ``leading_junk``                                 and truncation, and a ``tool_calls`` finish
+                                                       whose call leaked into the text (FC-11)
+5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
+                                                       empty or cut text (issue 16)
+6     ``repetition``                                   a runaway explains a cut, a broken JSON
+                                                       value, a failed echo
+7     ``empty_output``                                 nothing visible, and nothing more specific
+                                                       says why
+8     the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
+      ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
+      ``language_mix`` ... (any other reason)
+9     ``truncated``, ``echo_mismatch``                 consequences of many defects: last
+====  ===============================================  ==========================================
+
+No check turns what another calls inconclusive into a counted failure: a
+check that needs the whole reply says ``not_applicable`` / ``no_text`` on a
+reply without visible text (``refusal.empty`` judges it) and
+``inconclusive`` / ``reasoning_budget`` when reasoning spent the output
+budget (FP-07, FP-08); the latency check fails a reply without text only when
+the client waited on an open stream up to the bar (FC-25).
 
 Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``empty_output``, ``reasoning_budget``, ``budget_exhausted``, ``timed_out``,
@@ -28,7 +62,8 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``too_short``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``bytelevel_tokens``, ``control_characters``,
-``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``; transport:
+``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``no_text``
+(``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
 HTTP layer's own (``connect_error``, ``headers_timeout``, ``body_parse`` ...).
@@ -106,13 +141,44 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
     return fold(checks)
 
 
-def fold(checks: list[CheckResult]) -> Evaluation:
-    """Combine check results: fail > inconclusive > pass (the first of each gives the reason).
+#: Failing reasons in order of precedence (module docstring): the first row
+#: that holds a failing check's reason gives the probe's reason.  Reasons not
+#: listed rank with the kind's contract (:data:`DEFAULT_RANK`).
+FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
+    ("ttft_exceeded",),
+    ("content_filter",),
+    ("refusal",),
+    ("encoding_broken", "bytelevel_tokens", "control_tokens", "control_characters", "leading_junk"),
+    ("unexpected_tool_calls",),
+    ("repetition",),
+    ("empty_output",),
+    (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
+    ("truncated", "echo_mismatch"),
+)
+DEFAULT_RANK = 7
+_RANK: dict[str, int] = {reason: rank for rank, row in enumerate(FAIL_PRECEDENCE) for reason in row}
 
-    A ``transport_error`` among them decides like in :func:`evaluate`.
+
+def fail_rank(reason: str) -> int:
+    """The row of ``reason`` in :data:`FAIL_PRECEDENCE` (0 = names the cause first)."""
+    return _RANK.get(reason, DEFAULT_RANK)
+
+
+def fold(checks: list[CheckResult]) -> Evaluation:
+    """Combine check results: transport_error > fail > inconclusive > pass.
+
+    A ``transport_error`` among them decides like in :func:`evaluate`.  Among
+    failing checks the reason comes from :data:`FAIL_PRECEDENCE` (ties: the
+    first in running order); among inconclusive ones, from the first.
     """
-    for outcome in ("transport_error", "fail", "inconclusive"):
-        for c in checks:
-            if c.outcome == outcome:
-                return Evaluation(outcome=outcome, reason=c.reason, checks=checks)
+    for c in checks:
+        if c.outcome == "transport_error":
+            return Evaluation(outcome="transport_error", reason=c.reason, checks=checks)
+    failing = [c for c in checks if c.outcome == "fail"]
+    if failing:
+        first = min(failing, key=lambda c: fail_rank(c.reason))  # min keeps the first of equals
+        return Evaluation(outcome="fail", reason=first.reason, checks=checks)
+    for c in checks:
+        if c.outcome == "inconclusive":
+            return Evaluation(outcome="inconclusive", reason=c.reason, checks=checks)
     return Evaluation(outcome="pass", reason="", checks=checks)

@@ -28,6 +28,7 @@ import zlib
 
 import numpy as np
 
+from reverie_canary.services.prober.checks.refusal import spent_on_reasoning
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import CheckResult
 
@@ -322,8 +323,12 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Compare an exact-echo reply with ``spec.echo_text`` word by word (FC-17).
 
     Whitespace runs and one pair of enclosing quotes are ignored; everything
-    else must match.  Evidence: ``inserted`` and ``deleted`` words,
-    ``similarity`` (0..1).  Without ``spec.echo_text``: ``pass``.
+    else must match.  Evidence: ``inserted`` and ``deleted`` words (each cut
+    to 40 characters), ``similarity`` (0..1).  Without ``spec.echo_text``:
+    ``pass``.  Without visible text: ``not_applicable`` / ``no_text``
+    (``refusal.empty`` judges it); a reply cut because reasoning spent the
+    output budget: ``inconclusive`` / ``reasoning_budget`` (FP-07: nothing
+    is proven about the provider, issue 16).
     """
     name = "corruption.echo"
     if not spec.echo_text:
@@ -331,6 +336,11 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
     want, got = _echo_norm(spec.echo_text), _echo_norm(reply.text)
     if want == got:
         return CheckResult(check=name, outcome="pass")
+    if not got:
+        return CheckResult(check=name, outcome="not_applicable", reason="no_text")
+    if reply.finish_reason == "length" and spent_on_reasoning(reply):
+        return CheckResult(check=name, outcome="inconclusive", reason="reasoning_budget",
+                           evidence={"finish_reason": "length"})
     a, b = want.split(), got.split()
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     inserted: list[str] = []
@@ -341,7 +351,7 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
         if op in ("delete", "replace"):
             deleted.extend(a[i1:i2])
     return CheckResult(check=name, outcome="fail", reason="echo_mismatch",
-                       evidence={"inserted": inserted[:20], "deleted": deleted[:20],
+                       evidence={"inserted": [w[:40] for w in inserted[:20]], "deleted": [w[:40] for w in deleted[:20]],
                                  "similarity": round(matcher.ratio(), 3)})
 
 

@@ -12,7 +12,13 @@ encode"; openrouter-api.md §5):
 - A finished generation that does not match the schema is ``schema_invalid``
   with the validator's path and message (FC-08, FC-12).
 - A generation cut by ``length`` (a runaway value) is ``truncated``: it fails
-  too; the budget is generous.
+  too; the budget is generous.  When reasoning spent the budget it is
+  ``inconclusive`` / ``reasoning_budget`` instead (FP-07, FP-08: a probe-budget
+  problem, not the provider's).
+- No visible text and ``finish_reason: length``, or the client stopped
+  waiting: ``not_applicable`` / ``no_text``; ``refusal.empty`` calls that reply
+  inconclusive, and this check must not turn it into a failure (issue 16).  Empty text that finished
+  otherwise is ``not_json`` (and ``empty_output`` names the cause first).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 
+from reverie_canary.services.prober.checks.refusal import spent_on_reasoning
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import CheckResult
 
@@ -74,9 +81,18 @@ def check_structured(reply: Reply, spec: ProbeSpec) -> CheckResult:
         ``CheckResult(check="structured")``: ``pass``; or ``fail`` with
         reason ``truncated`` / ``fenced`` / ``not_json`` (evidence: parser
         ``error``, ``first_bytes``) or ``schema_invalid`` (evidence: ``path``
-        as a JSON pointer, ``message``, ``validator``, ``errors`` count).
+        as a JSON pointer, ``message``, ``validator``, ``errors`` count);
+        ``inconclusive`` / ``reasoning_budget`` for a generation cut because
+        reasoning spent the budget; ``not_applicable`` / ``no_text`` for an
+        empty reply cut at ``length`` or given up on.
     """
     text = reply.text.strip()
+    if not text and (reply.finish_reason == "length" or reply.timed_out):
+        return CheckResult(check=CHECK, outcome="not_applicable", reason="no_text",
+                           evidence={"finish_reason": reply.finish_reason})
+    if text and reply.finish_reason == "length" and spent_on_reasoning(reply):
+        return CheckResult(check=CHECK, outcome="inconclusive", reason="reasoning_budget",
+                           evidence={"first_bytes": text[:120], "finish_reason": "length"})
     fenced = _FENCE.match(text)
     strict = spec.response_format is not None
     body = fenced.group("body").strip() if (fenced and not strict) else text
