@@ -12,6 +12,7 @@ from faststream import FastStream
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import streams
+from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.settings import Settings
 
 SERVICES = ("discovery", "prober", "judge", "router", "notifier")
@@ -114,8 +115,7 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
         if time.monotonic() - said > 10:
             log.warning("waiting_for_dependencies", problems=problems)
             said = time.monotonic()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=delay)
+        await wait_event(stop, delay)
         delay = min(delay * 2, 5.0)
     return False
 

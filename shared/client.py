@@ -40,6 +40,7 @@ import nats
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.shared import subjects
+from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.codec import SNAPSHOT, encode
 from reverie_canary.shared.errors import Undecodable
 from reverie_canary.shared.logging import get as get_logger
@@ -53,6 +54,8 @@ POLL_S = 0.5
 #: Timeout of one JetStream request (bucket lookup, get); short, so that a
 #: request lost in an outage does not delay catching up after it (seconds).
 JS_TIMEOUT_S = 2.0
+#: Longest wait for the watch task to stop in :meth:`IgnoreListClient.stop` (seconds).
+STOP_S = 5.0
 
 
 class IgnoreListClient:
@@ -150,12 +153,9 @@ class IgnoreListClient:
         if task is not None:
             # Python 3.11's asyncio.wait_for (inside nats-py's KeyWatcher.updates) can swallow a
             # cancellation when an update arrives at the same moment: the loop also checks
-            # _stopping, and the task is cancelled again until it is done.
-            while not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=POLL_S)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                task.result()
+            # _stopping, and stop_task cancels again until the task is done (bounded).
+            if not await stop_task(task, STOP_S):
+                self._log.error("ignore_list_client_not_stopped", model=self.model, waited_s=STOP_S)
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._nc.close(), timeout=5.0)

@@ -19,6 +19,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.errors import Rejected, Undecodable
 from reverie_canary.shared.streams import LOG
 
@@ -83,12 +84,8 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
     try:
         while True:
             before = seen[0]
-            try:
-                await asyncio.wait_for(done.wait(), timeout=idle_s)
+            if await wait_event(done, idle_s) or seen[0] == before:
                 break
-            except TimeoutError:
-                if seen[0] == before:
-                    break
     finally:
         await sub.unsubscribe()
     return out

@@ -21,6 +21,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
 from reverie_canary.shared import streams
+from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import Transient
@@ -74,6 +75,10 @@ async def _raw_body(msg: NatsMessage) -> bytes:
     the handler's error mapping, and the message was retried instead of refused.
     """
     return msg.body
+
+
+#: Longest wait for one background loop to stop at shutdown (seconds).
+LOOP_STOP_S = 10.0
 
 
 class Shell:
@@ -163,13 +168,18 @@ class Shell:
             delay = min(delay * 2, 30.0)
 
     async def _stop_loops(self) -> None:
+        """Cancel the background loops and wait for each, at most ``LOOP_STOP_S`` (:func:`reverie_canary.shared.aio.stop_task`).
+
+        A single ``cancel()`` is not enough: Python 3.11's ``asyncio.wait_for``
+        swallows it when the awaited future finishes at the same moment, and a
+        loop that lost its cancellation ran on while the shutdown waited for it
+        forever (the router-restart hang).
+        """
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            if not await stop_task(task, LOOP_STOP_S):
+                self.log.error("background_loop_not_stopped", loop=task.get_name(), waited_s=LOOP_STOP_S)
         self._tasks.clear()
 
     async def _after_shutdown(self) -> None:

@@ -32,6 +32,7 @@ from redis.exceptions import RedisError
 
 from reverie_canary.services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
 from reverie_canary.shared import clock, codec, eventlog, ids, streams, subjects
+from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
@@ -402,11 +403,8 @@ class Router:
             except Exception:  # a bug or an unexpected error: this loop must outlive it
                 self.shell.log.error("expiry_check_crashed", exc_info=True)
                 due = loop.time() + 1.0
-            try:
-                await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, min(due - loop.time(), poll_s)))
+            if await wait_event(self.wake, min(due - loop.time(), poll_s)):
                 due = 0.0  # an input was applied: merge again (its expiry may be the next one)
-            except TimeoutError:
-                pass
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
