@@ -14,6 +14,7 @@ import msgspec
 
 from reverie_canary.shared.commands import (
     AddOverride,
+    ResendNotices,
     LiftSuspension,
     OperatorCommand,
     ReloadExclusions,
@@ -27,6 +28,8 @@ from reverie_canary.shared.events import (
     DeadLetter,
     Decision,
     EndpointsDiscovered,
+    NoticeDeadLettered,
+    NoticesResent,
     ProbeResult,
     ProbeTask,
     RetestRequested,
@@ -74,6 +77,9 @@ RETEST = Codec(RetestRequested, "RetestRequested")
 SNAPSHOT = Codec(IgnoreSnapshot, "IgnoreSnapshot")
 DEAD_LETTER = Codec(DeadLetter, "DeadLetter")
 COMMAND = Codec(OperatorCommand, "operator command")
+NOTICE_DEAD = Codec(NoticeDeadLettered, "NoticeDeadLettered")
+RESEND = Codec(ResendNotices, "ResendNotices")
+RESENT = Codec(NoticesResent, "NoticesResent")
 
 #: Every tagged message type of the log, for replay and audits.
 LOG_EVENT = Codec(
@@ -94,11 +100,13 @@ LOG_EVENT = Codec(
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
-              IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions)
+              IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
+              NoticeDeadLettered, ResendNotices, NoticesResent)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | ProbeTask | ProbeResult | CycleVerdict | Decision | RetestRequested
-    | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions,
+    | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
+    | NoticeDeadLettered | ResendNotices | NoticesResent,
     "message",
 )
 
@@ -117,7 +125,10 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "routing": (IgnoreSnapshot,),
     "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions),
     "deadletter": (DeadLetter,),
+    "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
 }
+#: ``canary.notices.<what>``: the one type of each.
+NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendNotices, "resent": NoticesResent}
 
 
 def check_origin(subject: str, message: Any) -> None:
@@ -144,6 +155,10 @@ def check_origin(subject: str, message: Any) -> None:
         tokens = [decode_token(t) for t in parts[2:]]
     except SubjectError as exc:
         raise Rejected(f"a {kind} on a malformed subject {subject}: {exc}", subject=subject) from exc
+    if family == "notices":
+        if NOTICE_ORIGINS.get(parts[2] if len(parts) > 2 else "") is not type(message):
+            raise Rejected(f"a {kind} on {subject}: it does not belong there", subject=subject)
+        return
     if family == "ops":
         if tokens != [VERBS[type(message)]]:
             raise Rejected(f"a {kind} on {subject}: it belongs on canary.ops.{VERBS[type(message)]}", subject=subject)

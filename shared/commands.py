@@ -83,3 +83,17 @@ VERBS: dict[type, str] = {
 }
 
 Layer = Literal["exclusion", "override", "suspension"]
+
+
+class ResendNotices(Command, frozen=True, kw_only=True, tag="resend_notices"):
+    """Deliver dead-lettered notices again, through the notifier (``canary.notices.resend``).
+
+    ``notice_ids`` names notices by notice id or webhook id (``msg_…``); ``all``
+    takes every dead letter; ``channel`` limits either to one channel.  It is not
+    an ``OperatorCommand`` of ``canary.ops.>``: only the notifier reads it.
+    """
+
+    notice_ids: Annotated[list[Annotated[str, Meta(min_length=1, max_length=600)]], Meta(max_length=100)] = []
+    all: bool = False
+    channel: Annotated[str, Meta(max_length=32)] | None = None
+    reason: str = ""

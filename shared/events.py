@@ -339,3 +339,84 @@ def utc(dt: datetime) -> datetime:
         raise ValueError("naive datetime: every time in the system is UTC-aware")
     return dt.astimezone(timezone.utc)
 
+
+
+# -- notices (the notifier) ------------------------------------------------------
+
+#: How urgent a notice is; each channel has a minimum (services/notifier/core.py, SEVERITY).
+Severity = Literal["info", "warning", "critical"]
+#: ``notice``: a one-off fact; ``start`` / ``reminder`` / ``end``: a persisting state folded
+#: into one notice when it starts, reminders while it lasts, one when it ends.
+NoticePhase = Literal["notice", "start", "reminder", "end"]
+#: A notice's identity: the decision id, ``cmd|<command id>``, ``snap|<model>|<version>``,
+#: or ``remind|`` / ``end|`` + the start's id (never the schema version).
+NoticeId = Annotated[str, Meta(min_length=1, max_length=600)]
+#: A delivery channel's name (``CANARY_NOTIFY_URLS`` key): lower-case letters, digits, ``-`` and ``_``.
+ChannelName = Annotated[str, Meta(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+
+
+class Notice(Struct, frozen=True, kw_only=True):
+    """One thing operators are told, as every channel receives it.
+
+    ``at`` is the UTC time of the fact behind it (a decision's, a verdict's, a
+    command's), never the time it was sent.  ``count`` is how many cycles a
+    persisting state has been seen so far and ``since`` when it started
+    (reminders and ends).  ``source_id`` is the decision or command id.
+    """
+
+    notice_id: NoticeId
+    source_id: Annotated[str, Meta(max_length=512)] = ""
+    at: UtcDatetime
+    severity: Severity
+    action: Reason
+    phase: NoticePhase = "notice"
+    model: Annotated[str, Meta(max_length=256)] = ""
+    provider: Annotated[str, Meta(max_length=256)] = ""
+    kind: Annotated[str, Meta(max_length=64)] | None = None
+    title: Annotated[str, Meta(max_length=400)]
+    text: Excerpt = ""
+    reason: Reason = ""
+    detail: Excerpt = ""
+    until: UtcDatetime | None = None
+    mode: Annotated[str, Meta(max_length=16)] = ""
+    actor: Annotated[str, Meta(max_length=256)] = ""
+    count: int = 1
+    since: UtcDatetime | None = None
+    cycle: Annotated[str, Meta(max_length=300)] = ""
+    evidence: Annotated[list[Annotated[str, Meta(max_length=200)]], Meta(max_length=16)] = []
+
+
+class NoticeDeadLettered(Event, frozen=True, kw_only=True, tag="notice_dead_lettered"):
+    """A notice still undelivered to one channel after its whole schedule (``canary.notices.dead.<channel>``).
+
+    ``generation`` counts resends (0: never resent), so a notice that dies again
+    after ``canary notices resend`` is recorded again.
+    """
+
+    notice: Notice
+    channel: ChannelName
+    attempts: int
+    first_attempt_at: UtcDatetime | None = None
+    error: Excerpt = ""
+    generation: int = 0
+
+
+class NoticeRef(Struct, frozen=True, kw_only=True):
+    """One notice on one channel."""
+
+    notice_id: NoticeId
+    channel: Annotated[str, Meta(max_length=32)]
+    why: Annotated[str, Meta(max_length=200)] = ""
+
+
+class NoticesResent(Event, frozen=True, kw_only=True, tag="notices_resent"):
+    """The notifier's answer to a ``ResendNotices`` (``canary.notices.resent``).
+
+    ``requeued``: dead letters delivered again through the notifier's schedule;
+    ``skipped``: what was asked for but not requeued, each with why (already
+    delivered, still pending, unknown, channel not configured).
+    """
+
+    command_id: Annotated[str, Meta(min_length=1, max_length=256)]
+    requeued: Annotated[list[NoticeRef], Meta(max_length=1000)] = []
+    skipped: Annotated[list[NoticeRef], Meta(max_length=1000)] = []

@@ -35,6 +35,13 @@ DECISIONS = Counter(
 )
 
 
+NOTICES = Counter(
+    "canary_notices_total",
+    "Notice delivery attempts by channel and outcome (delivered, failed, dead_lettered)",
+    ["channel", "outcome"],
+)
+
+
 def serve(port: int) -> None:
     """Expose ``/metrics`` on ``port`` (no-op for 0)."""
     if port:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +39,10 @@ LANGUAGES: tuple[str, ...] = (
 DAY_S = 86400.0
 
 #: Settings that are credentials: masked by ``Settings.public``, left out of ``Settings.environment``.
-SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password")
+SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "webhook_url", "webhook_secret",
+                                  "notify_urls", "notify_secrets")
+#: Notice severities, least urgent first (services/notifier/core.py has the table of which is which).
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 
 
 class Settings(Struct, kw_only=True):
@@ -54,6 +58,22 @@ class Settings(Struct, kw_only=True):
         ladder_reset_s: quiet time after which the ladder starts again (14 d).
         min_hosts: capacity floor, usable production hosts that must remain.
         controls: probe kind -> positive-control provider tag.
+        webhook_url, webhook_secret, webhook_min_severity: the ``webhook``
+            channel (a JSON POST signed per Standard Webhooks with the
+            ``whsec_...`` secret); the same as ``notify_urls["webhook"]``.
+        notify_urls: channel name -> URL: ``http(s)://`` is a signed JSON
+            webhook (its secret in ``notify_secrets``), anything else an
+            apprise URL (``slack://``, ``discord://``, ``mailto://``, ``ntfy://``,
+            ``pagerduty://``, ``json://`` ...).  Secrets: never printed.
+        notify_severity: channel name -> least severity it gets
+            (``info`` | ``warning`` | ``critical``; default ``info``).
+        notify_remind_s: a persisting state (floor held, pin violated ...)
+            is told when it starts, again every this long while it lasts
+            (DESIGN.md, issue 9: 6 h), and when it ends.
+        notify_retry_base_s, notify_retry_max_s, notify_give_up_s: the
+            delivery schedule of one notice on one channel: exponential
+            backoff with full jitter from the base up to the max delay,
+            dead-lettered once the first attempt is this long ago (24 h).
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
         prober_concurrency: probes one prober runs at once.
@@ -107,6 +127,18 @@ class Settings(Struct, kw_only=True):
     duplicate_window_s: float = 1200.0
     log_max_age_s: float = 35 * DAY_S
     webhook_url: str = ""
+    webhook_secret: str = ""
+    webhook_min_severity: str = "info"
+    notify_urls: dict[str, str] = {}
+    notify_severity: dict[str, str] = {}
+    notify_secrets: dict[str, str] = {}
+    notify_remind_s: float = 6 * 3600.0
+    notify_retry_base_s: float = 5.0
+    notify_retry_max_s: float = 600.0
+    notify_give_up_s: float = DAY_S
+    notify_timeout_s: float = 10.0
+    notify_poll_s: float = 1.0
+    notify_concurrency: int = 4
     metrics_port: int = 0
     log_format: str = "console"
     log_level: str = "INFO"
@@ -118,7 +150,8 @@ class Settings(Struct, kw_only=True):
             raise ConfigError("invalid settings: " + "; ".join(problems))
         from reverie_canary.shared.logging import redact
 
-        redact(self.openrouter_api_key, self.nats_password)
+        redact(self.openrouter_api_key, self.nats_password, self.webhook_url, self.webhook_secret,
+               *self.notify_urls.values(), *self.notify_secrets.values())
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -130,7 +163,9 @@ class Settings(Struct, kw_only=True):
         """All settings as a dict, secrets masked (safe to log or print)."""
         data = msgspec.structs.asdict(self)
         for key in SECRET_FIELDS:
-            if data.get(key):
+            if isinstance(data.get(key), dict):
+                data[key] = {name: "***" for name in data[key]}
+            elif data.get(key):
                 data[key] = "***"
         return data
 
@@ -218,7 +253,9 @@ def _problems(s: Settings) -> list[str]:
         problems.append("cycle_interval_s must be > 0")
     if not 0 < s.probe_window_s < s.cycle_interval_s:
         problems.append("probe_window_s must be > 0 and below cycle_interval_s")
-    for name in ("ttft_threshold_s", "request_timeout_s", "retry_delay_s", "duplicate_window_s", "log_max_age_s"):
+    for name in ("ttft_threshold_s", "request_timeout_s", "retry_delay_s", "duplicate_window_s", "log_max_age_s",
+                 "notify_remind_s", "notify_retry_base_s", "notify_retry_max_s", "notify_give_up_s",
+                 "notify_timeout_s", "notify_poll_s"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be > 0")
     if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
@@ -242,6 +279,7 @@ def _problems(s: Settings) -> list[str]:
         problems.append("common_mode_share must be in (0, 1]")
     if not 0 <= s.metrics_port <= 65535:
         problems.append("metrics_port must be a TCP port (0: off)")
+    problems.extend(_notify_problems(s))
     if s.log_level.upper() not in _LOG_LEVELS:
         problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")
     if s.log_format not in ("console", "json"):
@@ -253,6 +291,34 @@ def _problems(s: Settings) -> list[str]:
     if key and (not key.isascii() or not key.isprintable() or any(c.isspace() for c in key)):
         # never echo the value: it is a secret
         problems.append("OPENROUTER_API_KEY contains spaces, control or non-ASCII characters")
+    return problems
+
+
+_CHANNEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def _notify_problems(s: Settings) -> list[str]:
+    """The notifier's settings: channel names, severities, the schedule (URLs and secrets never echoed)."""
+    problems: list[str] = []
+    if s.notify_concurrency < 1:
+        problems.append("notify_concurrency must be >= 1")
+    if s.notify_retry_max_s < s.notify_retry_base_s:
+        problems.append("notify_retry_max_s must be >= notify_retry_base_s")
+    if s.webhook_min_severity not in SEVERITIES:
+        problems.append(f"webhook_min_severity must be one of {list(SEVERITIES)}")
+    bad = sorted(n for n in s.notify_urls if not _CHANNEL_NAME.match(n))
+    if bad:
+        problems.append(f"notify_urls: channel names must be 1-32 of [a-z0-9_-]: {bad}")
+    if s.webhook_url and "webhook" in s.notify_urls:
+        problems.append("webhook_url and notify_urls['webhook'] name the same channel: set one")
+    channels = set(s.notify_urls) | ({"webhook"} if s.webhook_url else set())
+    for name, mapping in (("notify_severity", s.notify_severity), ("notify_secrets", s.notify_secrets)):
+        unknown = sorted(set(mapping) - channels)
+        if unknown:
+            problems.append(f"{name}: no channel named {unknown} in notify_urls")
+    wrong = sorted(k for k, v in s.notify_severity.items() if v not in SEVERITIES)
+    if wrong:
+        problems.append(f"notify_severity: {wrong} must be one of {list(SEVERITIES)}")
     return problems
 
 

@@ -11,6 +11,10 @@ same settings and binds with ``JStream(name, declare=False)``.
 - ``CANARY_TASKS``: probe tasks (WORK_QUEUE: a task is removed when acked; a
   dead prober's task is redelivered after ``ack_wait``).
 - ``CANARY_DEADLETTER``: refused messages with their reason.
+- ``CANARY_NOTICES``: the notifier's own: notices that exhausted their delivery
+  schedule (``canary.notices.dead.<channel>``, with the error), operators'
+  resend requests (``canary.notices.resend``) and the notifier's answers
+  (``canary.notices.resent``).  Kept as long as the log, bounded in bytes.
 - KV ``canary-routing``: the latest IgnoreSnapshot per model, history kept.
 
 A durable's configuration is not updated by the server once it exists
@@ -39,6 +43,9 @@ from reverie_canary.shared.settings import Settings
 LOG = "CANARY_LOG"
 TASKS = "CANARY_TASKS"
 DEADLETTER = "CANARY_DEADLETTER"
+NOTICES = "CANARY_NOTICES"
+#: Byte bound of ``CANARY_NOTICES`` (a dead letter is a few KiB: tens of thousands fit).
+NOTICES_MAX_BYTES = 128 * 1024 * 1024
 ROUTING_BUCKET = "canary-routing"
 ROUTING_HISTORY = 64
 
@@ -55,7 +62,7 @@ LOG_SUBJECTS = [
 
 
 def stream_configs(settings: Settings) -> list[StreamConfig]:
-    """The three streams, configured from ``settings`` (durations in seconds)."""
+    """The streams, configured from ``settings`` (durations in seconds)."""
     window = min(settings.duplicate_window_s, settings.log_max_age_s)
     return [
         StreamConfig(
@@ -86,6 +93,16 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             max_age=settings.log_max_age_s,
             storage=StorageType.FILE,
             duplicate_window=min(120.0, settings.log_max_age_s),
+        ),
+        StreamConfig(
+            name=NOTICES,
+            description="reverie-canary notices: dead letters of the notifier, resend requests and answers",
+            subjects=[subjects.ALL_NOTICES],
+            retention=RetentionPolicy.LIMITS,
+            max_age=settings.log_max_age_s,
+            max_bytes=NOTICES_MAX_BYTES,
+            storage=StorageType.FILE,
+            duplicate_window=window,
         ),
     ]
 
@@ -190,13 +207,36 @@ def router_consumer(settings: Settings) -> ConsumerSpec:
     )
 
 
+#: The notifier's durable before it read verdicts in order; ``notifier_consumer`` takes over its position.
+NOTIFIER_PREVIOUS_DURABLES = ("notifier-v2",)
+
+
 def notifier_consumer(settings: Settings) -> ConsumerSpec:
-    """Decisions, routing snapshots and operator commands, from the time the durable is first created."""
+    """Decisions, cycle verdicts, routing snapshots and operator commands, strictly in log order.
+
+    One message in flight: folding persisting states (a start before its
+    reminders and its end) needs the log's order.  Delivery runs apart from
+    this consumer, so a slow channel never holds it up.  A new durable starts
+    where :data:`NOTIFIER_PREVIOUS_DURABLES` stopped, else with new messages.
+    """
     return ConsumerSpec(
         stream=LOG,
-        durable="notifier-v2",
-        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_ROUTING, subjects.ALL_OPS],
-        max_ack_pending=64,
+        durable="notifier-v3",
+        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_VERDICTS, subjects.ALL_ROUTING, subjects.ALL_OPS],
+        max_ack_pending=1,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+
+
+def notifier_resend_consumer(settings: Settings) -> ConsumerSpec:
+    """Operators' ``ResendNotices`` (``canary.notices.resend``), from the time the durable is first created."""
+    return ConsumerSpec(
+        stream=NOTICES,
+        durable="notifier-resend-v1",
+        filter_subjects=[subjects.NOTICES_RESEND],
+        max_ack_pending=1,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,
         deliver_policy=DeliverPolicy.NEW,

@@ -132,6 +132,16 @@ def deadletter(service: str) -> str:
     return f"{PREFIX}.deadletter.{encode_token(service)}"
 
 
+def notice_dead(channel: str) -> str:
+    """``canary.notices.dead.<channel>``: a notice that exhausted its delivery schedule."""
+    return f"{PREFIX}.notices.dead.{encode_token(channel)}"
+
+
+#: ``ResendNotices`` from operators; the notifier's ``NoticesResent`` answers on the next one.
+NOTICES_RESEND = f"{PREFIX}.notices.resend"
+NOTICES_RESENT = f"{PREFIX}.notices.resent"
+
+
 def kv_key(model: str) -> str:
     """Key of a model's IgnoreSnapshot in the ``canary-routing`` KV bucket."""
     return encode_token(model)
@@ -159,3 +169,5 @@ ALL_ROUTING = f"{PREFIX}.routing.>"
 ALL_OPS = f"{PREFIX}.ops.>"
 ALL_ROUTER = f"{PREFIX}.router.>"
 ALL_DEADLETTER = f"{PREFIX}.deadletter.>"
+ALL_NOTICES = f"{PREFIX}.notices.>"
+ALL_NOTICES_DEAD = f"{PREFIX}.notices.dead.>"

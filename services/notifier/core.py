@@ -1,82 +1,306 @@
-"""The notifier's core: what operators are told about a decision or a routing change.
+"""The notifier's core: what operators are told, how urgently, how often, and when to try again.
 
-Pure formatting: one short human line and a structured payload per message,
-naming the provider, the action, why (reason and evidence) and until when.
+Every rule that decides a notice lives here, in the order they apply:
+
+1. **Severity.** Every judge decision action, router fact and operator-command
+   notice has one severity in :data:`SEVERITY` (``info`` < ``warning`` <
+   ``critical``).  A channel gets the notices at or above its minimum
+   (:func:`wants`).  Reminders and ends carry the severity of the state they
+   belong to, so a channel that heard a start also hears its end.
+2. **Identity.** A notice is keyed by the fact behind it: the decision id, the
+   command id (``cmd|<id>``), the ignore-list version (``snap|<model>|<v>``);
+   never by the schema version or the stream position.  A decision redelivered
+   or re-published with another schema version is the same notice, and the
+   delivery book sends each notice to each channel once.
+3. **Folding.** A state that persists (:data:`PERSISTING`: floor held, pin
+   violated, unjudgeable, positive control passed, common mode, canary blind)
+   gives one ``start`` notice, a ``reminder`` each time another
+   ``remind_every_s`` has passed since the start (with the count of cycles it
+   has lasted), and one ``end`` notice.  Each state's row says which cycle
+   verdicts keep it alive, which end it, and which decisions end it.  A state
+   is renewed at most once per cycle.  Time comes only from the ``at`` of the
+   decisions and verdicts: folding the same log gives the same notices.
+4. **Schedule.** One notice on one channel is tried again after each failure
+   at :func:`next_attempt`: exponential backoff with full jitter (the jitter
+   drawn by the caller), up to a maximum delay, and dead-lettered once its
+   first attempt is ``give_up_s`` old.
+
+This module knows nothing of NATS, Redis, HTTP, apprise or the wall clock.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, get_args
 
-from reverie_canary.shared.commands import AddOverride, Command, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import Decision
+import msgspec
+from msgspec import Struct
+
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.events import CycleVerdict, Decision, DecisionAction, Notice, ProviderVerdict, Severity
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 
-SEVERITY = {
-    "suspend": "critical",
-    "floor_held": "critical",
-    "common_mode": "warning",
-    "control_passed": "warning",
-    "pin_violated": "warning",
-    "unjudgeable": "warning",
-    "would_suspend": "info",
-    "end": "info",
+#: Severities in rising order of urgency.
+SEVERITIES: tuple[str, ...] = get_args(Severity)
+RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+
+#: The one table of severities: every decision action (shared/events.py, DecisionAction),
+#: every router fact and every operator-command notice.  Why each is what it is:
+SEVERITY: dict[str, Severity] = {
+    # judge decisions
+    "suspend": "critical",          # a provider leaves live traffic
+    "floor_held": "critical",       # a proven-bad provider stays in live traffic (capacity floor)
+    "canary_blind": "critical",     # the canary cannot see: nothing is being judged
+    "canary_sees": "critical",      # ends canary_blind on every channel that heard it
+    "end": "info",                  # a suspension ended (recovered, expired, lifted)
+    "would_suspend": "info",        # observe mode: routing untouched
     "would_end": "info",
-    "mode_changed": "info",
+    "common_mode": "warning",       # a probe kind frozen for everyone: probably not the providers
+    "control_passed": "warning",    # the positive control passed: that kind proves nothing
+    "pin_violated": "warning",      # the gateway served a pinned probe elsewhere
+    "unjudgeable": "warning",       # frozen for too many cycles: no verdict possible
+    "mode_changed": "warning",      # observe/enforce switched: routing behaviour changes
+    # router facts
+    "ignore_list_changed": "info",
+    # operator commands (announced as they are published)
+    "override_added": "warning",    # a provider leaves live traffic by hand
+    "override_removed": "warning",  # ... and comes back
+    "lift_requested": "info",       # the judge's `end` decision carries the outcome
+    "mode_requested": "info",       # the judge's `mode_changed` decision carries the outcome
+    "exclusions_reload_requested": "info",
+    "command_refused": "warning",
+    "floor_broken_by_operator": "critical",  # an operator left fewer than min_hosts usable hosts
+}
+#: The notice action of each operator command type (today's announcement of a published command).
+COMMAND_ACTIONS: dict[type, str] = {
+    AddOverride: "override_added",
+    RemoveOverride: "override_removed",
+    LiftSuspension: "lift_requested",
+    SetMode: "mode_requested",
+    ReloadExclusions: "exclusions_reload_requested",
+}
+#: Every decision action the judge can publish (derived from the wire type, not repeated).
+DECISION_ACTIONS: tuple[str, ...] = get_args(DecisionAction)
+
+Scope = Literal["provider", "kind"]
+#: What a cycle verdict says about a held state: it goes on (``renew``), it ended
+#: (``end`` with why), or the verdict says nothing about it (``none``).
+Verdict = tuple[Literal["renew", "end", "none"], str]
+
+
+@dataclass(frozen=True)
+class Persisting:
+    """How one persisting state is folded.
+
+    Attributes:
+        scope: ``provider`` (one per model and provider) or ``kind`` (one per
+            model and probe kind, model-wide decisions).
+        on_verdict: what a cycle verdict of the state's model says about it.
+        ended_by: decision actions (same model and scope) that end it; with
+            ``own_end`` that decision's own notice is the end notice
+            (``canary_sees`` ends ``canary_blind``), else a separate end notice
+            follows it (a ``suspend`` ends a ``floor_held``).
+        noun: how the state reads in a sentence.
+    """
+
+    scope: Scope
+    on_verdict: Callable[[Held, CycleVerdict], Verdict]
+    ended_by: frozenset[str] = frozenset()
+    own_end: bool = False
+    noun: str = ""
+
+
+def _provider_verdict(held: Held, verdict: CycleVerdict) -> ProviderVerdict | None:
+    return next((pv for pv in verdict.verdicts if pv.provider == held.provider), None)
+
+
+def _floor_held(held: Held, verdict: CycleVerdict) -> Verdict:
+    pv = _provider_verdict(held, verdict)
+    if pv is None:
+        return "end", "no longer probed (not listed this cycle)"
+    if pv.verdict == "passed":
+        return "end", "passed a cycle: no longer to be suspended"
+    return "renew", ""  # failed again, or frozen (the streak is kept)
+
+
+def _pin_violated(held: Held, verdict: CycleVerdict) -> Verdict:
+    pv = _provider_verdict(held, verdict)
+    if pv is None:
+        return "end", "no longer probed (not listed this cycle)"
+    if any(r.reason == "pin_violated" for r in pv.results):
+        return "renew", ""
+    if pv.results:
+        return "end", "every probe this cycle was served by the pinned provider"
+    return "none", ""
+
+
+def _unjudgeable(held: Held, verdict: CycleVerdict) -> Verdict:
+    pv = _provider_verdict(held, verdict)
+    if pv is None:
+        return "end", "no longer probed (not listed this cycle)"
+    if pv.verdict == "frozen":
+        return "renew", ""
+    return "end", f"judged again: {pv.verdict}"
+
+
+def _control_passed(held: Held, verdict: CycleVerdict) -> Verdict:
+    if held.kind in verdict.unproven:
+        return "renew", ""
+    return "end", f"the positive control no longer passes: {held.kind} results count again"
+
+
+def _common_mode(held: Held, verdict: CycleVerdict) -> Verdict:
+    if held.kind in verdict.common_mode:
+        return "renew", ""
+    return "end", f"{held.kind} is no longer failing for most providers"
+
+
+def _blind(held: Held, verdict: CycleVerdict) -> Verdict:
+    return "renew", ""  # a cycle closed while blind: still blind until canary_sees
+
+
+#: The persisting states, by the decision action that starts them (issue 9, section 3).
+PERSISTING: dict[str, Persisting] = {
+    "floor_held": Persisting("provider", _floor_held, frozenset({"suspend", "would_suspend"}),
+                             noun="capacity floor holding back a suspension"),
+    "pin_violated": Persisting("provider", _pin_violated, noun="pinned probes served by another provider"),
+    "unjudgeable": Persisting("provider", _unjudgeable, noun="no verdict possible (frozen cycles)"),
+    "control_passed": Persisting("kind", _control_passed, noun="positive control passing"),
+    "common_mode": Persisting("kind", _common_mode, noun="common-mode failure"),
+    "canary_blind": Persisting("provider", _blind, frozenset({"canary_sees"}), own_end=True,
+                               noun="the canary blind"),
 }
 
 
-def _fmt(dt) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else "-"
+# -- state -------------------------------------------------------------------------------------
 
 
-def describe_decision(d: Decision) -> tuple[str, dict[str, Any]]:
-    """A one-line message and a structured payload for a decision."""
+class Held(Struct, kw_only=True):
+    """One persisting state being folded: since when, how often seen, when last told."""
+
+    key: str
+    action: str
+    model: str
+    provider: str = ""
+    kind: str | None = None
+    severity: str
+    start_id: str
+    since: datetime
+    last_at: datetime
+    last_cycle: str = ""
+    count: int = 1
+    reminders: int = 0
+    title: str = ""
+    detail: str = ""
+    mode: str = ""
+
+
+class FoldState(Struct, kw_only=True):
+    """The notifier's folded state: held states, and each model's latest closed cycle (UTC)."""
+
+    held: dict[str, Held] = {}
+    closed_at: dict[str, datetime] = {}
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    """The folding thresholds (from settings)."""
+
+    remind_every_s: float = 6 * 3600.0
+
+
+# -- notices -----------------------------------------------------------------------------------
+
+
+def _fmt(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else "-"
+
+
+def webhook_id(notice_id: str) -> str:
+    """The ``webhook-id`` of a notice: ``msg_`` + 32 hex digits of its id's SHA-256.
+
+    Stable across retries and resends (the receiver's idempotency key); no
+    ``.`` in it, as the Standard Webhooks signature scheme requires.
+    """
+    return "msg_" + hashlib.sha256(notice_id.encode()).hexdigest()[:32]
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _decision_title(d: Decision) -> str:
     who = d.provider or "(all providers)"
     head = f"[{d.model}] {who}: {d.action}"
     if d.kind:
         head += f" ({d.kind})"
-    if d.action in ("suspend", "would_suspend"):
+    if d.action in ("suspend", "would_suspend") and d.until:
         head += f" until {_fmt(d.until)} (ladder step {d.ladder_level})"
+    return head
+
+
+def _decision_text(d: Decision) -> str:
+    text = _decision_title(d)
     if d.reason:
-        head += f" - {d.reason}"
+        text += f" - {d.reason}"
     if d.detail:
-        head += f": {d.detail}"
-    payload = {
-        "id": d.decision_id,
-        "severity": SEVERITY.get(d.action, "info"),
-        "model": d.model,
-        "provider": d.provider,
-        "action": d.action,
-        "reason": d.reason,
-        "detail": d.detail,
-        "until": _fmt(d.until) if d.until else None,
-        "mode": d.mode,
-        "cycles": d.cycles,
-        "evidence": [f"{r.kind}:{r.outcome}:{r.reason}" for r in d.evidence][:10],
-        "at": _fmt(d.at),
-    }
-    return head, payload
+        text += f": {d.detail}"
+    if d.actor:
+        text += f" (by {d.actor})"
+    return text
 
 
-def describe_snapshot(s: IgnoreSnapshot) -> tuple[str, dict[str, Any]]:
-    """A one-line message and a structured payload for a new ignore list."""
+def decision_notice(d: Decision, *, phase: str = "notice", notice_id: str | None = None, severity: str | None = None,
+                    count: int = 1, since: datetime | None = None) -> Notice:
+    """The notice of one decision (its own id unless ``notice_id`` is given)."""
+    return Notice(
+        notice_id=notice_id or d.decision_id,
+        source_id=d.decision_id,
+        at=d.at,
+        severity=severity or SEVERITY[d.action],  # type: ignore[arg-type]
+        action=d.action,
+        phase=phase,  # type: ignore[arg-type]
+        model=d.model,
+        provider=d.provider,
+        kind=d.kind,
+        title=_decision_title(d)[:400],
+        text=_decision_text(d)[:4000],
+        reason=d.reason,
+        detail=d.detail,
+        until=d.until,
+        mode=d.mode,
+        actor=d.actor or "",
+        count=count,
+        since=since,
+        cycle=(d.cycles[-1] if d.cycles else "")[:300],
+        evidence=[f"{r.kind}:{r.outcome}:{r.reason}"[:200] for r in d.evidence][:16],
+    )
+
+
+def snapshot_notice(s: IgnoreSnapshot) -> Notice:
+    """The notice of a new ignore-list version."""
     ignore = s.ignore_at(s.at)
-    line = f"[{s.model}] ignore list v{s.version}: {', '.join(ignore) if ignore else '(empty)'}"
-    payload = {
-        "id": f"snap|{s.model}|{s.version}",
-        "severity": "info",
-        "model": s.model,
-        "version": s.version,
-        "ignore": ignore,
-        "entries": {e.provider: [f"{r.layer}: {r.reason}" for r in e.reasons] for e in s.entries},
-        "at": _fmt(s.at),
-    }
-    return line, payload
+    layers = "; ".join(f"{e.provider} ({', '.join(f'{r.layer}: {r.reason}' for r in e.reasons)})" for e in s.entries)
+    title = f"[{s.model}] ignore list v{s.version}: {', '.join(ignore) if ignore else '(empty)'}"
+    return Notice(notice_id=f"snap|{s.model}|{s.version}", source_id=f"snap|{s.model}|{s.version}", at=s.at,
+                  severity=SEVERITY["ignore_list_changed"], action="ignore_list_changed", model=s.model,
+                  title=title[:400], text=(title + (f" - {layers}" if layers else ""))[:4000])
 
 
-def describe_command(c: Command) -> tuple[str, dict[str, Any]]:
-    """A one-line message and a structured payload for an operator command (who did what, why)."""
+def command_notice(c: Any) -> Notice:
+    """The notice of an operator command as it was published (who asked what, why)."""
+    action = COMMAND_ACTIONS[type(c)]
+    provider = getattr(c, "provider", "")
+    model = getattr(c, "model", "")
     match c:
         case AddOverride():
             until = f" until {_fmt(c.expires_at)}" if c.expires_at else ""
@@ -88,10 +312,209 @@ def describe_command(c: Command) -> tuple[str, dict[str, Any]]:
         case SetMode():
             scope = f"kind {c.kind}" if c.kind else "all kinds"
             what = f"mode set to {c.mode} for {c.model} ({scope})" + (f": {c.reason}" if c.reason else "")
-        case ReloadExclusions():
-            what = "reviewed exclusions reload asked" + (f": {c.reason}" if c.reason else "")
         case _:
-            what = type(c).__name__
-    payload = {"id": f"cmd|{c.command_id}", "severity": "info", "actor": c.actor, "command_id": c.command_id,
-               "at": _fmt(c.at)}
-    return f"{c.actor}: {what}", payload
+            what = "reviewed exclusions reload asked" + (f": {c.reason}" if getattr(c, "reason", "") else "")
+    text = f"{c.actor}: {what}"
+    return Notice(notice_id=f"cmd|{c.command_id}", source_id=c.command_id, at=c.at, severity=SEVERITY[action],
+                  action=action, model=model, provider=provider, kind=getattr(c, "kind", None),
+                  title=text[:400], text=text[:4000], reason=str(getattr(c, "reason", ""))[:64],
+                  until=getattr(c, "expires_at", None), mode=getattr(c, "mode", ""), actor=c.actor)
+
+
+def _held_notice(held: Held, *, phase: str, notice_id: str, at: datetime, why: str = "") -> Notice:
+    spec = PERSISTING[held.action]
+    who = held.provider or "(all providers)"
+    kind = f" ({held.kind})" if held.kind else ""
+    lasted = _duration((at - held.since).total_seconds())
+    if phase == "reminder":
+        title = f"[{held.model}] {who}: still {held.action}{kind}: {held.count} cycles since {_fmt(held.since)}"
+        text = f"{title} ({lasted}); reminder {held.reminders}. {spec.noun}: {held.detail}"
+    else:
+        title = f"[{held.model}] {who}: {held.action}{kind} ended after {held.count} cycles ({lasted})"
+        text = f"{title}: {why}" if why else title
+    return Notice(notice_id=notice_id, source_id=held.start_id, at=at, severity=held.severity,  # type: ignore[arg-type]
+                  action=held.action, phase=phase, model=held.model, provider=held.provider,  # type: ignore[arg-type]
+                  kind=held.kind, title=title[:400], text=text[:4000], reason=why[:64], detail=held.detail[:4000],
+                  mode=held.mode, count=held.count, since=held.since, cycle=held.last_cycle[:300])
+
+
+# -- the fold --------------------------------------------------------------------------------
+
+
+def held_key(action: str, model: str, provider: str, kind: str | None) -> str:
+    """The key of one persisting state (its row's scope decides what counts)."""
+    if PERSISTING[action].scope == "kind":
+        return f"{action}|{model}|*|{kind or ''}"
+    return f"{action}|{model}|{provider}|"
+
+
+def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:
+    """Apply one event: the new state and the notices it gives.
+
+    Args:
+        state: the folded state (not modified).
+        event: a ``Decision``, ``CycleVerdict``, ``IgnoreSnapshot`` or an
+            operator command; anything else changes nothing.
+        policy: the reminder interval.
+
+    Returns:
+        ``(state, notices)``; the same state object and no notices when the
+        event changes nothing (a redelivery, a late decision of a state that
+        already ended, a verdict of a model with nothing held).
+    """
+    match event:
+        case Decision():
+            return _decision(state, event, policy)
+        case CycleVerdict():
+            return _verdict(state, event, policy)
+        case IgnoreSnapshot():
+            return state, [snapshot_notice(event)]
+        case _ if type(event) in COMMAND_ACTIONS:
+            return state, [command_notice(event)]
+    return state, []
+
+
+def _copy(state: FoldState) -> FoldState:
+    return msgspec.json.decode(msgspec.json.encode(state), type=FoldState)
+
+
+def _cycle_of(d: Decision) -> str:
+    return d.cycles[-1] if d.cycles else d.decision_id
+
+
+def _renew(held: Held, at: datetime, cycle: str, policy: FoldPolicy) -> list[Notice]:
+    """Count a new cycle of a held state; a reminder once another interval has passed since the start."""
+    if cycle == held.last_cycle or at < held.last_at:
+        return []
+    held.count += 1
+    held.last_cycle = cycle
+    held.last_at = at
+    due = int((at - held.since).total_seconds() // policy.remind_every_s)
+    if due <= held.reminders:
+        return []
+    held.reminders = due  # a long pause gives one reminder, not a burst
+    return [_held_notice(held, phase="reminder", notice_id=f"remind|{held.start_id}|{due}", at=at)]
+
+
+def _decision(state: FoldState, d: Decision, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:
+    new = _copy(state)
+    notices: list[Notice] = []
+    own: Notice | None = None
+    for action, spec in PERSISTING.items():  # does this decision end a held state?
+        if d.action not in spec.ended_by:
+            continue
+        key = held_key(action, d.model, d.provider, d.kind)
+        held = new.held.pop(key, None)
+        if held is None:
+            continue
+        if spec.own_end:
+            own = decision_notice(d, phase="end", severity=held.severity, count=held.count, since=held.since)
+        else:
+            notices.append(_held_notice(held, phase="end", notice_id=f"end|{held.start_id}", at=d.at,
+                                        why=f"{d.action}: {d.reason}" if d.reason else d.action))
+    if d.action in PERSISTING:
+        key = held_key(d.action, d.model, d.provider, d.kind)
+        held = new.held.get(key)
+        if held is not None:
+            notices += _renew(held, d.at, _cycle_of(d), policy)
+        elif d.model in new.closed_at and d.at < new.closed_at[d.model]:
+            return state, []  # a late copy of a state that has ended since: nothing new
+        else:
+            new.held[key] = Held(key=key, action=d.action, model=d.model, provider=d.provider, kind=d.kind,
+                                 severity=SEVERITY[d.action], start_id=d.decision_id, since=d.at, last_at=d.at,
+                                 last_cycle=_cycle_of(d), title=_decision_title(d)[:400], detail=d.detail[:1000],
+                                 mode=d.mode)
+            notices.append(decision_notice(d, phase="start"))
+    else:
+        notices.insert(0, own or decision_notice(d))
+    if new == state and not notices:
+        return state, []
+    return new, notices
+
+
+def _verdict(state: FoldState, v: CycleVerdict, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:
+    last = state.closed_at.get(v.model)
+    if last is not None and v.at < last:
+        return state, []  # an older cycle, redelivered late
+    new = _copy(state)
+    new.closed_at[v.model] = v.at
+    notices: list[Notice] = []
+    for key in sorted(new.held):
+        held = new.held[key]
+        if held.model != v.model or v.at < held.since:
+            continue
+        outcome, why = PERSISTING[held.action].on_verdict(held, v)
+        if outcome == "renew":
+            notices += _renew(held, v.at, v.cycle, policy)
+        elif outcome == "end":
+            del new.held[key]
+            notices.append(_held_notice(held, phase="end", notice_id=f"end|{held.start_id}", at=v.at, why=why))
+    if new == state:
+        return state, []
+    return new, notices
+
+
+# -- channels and the delivery schedule ----------------------------------------------------------
+
+
+def wants(min_severity: str, severity: str) -> bool:
+    """Whether a channel whose minimum is ``min_severity`` gets a notice of ``severity``."""
+    return RANK[severity] >= RANK[min_severity]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The delivery schedule of one notice on one channel (seconds).
+
+    Attributes:
+        base_s: the ceiling of the first retry delay.
+        max_delay_s: the largest ceiling (the backoff stops doubling there).
+        give_up_s: dead-letter once the first attempt is this old.
+    """
+
+    base_s: float = 5.0
+    max_delay_s: float = 600.0
+    give_up_s: float = 86400.0
+
+
+def next_attempt(schedule: Schedule, failures: int, first_at_s: float, now_s: float, jitter: float) -> float | None:
+    """When to try a notice again after its ``failures``-th failed attempt, or ``None``: dead-letter it.
+
+    Exponential backoff with full jitter: the delay is ``jitter`` (uniform in
+    [0, 1), drawn by the caller) times ``min(max_delay_s, base_s * 2**(failures-1))``
+    (M. Brooker, "Exponential Backoff And Jitter", AWS Architecture Blog, 2015).
+    The last attempt is made at ``first_at_s + give_up_s``, not after it.
+
+    Args:
+        failures: failed attempts so far (>= 1).
+        first_at_s, now_s: epoch seconds of the first attempt and of now.
+        jitter: a number in [0, 1).
+
+    Returns:
+        Epoch seconds of the next attempt, or ``None`` once ``give_up_s`` has passed.
+    """
+    horizon = first_at_s + schedule.give_up_s
+    if now_s >= horizon:
+        return None
+    ceiling = min(schedule.max_delay_s, schedule.base_s * 2.0 ** min(max(failures, 1) - 1, 60))
+    return min(now_s + max(0.0, min(jitter, 1.0)) * ceiling, horizon)
+
+
+def payload(notice: Notice) -> dict[str, Any]:
+    """The JSON body of the signed webhook (Standard Webhooks' ``type`` / ``timestamp`` / ``data`` shape)."""
+    data = msgspec.to_builtins(notice)
+    data["id"] = data.pop("notice_id")
+    data["webhook_id"] = webhook_id(notice.notice_id)
+    return {"type": f"canary.notice.{notice.phase}", "timestamp": _fmt(notice.at), "data": data}
+
+
+def label(notice: Notice) -> str:
+    """The action as one word, phase included: ``floor_held``, ``floor_held_reminder``, ``floor_held_ended``.
+
+    An end that is a decision of its own keeps that decision's action (``canary_sees``).
+    """
+    if notice.phase == "reminder":
+        return f"{notice.action}_reminder"
+    if notice.phase == "end" and notice.action in PERSISTING:
+        return f"{notice.action}_ended"
+    return notice.action

@@ -1,77 +1,375 @@
-"""Notifier service: tell operators about every decision, every new ignore list and who commanded what.
+"""Notifier service: fold the log into notices, deliver each to each channel once, on its own schedule.
 
-Each message becomes one structured log line (``operator_notice``) and, when
-``CANARY_WEBHOOK_URL`` is set, one JSON POST to that URL.  Delivery
-bookkeeping in Redis (``SET NX`` per message id, kept 35 days) makes a
-redelivered message a no-op; a failed webhook call is retried by redelivery.
+Two halves, apart so that a down channel never holds anything up:
+
+- **Folding** (durable ``notifier-v3``, one message at a time, in log order):
+  decisions, cycle verdicts, ignore-list versions and operator commands are
+  folded by :func:`reverie_canary.services.notifier.core.fold`; the new state,
+  the stream position and the notices, with one pending delivery entry per
+  channel that wants them, are saved in one compare-and-set
+  (:mod:`reverie_canary.services.notifier.store`).  Every notice is also one
+  ``notice`` log line.
+- **Delivery** (one loop per channel): take the entries due now, try them
+  (a few at a time), record the outcome.  A failure is tried again at
+  :func:`reverie_canary.services.notifier.core.next_attempt` (exponential
+  backoff, full jitter, stored due times: a restart keeps the schedule); a
+  notice still failing after ``notify_give_up_s`` goes to
+  ``canary.notices.dead.<channel>`` with its error.  When a failing channel
+  answers again, its waiting notices are made due at once.
+
+``canary notices resend`` publishes a ``ResendNotices`` (durable
+``notifier-resend-v1``): the named dead letters become pending again and go
+through the same schedule, signing and exactly-once book; the answer is a
+``NoticesResent`` on ``canary.notices.resent``.
+
+Counts per channel (``delivered``, ``failed``, ``dead_lettered``) are in
+:attr:`Notifier.counts` and in the ``canary_notices_total`` counter.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timezone
+
 import httpx
 from faststream import FastStream
-from redis.exceptions import RedisError
+from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
 
-from reverie_canary.services.notifier.core import describe_command, describe_decision, describe_snapshot
-from reverie_canary.shared import streams
-from reverie_canary.shared.broker import Delivery
+from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, mask_all, open_channels
+from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
+from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
+from reverie_canary.shared import codec, metrics, streams, subjects
+from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.commands import Command, OperatorCommand
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import Shell, redis_client
+from reverie_canary.shared.commands import OperatorCommand, ResendNotices
+from reverie_canary.shared.errors import ConfigError, Transient
+from reverie_canary.shared.events import CycleVerdict, Decision, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
+from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 
-NOTIFIER_INPUT = Codec(Decision | IgnoreSnapshot | OperatorCommand, "decision, snapshot or operator command")
-KEEP_S = 35 * 86400
+NOTIFIER_INPUT = Codec(Decision | CycleVerdict | IgnoreSnapshot | OperatorCommand,
+                       "decision, cycle verdict, snapshot or operator command")
+#: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds).
+LEASE_MARGIN_S = 30.0
+#: Dead letters looked at to resolve a ``msg_…`` webhook id, per channel.
+RESOLVE_LIMIT = 1000
+
+
+def schedule_of(settings: Settings) -> Schedule:
+    """The delivery schedule in the settings."""
+    return Schedule(base_s=settings.notify_retry_base_s, max_delay_s=settings.notify_retry_max_s,
+                    give_up_s=settings.notify_give_up_s)
+
+
+class Notifier:
+    """The notifier's shell: fold and queue (``apply``), deliver (``run_channel``), resend (``resend``).
+
+    Args:
+        book: the delivery book.
+        channels: the configured channels, with senders.
+        publisher: publishes dead letters and resend answers.
+        policy, schedule: from the settings.
+        now: the clock (epoch seconds); ``jitter``: uniform in [0, 1).
+    """
+
+    def __init__(self, book: DeliveryBook, channels: list[Channel], publisher: Publisher | None, policy: FoldPolicy,
+                 schedule: Schedule, *, concurrency: int = 4, timeout_s: float = 10.0, poll_s: float = 1.0,
+                 now: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random) -> None:
+        self.book = book
+        self.channels = channels
+        self.publisher = publisher
+        self.policy = policy
+        self.schedule = schedule
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.now = now
+        self.jitter = jitter
+        self.log = get_logger("notifier")
+        self.counts: dict[str, Counter[str]] = {ch.name: Counter() for ch in channels}
+        self.failing_since: dict[str, float] = {}
+        self._wake = {ch.name: asyncio.Event() for ch in channels}
+
+    # -- folding --------------------------------------------------------------------------
+
+    async def apply(self, event, delivery: Delivery) -> list[Notice]:
+        """Fold one log message; queue its notices on the channels that want them.
+
+        Returns:
+            The notices the event gave (empty for a redelivery already folded).
+
+        Raises:
+            Transient: the book is unreachable or another replica saved first.
+        """
+        record = await self.book.load()
+        seq = delivery.stream_seq
+        if seq is not None and seq <= record.position:
+            return []  # folded already, together with its notices
+        state, notices = fold(record.state, event, self.policy)
+        if state is record.state and not notices:
+            return []
+        queued = [Queued(notice=n, channels=[c.name for c in self.channels if wants(c.min_severity, n.severity)])
+                  for n in notices]
+        new = BookRecord(state=state, position=seq if seq is not None else record.position,
+                         revision=record.revision + 1)
+        created = await self.book.save(new, expected_revision=record.revision, queued=queued, now=self.now())
+        for q in queued:
+            n = q.notice
+            self.log.info("notice", notice_id=n.notice_id, severity=n.severity, action=n.action, phase=n.phase,
+                          model=n.model, provider=n.provider or None, message=n.text, channels=q.channels,
+                          **({"repeated": True} if q.channels and not created else {}))
+        for q in queued:
+            for name in q.channels:
+                self._wake[name].set()
+        return notices
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    def _channel(self, name: str) -> Channel | None:
+        return next((c for c in self.channels if c.name == name), None)
+
+    async def run_channel(self, channel: Channel) -> None:
+        """Deliver ``channel``'s due notices for the life of the service."""
+        wake = self._wake[channel.name]
+        while True:
+            wake.clear()
+            try:
+                if await self.deliver_due(channel):
+                    continue
+                nxt = await self.book.next_due(channel.name)
+            except Transient as exc:
+                self.log.warning("delivery_book_unavailable", channel=channel.name, error=str(exc))
+                nxt = None
+            wait = self.poll_s if nxt is None else min(self.poll_s, max(0.0, nxt - self.now()))
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=wait)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def run(self) -> None:
+        """Every channel's delivery loop, side by side (none waits for another)."""
+        if self.channels:
+            await asyncio.gather(*(self.run_channel(ch) for ch in self.channels))
+
+    async def deliver_due(self, channel: Channel) -> int:
+        """Try the entries of ``channel`` due now, up to ``concurrency`` at once; returns how many."""
+        claimed = await self.book.claim(channel.name, self.now(), self.concurrency, self.timeout_s + LEASE_MARGIN_S)
+        if claimed:
+            await asyncio.gather(*(self._attempt(channel, entry, notice) for entry, notice in claimed))
+        return len(claimed)
+
+    async def _attempt(self, channel: Channel, entry: Entry, notice: Notice | None) -> None:
+        started = self.now()
+        entry.attempts += 1
+        entry.first_at = entry.first_at if entry.first_at is not None else started
+        if notice is None:
+            await self._dead(channel, entry, None, "the notice's content is gone from the book")
+            return
+        try:
+            await channel.sender.send(notice)
+        except DeliveryFailed as exc:
+            error = str(exc)
+        except Exception as exc:  # a bug in a sender: never lose the notice, say what it was
+            error = mask_all(self.channels, f"{type(exc).__name__}: {exc}")[:500]
+            self.log.error("notice_sender_error", channel=channel.name, notice_id=entry.notice_id, error=error)
+        else:
+            now = self.now()
+            await self.book.delivered(entry, now)
+            self.counts[channel.name]["delivered"] += 1
+            metrics.NOTICES.labels(channel.name, "delivered").inc()
+            self.log.info("notice_delivered", channel=channel.name, notice_id=entry.notice_id,
+                          attempts=entry.attempts, generation=entry.generation)
+            since = self.failing_since.pop(channel.name, None)
+            if since is not None:
+                moved = await self.book.expedite(channel.name, now)
+                self.log.info("channel_recovered", channel=channel.name, down_s=round(now - since, 1),
+                              waiting_notices=moved)
+                self._wake[channel.name].set()
+            return
+        now = self.now()
+        self.counts[channel.name]["failed"] += 1
+        metrics.NOTICES.labels(channel.name, "failed").inc()
+        if channel.name not in self.failing_since:
+            self.failing_since[channel.name] = now
+            self.log.warning("channel_failing", channel=channel.name, error=error, notice_id=entry.notice_id,
+                             retry="exponential backoff with full jitter", give_up_after_s=self.schedule.give_up_s)
+        due = next_attempt(self.schedule, entry.attempts, entry.first_at, now, self.jitter())
+        if due is None:
+            await self._dead(channel, entry, notice, error)
+        else:
+            await self.book.failed(entry, now, due, error)
+
+    async def _dead(self, channel: Channel, entry: Entry, notice: Notice | None, error: str) -> None:
+        now = self.now()
+        if notice is not None and self.publisher is not None:
+            letter = NoticeDeadLettered(
+                at=datetime.fromtimestamp(now, timezone.utc), notice=notice, channel=channel.name,
+                attempts=entry.attempts, error=error[:4000], generation=entry.generation,
+                first_attempt_at=datetime.fromtimestamp(entry.first_at or now, timezone.utc))
+            try:
+                await self.publisher.publish(letter, subjects.notice_dead(channel.name),
+                                             f"ndl|{channel.name}|{entry.notice_id}|{entry.generation}", streams.NOTICES)
+            except Transient as exc:  # not recorded: keep it pending and try again shortly
+                self.log.warning("dead_letter_not_published", channel=channel.name, notice_id=entry.notice_id,
+                                 error=str(exc))
+                await self.book.failed(entry, now, now + self.schedule.base_s, error)
+                return
+        await self.book.dead(entry, now, error)
+        self.counts[channel.name]["dead_lettered"] += 1
+        metrics.NOTICES.labels(channel.name, "dead_lettered").inc()
+        self.log.error("notice_dead_lettered", channel=channel.name, notice_id=entry.notice_id,
+                       attempts=entry.attempts, error=error, resend="canary notices resend")
+
+    # -- resend -------------------------------------------------------------------------------
+
+    async def _resolve(self, ident: str, names: list[str]) -> str:
+        """A notice id from a notice id or a ``msg_…`` webhook id (found among dead letters)."""
+        if not ident.startswith("msg_"):
+            return ident
+        for name in names:
+            for e in await self.book.entries("dead", channel=name, limit=RESOLVE_LIMIT):
+                if webhook_id(e.notice_id) == ident:
+                    return e.notice_id
+        for e in await self.book.recent(200):
+            if webhook_id(e.notice_id) == ident:
+                return e.notice_id
+        return ident
+
+    async def resend(self, cmd: ResendNotices, delivery: Delivery | None = None) -> NoticesResent:
+        """Make the named (or all) dead letters pending again; publish and return the answer.
+
+        Idempotent: a redelivered command finds its entries pending or
+        delivered and requeues nothing more.
+        """
+        configured = [c.name for c in self.channels]
+        names = [cmd.channel] if cmd.channel else sorted(set(configured) | set(await self.book.channels()))
+        requeued: list[NoticeRef] = []
+        skipped: list[NoticeRef] = []
+        now = self.now()
+        targets: list[tuple[str, str]] = []
+        if cmd.all:
+            for name in names:
+                targets += [(name, e.notice_id) for e in await self.book.entries("dead", channel=name, limit=1000)]
+        for ident in cmd.notice_ids:
+            nid = await self._resolve(ident, names)
+            found = [(name, nid) for name in names if await self.book.entry(name, nid) is not None]
+            if not found:
+                skipped.append(NoticeRef(notice_id=ident, channel=cmd.channel or "*", why="no such notice"))
+            targets += [t for t in found if t not in targets]
+        for name, nid in targets:
+            entry = await self.book.entry(name, nid)
+            if name not in configured:
+                skipped.append(NoticeRef(notice_id=nid, channel=name, why="channel not configured"))
+            elif entry is None:
+                skipped.append(NoticeRef(notice_id=nid, channel=name, why="no such notice"))
+            elif entry.status == "delivered":
+                skipped.append(NoticeRef(notice_id=nid, channel=name, why="already delivered"))
+            elif entry.status == "pending":
+                skipped.append(NoticeRef(notice_id=nid, channel=name, why=f"still being tried ({entry.attempts} "
+                                                                            "attempt(s) so far)"))
+            elif await self.book.requeue(name, nid, now) is not None:
+                requeued.append(NoticeRef(notice_id=nid, channel=name))
+                self._wake[name].set()
+        answer = NoticesResent(at=datetime.fromtimestamp(now, timezone.utc), command_id=cmd.command_id,
+                               requeued=requeued[:1000], skipped=skipped[:1000])
+        self.log.info("notices_resend", command_id=cmd.command_id, actor=cmd.actor, requeued=len(requeued),
+                      skipped=len(skipped))
+        if self.publisher is not None:
+            await self.publisher.publish(answer, subjects.NOTICES_RESENT, f"resent|{cmd.command_id}", streams.NOTICES)
+        return answer
+
+
+async def prepare(settings: Settings) -> None:
+    """Check the notices stream exists; let ``notifier-v3`` take over an older durable's position.
+
+    An older notifier durable (``notifier-v2``: decisions only, unordered) is
+    replaced by a new one that starts right after the last message the old
+    one acknowledged, so an upgrade neither loses nor repeats notices.
+
+    Raises:
+        ConfigError: the ``CANARY_NOTICES`` stream does not exist (run ``canary init``).
+    """
+    log = get_logger("notifier")
+    nc = await nats_connect(settings)
+    try:
+        js = nc.jetstream()
+        try:
+            await js.stream_info(streams.NOTICES)
+        except NotFoundError as exc:
+            raise ConfigError(f"stream {streams.NOTICES} does not exist: run `canary init` (admin credential)") from exc
+        spec = streams.notifier_consumer(settings)
+        try:
+            await js.consumer_info(streams.LOG, spec.durable)
+            return
+        except NotFoundError:
+            pass
+        for old in streams.NOTIFIER_PREVIOUS_DURABLES:
+            try:
+                info = await js.consumer_info(streams.LOG, old)
+            except NotFoundError:
+                continue
+            start = (info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+            config = spec.config()
+            config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            config.opt_start_seq = start
+            await js.add_consumer(streams.LOG, config)
+            await js.delete_consumer(streams.LOG, old)
+            log.warning("consumer_migrated", old=old, new=spec.durable, start_seq=start)
+            return
+    finally:
+        await nc.close()
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
-    """The notifier's FastStream app."""
+    """The notifier's FastStream app.
+
+    Raises:
+        ConfigError: a channel is misconfigured (named, its URL never printed).
+    """
     settings = settings or Settings.load()
     shell = Shell("notifier", settings)
-    clients: dict[str, object] = {}
+    http = httpx.AsyncClient(follow_redirects=False)
+    channels = open_channels(settings, http)
+    holder: dict[str, object] = {}
 
-    async def open_clients() -> None:
-        clients["redis"] = redis_client(settings)
-        if settings.webhook_url:
-            clients["http"] = httpx.AsyncClient(timeout=10.0)
+    async def open_book() -> None:
+        await prepare(settings)
+        client = redis_client(settings)
+        holder["redis"] = client
+        holder["notifier"] = Notifier(
+            RedisDeliveryBook(client, settings.namespace), channels, shell.publisher,
+            FoldPolicy(remind_every_s=settings.notify_remind_s), schedule_of(settings),
+            concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s)
+        shell.log.info("notifier_channels", channels=[c.describe() for c in channels] or
+                       "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
 
-    async def close_clients() -> None:
-        for c in clients.values():
-            await c.aclose()  # type: ignore[attr-defined]
+    async def close() -> None:
+        await http.aclose()
+        client = holder.get("redis")
+        if client is not None:
+            await client.aclose()  # type: ignore[attr-defined]
 
     async def apply(event, delivery: Delivery) -> None:
-        if isinstance(event, Decision):
-            line, payload = describe_decision(event)
-        elif isinstance(event, IgnoreSnapshot):
-            line, payload = describe_snapshot(event)
-        elif isinstance(event, Command):
-            line, payload = describe_command(event)
-        else:
-            return
-        key = f"{settings.namespace}:notifier:sent:{payload['id']}"
-        redis = clients["redis"]
-        try:
-            if await redis.exists(key):  # type: ignore[attr-defined]
-                return
-        except RedisError as exc:
-            raise Transient(f"redis: {exc!r}") from exc
-        shell.log.info("operator_notice", message=line, **{k: v for k, v in payload.items() if k != "id"})
-        http = clients.get("http")
-        if http is not None:
-            try:
-                response = await http.post(settings.webhook_url, json={"text": line, **payload})  # type: ignore[attr-defined]
-                response.raise_for_status()
-            except httpx.HTTPError as exc:
-                raise Transient(f"webhook: {exc!r}") from exc
-        try:
-            await redis.set(key, b"1", ex=KEEP_S)  # type: ignore[attr-defined]
-        except RedisError as exc:
-            raise Transient(f"redis: {exc!r}") from exc
+        await holder["notifier"].apply(event, delivery)  # type: ignore[attr-defined]
 
-    shell.on_startup(open_clients)
-    shell.on_shutdown(close_clients)
-    shell.subscribe(streams.notifier_consumer(settings), NOTIFIER_INPUT, apply, batch=16)
+    async def resend(cmd: ResendNotices, delivery: Delivery) -> None:
+        await holder["notifier"].resend(cmd, delivery)  # type: ignore[attr-defined]
+
+    async def deliver() -> None:
+        await holder["notifier"].run()  # type: ignore[attr-defined]
+
+    shell.on_startup(open_book)
+    shell.on_shutdown(close)
+    shell.subscribe(streams.notifier_consumer(settings), NOTIFIER_INPUT, apply)
+    shell.subscribe(streams.notifier_resend_consumer(settings), codec.RESEND, resend)
+    shell.background(deliver)
+    shell.app.notifier = holder  # type: ignore[attr-defined]  # tests and the demo read the counts here
     return shell.app
