@@ -23,6 +23,8 @@ from reverie_canary.shared.commands import (
 )
 from reverie_canary.shared.errors import Rejected, Undecodable
 from reverie_canary.shared.events import (
+    CommandApplied,
+    CommandRefused,
     CycleClosed,
     CycleVerdict,
     DeadLetter,
@@ -80,6 +82,7 @@ COMMAND = Codec(OperatorCommand, "operator command")
 NOTICE_DEAD = Codec(NoticeDeadLettered, "NoticeDeadLettered")
 RESEND = Codec(ResendNotices, "ResendNotices")
 RESENT = Codec(NoticesResent, "NoticesResent")
+ANSWER = Codec(CommandApplied | CommandRefused, "command answer")
 
 #: Every tagged message type of the log, for replay and audits.
 LOG_EVENT = Codec(
@@ -94,19 +97,22 @@ LOG_EVENT = Codec(
     | RemoveOverride
     | LiftSuspension
     | SetMode
-    | ReloadExclusions,
+    | ReloadExclusions
+    | CommandApplied
+    | CommandRefused,
     "log event",
 )
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
-              NoticeDeadLettered, ResendNotices, NoticesResent)
+              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | ProbeTask | ProbeResult | CycleVerdict | Decision | RetestRequested
     | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
-    | NoticeDeadLettered | ResendNotices | NoticesResent,
+    | NoticeDeadLettered | ResendNotices | NoticesResent
+    | CommandApplied | CommandRefused,
     "message",
 )
 
@@ -126,6 +132,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions),
     "deadletter": (DeadLetter,),
     "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
+    "answers": (CommandApplied, CommandRefused),
 }
 #: ``canary.notices.<what>``: the one type of each.
 NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendNotices, "resent": NoticesResent}
@@ -158,6 +165,11 @@ def check_origin(subject: str, message: Any) -> None:
     if family == "notices":
         if NOTICE_ORIGINS.get(parts[2] if len(parts) > 2 else "") is not type(message):
             raise Rejected(f"a {kind} on {subject}: it does not belong there", subject=subject)
+        return
+    if family == "answers":
+        if tokens != [message.service, message.command_id]:
+            raise Rejected(f"a {kind} of {message.service} for command {message.command_id!r} on {subject}",
+                           subject=subject)
         return
     if family == "ops":
         if tokens != [VERBS[type(message)]]:

@@ -31,13 +31,19 @@ class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
-    """Ignore ``provider`` for ``model`` (or ``*``) now, until ``expires_at`` if given."""
+    """Ignore ``provider`` for ``model`` (or ``*``) now, until ``expires_at`` if given.
+
+    ``force``: apply it past the guard rails (a provider the gateway does not
+    list for the model, or fewer than ``min_hosts`` usable hosts left); the
+    router's answer then says which were passed (issue 9, guard rails).
+    """
 
     provider: Slug
     model: ModelScope = "*"
     reason: Reason
     expires_at: UtcDatetime | None = None
     reference: str = ""
+    force: bool = False
 
 
 class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):
@@ -66,9 +72,13 @@ class SetMode(Command, frozen=True, kw_only=True, tag="set_mode"):
 
 
 class ReloadExclusions(Command, frozen=True, kw_only=True, tag="reload_exclusions"):
-    """Ask the router to read the reviewed exclusions file again."""
+    """Ask the router to read the reviewed exclusions file again.
+
+    ``force``: apply the file even if it leaves fewer than ``min_hosts`` usable hosts.
+    """
 
     reason: str = ""
+    force: bool = False
 
 
 OperatorCommand = AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
@@ -80,6 +90,15 @@ VERBS: dict[type, str] = {
     LiftSuspension: "lift",
     SetMode: "mode",
     ReloadExclusions: "exclusions-reload",
+}
+
+#: The service that owns (and answers) each command (DESIGN.md, "Operator commands are answered by events").
+OWNERS: dict[type, str] = {
+    AddOverride: "router",
+    RemoveOverride: "router",
+    ReloadExclusions: "router",
+    LiftSuspension: "judge",
+    SetMode: "judge",
 }
 
 Layer = Literal["exclusion", "override", "suspension"]

@@ -314,6 +314,106 @@ class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
     source_task_id: str = ""
 
 
+
+# -- answers to operator commands ---------------------------------------------------
+#
+# Every operator command gets one answer on the log from the service that owns it
+# (DESIGN.md, "Operator commands are answered by events"): the router answers
+# overrides and exclusions, the judge lifts and modes.  The answer's id is
+# ``answer|<command id>`` (its ``Nats-Msg-Id``), so a redelivered command gives
+# the same answer, stored once.
+
+#: Bounds of an answer's lists: enough for every watched model of a deployment,
+#: small enough that the largest answer stays far below NATS's 1 MiB payload.
+ANSWER_MODELS_MAX = 128
+ANSWER_IGNORE_MAX = 64
+
+
+class SnapshotVersion(Struct, frozen=True, kw_only=True):
+    """One model's IgnoreSnapshot version, as an answer reports it.
+
+    ``ignore`` lists the providers that version ignores at the answer's ``at``
+    (at most ``ANSWER_IGNORE_MAX``; ``ignored`` is the full count).
+    """
+
+    model: Slug
+    version: int
+    ignore: Annotated[list[str], Meta(max_length=ANSWER_IGNORE_MAX)] = []
+    ignored: int = 0
+
+
+class FloorBreach(Struct, frozen=True, kw_only=True):
+    """A model left with fewer than ``min_hosts`` usable hosts by an operator's ``--force``.
+
+    ``usable`` lists the production hosts (endpoint tags) still usable after the
+    command; the floor is DESIGN.md's capacity floor (setting ``min_hosts``).
+    """
+
+    model: Slug
+    min_hosts: int
+    usable: Annotated[list[str], Meta(max_length=ANSWER_IGNORE_MAX)] = []
+
+
+class DecisionMade(Struct, frozen=True, kw_only=True):
+    """A judge decision a command caused (a lift's ``end``, a mode's ``mode_changed``)."""
+
+    decision_id: Slug
+    model: Slug
+    provider: str = ""
+    action: DecisionAction
+    at: UtcDatetime
+    detail: Excerpt = ""
+
+
+class CommandAnswer(Event, frozen=True, kw_only=True):
+    """Base of the answers: which command (id, verb, actor, scope) and which service answers.
+
+    Published on ``canary.answers.<service>.<command id>``; ``at`` is when the
+    service handled the command (UTC).
+    """
+
+    answer_id: Slug
+    command_id: Slug
+    command: Annotated[str, Meta(max_length=32)]
+    service: Slug
+    actor: Slug
+    model: Annotated[str, Meta(max_length=256)] = ""
+    provider: Annotated[str, Meta(max_length=256)] = ""
+
+
+class CommandApplied(CommandAnswer, frozen=True, kw_only=True, tag="command_applied"):
+    """The command took effect.
+
+    ``snapshots``: the IgnoreSnapshot versions it made (router); ``unchanged``:
+    the models it concerned whose snapshot stayed as it was, with their current
+    version; ``decisions``: the judge decisions it caused.  ``forced``: the
+    operator passed ``--force`` past a guard rail; ``warnings`` say which, and
+    ``floor_broken`` names each model left below the capacity floor by it.
+    """
+
+    detail: Excerpt = ""
+    snapshots: Annotated[list[SnapshotVersion], Meta(max_length=ANSWER_MODELS_MAX)] = []
+    unchanged: Annotated[list[SnapshotVersion], Meta(max_length=ANSWER_MODELS_MAX)] = []
+    decisions: Annotated[list[DecisionMade], Meta(max_length=ANSWER_MODELS_MAX)] = []
+    warnings: Annotated[list[Excerpt], Meta(max_length=16)] = []
+    forced: bool = False
+    floor_broken: Annotated[list[FloorBreach], Meta(max_length=ANSWER_MODELS_MAX)] = []
+
+
+class CommandRefused(CommandAnswer, frozen=True, kw_only=True, tag="command_refused"):
+    """The command changed nothing, and why.
+
+    ``code`` is machine-readable (``unknown_provider``, ``capacity_floor``,
+    ``not_watched``, ``unknown_model``, ``expired``, ``no_such_override``,
+    ``invalid_exclusions``, ``not_suspended``); ``reason`` says it in the
+    operator's words.  ``force_applies``: ``--force`` would apply it.
+    """
+
+    code: Reason
+    reason: Excerpt
+    force_applies: bool = False
+
+
 # -- the dead letter -----------------------------------------------------------
 
 

@@ -56,6 +56,11 @@ def snapshot_id(model: str, version: int) -> str:
     return f"snap|{model}|{version}"
 
 
+def answer_id(command_id: str) -> str:
+    """The one answer (CommandApplied or CommandRefused) to an operator command."""
+    return f"answer|{command_id}"
+
+
 def content_id(prefix: str, payload: bytes) -> str:
     """An id from content, for messages that carry no identity of their own."""
     return f"{prefix}|{hashlib.sha256(payload).hexdigest()[:32]}"

@@ -37,7 +37,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import subjects
+from reverie_canary.shared import inputs, subjects
 from reverie_canary.shared.settings import Settings
 
 LOG = "CANARY_LOG"
@@ -58,6 +58,7 @@ LOG_SUBJECTS = [
     subjects.ALL_ROUTING,
     subjects.ALL_OPS,
     subjects.ALL_ROUTER,
+    subjects.ALL_ANSWERS,
 ]
 
 
@@ -184,23 +185,34 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
 
 
 def judge_consumer(settings: Settings) -> ConsumerSpec:
-    """Strictly ordered (one message in flight): the fold must see the log's order."""
+    """Strictly ordered (one message in flight): the fold must see the log's order.
+
+    Its filter is what the judge folds (:data:`reverie_canary.shared.inputs.READS`).
+    """
     return ConsumerSpec(
         stream=LOG,
         durable="judge-v1",
-        filter_subjects=[subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_OPS, subjects.ALL_ROUTING],
+        filter_subjects=inputs.filters("judge"),
         max_ack_pending=1,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,
     )
 
 
+#: Durables the router used before; at start the router moves from the newest one found to
+#: :func:`router_consumer` without replaying what it had applied (router-v1: no discovery).
+ROUTER_PREVIOUS_DURABLES = ("router-v1",)
+
+
 def router_consumer(settings: Settings) -> ConsumerSpec:
-    """Strictly ordered: decisions and operator commands in log order."""
+    """Strictly ordered: decisions, operator commands and discovery in log order.
+
+    Its filter is what the router folds (:data:`reverie_canary.shared.inputs.READS`).
+    """
     return ConsumerSpec(
         stream=LOG,
-        durable="router-v1",
-        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_OPS],
+        durable="router-v2",
+        filter_subjects=inputs.filters("router"),
         max_ack_pending=1,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,

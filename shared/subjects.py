@@ -127,6 +127,20 @@ def router_event(model: str) -> str:
     return f"{PREFIX}.router.{encode_token(model)}"
 
 
+def answer(service: str, command_id: str) -> str:
+    """``canary.answers.<service>.<command id>``: a service's CommandApplied or CommandRefused.
+
+    Only ``service``'s credential may publish on its own ``canary.answers.<service>.>``
+    (``shared/nats/server.conf``).
+    """
+    return f"{PREFIX}.answers.{encode_token(service)}.{encode_token(command_id)}"
+
+
+def answers_to(command_id: str) -> str:
+    """The filter that matches the answer to ``command_id`` from whichever service owns it."""
+    return f"{PREFIX}.answers.*.{encode_token(command_id)}"
+
+
 def deadletter(service: str) -> str:
     """``canary.deadletter.<service>``: rejected input with its reason."""
     return f"{PREFIX}.deadletter.{encode_token(service)}"
@@ -171,3 +185,4 @@ ALL_ROUTER = f"{PREFIX}.router.>"
 ALL_DEADLETTER = f"{PREFIX}.deadletter.>"
 ALL_NOTICES = f"{PREFIX}.notices.>"
 ALL_NOTICES_DEAD = f"{PREFIX}.notices.dead.>"
+ALL_ANSWERS = f"{PREFIX}.answers.>"

@@ -1,9 +1,14 @@
-"""The router's core: three layers merged into one ``provider.ignore`` list.
+"""The router's core: the three layers, their merge into ``provider.ignore``, and the fold that keeps them.
 
 What lives here (DESIGN.md, "The router: three layers into provider.ignore"):
-the layers' records, the reviewed-exclusions file format and its validation,
-and :func:`merge`, a pure function -- the same inputs give the same entries.
-It knows nothing of NATS, Redis or the wall clock (``now`` is an argument).
+every rule that changes what the router ignores or answers.  :func:`decide`
+is ``decide(state, input, now, policy) -> (state, effects)`` in the judge's
+style: total and deterministic; time comes only from its ``now`` argument
+(the shell's clock when it applies the input, or an event's own ``at`` when
+the log is folded again), never from the wall clock.  This module knows nothing
+of NATS, Redis, files or the clock; the shell (``service.py``) reads the
+exclusions file, loads and saves the state with the stream position, and
+carries out the effects.
 
 Layers, in the order an entry lists them:
 
@@ -15,20 +20,66 @@ Layers, in the order an entry lists them:
 
 Layers combine by union: a provider is ignored while any layer ignores it, and
 each entry names every layer that does.  An entry past its expiry never appears.
+
+The rules, in the order :func:`decide` applies them:
+
+1. A command already answered (its id is remembered) changes nothing and is not
+   answered again: its first answer is on the log.
+2. Overrides and suspensions past their ``until`` leave the state, whatever the
+   input (nothing expired is kept, not even by a rebuild from the log).
+3. The input:
+
+   - a ``suspend`` decision adds a suspension (it must have an ``until``); an
+     ``end`` removes it, unless it is older than the suspension it would end;
+     observe mode's ``would_*`` and the other actions never touch routing;
+   - ``AddOverride`` is refused for a model that is not watched, or when it
+     expires before it starts or before it arrives; the guard rails (issue 9)
+     refuse it, unless ``force``, when the gateway does not list the provider
+     for the model (the last ``EndpointsDiscovered`` known) or when fewer than
+     ``min_hosts`` usable hosts would remain -- a model whose endpoints are not
+     known yet is not checked, and the answer says so;
+   - ``RemoveOverride`` is refused when there is no such override;
+   - a read of the exclusions file (at start, on a change, or for
+     ``ReloadExclusions``): an invalid file is refused and the old exclusions
+     stay; one that leaves fewer than ``min_hosts`` usable hosts is refused
+     unless the reload was forced;
+   - ``EndpointsDiscovered`` of a watched model is remembered for the guard rails;
+   - :class:`KvSeen` (what the KV bucket holds, at start) keeps versions from
+     ever going back; :class:`Tick` (the timer) only lets rule 2 and 4 run.
+4. Every model whose merge changed gets a new snapshot, version + 1.
+5. A command gets one answer: ``CommandApplied`` (the versions it made, the
+   guard rails it passed with ``force``, a capacity floor broken by an operator)
+   or ``CommandRefused`` (a code and the reason).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
+from collections.abc import Iterable
 from datetime import date, datetime, time, timezone
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 from msgspec import Struct
 
+from reverie_canary.shared import ids
+from reverie_canary.shared.commands import VERBS, AddOverride, ReloadExclusions, RemoveOverride
 from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason
+from reverie_canary.shared.events import (
+    ANSWER_IGNORE_MAX,
+    ANSWER_MODELS_MAX,
+    CommandApplied,
+    CommandRefused,
+    Decision,
+    EndpointsDiscovered,
+    FloorBreach,
+    SnapshotVersion,
+)
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.timefmt import utc_text
 
 LAYER_ORDER = {"exclusion": 0, "override": 1, "suspension": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -210,16 +261,580 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
     return out
 
 
-def load_exclusions(path: str | Path | None) -> list[Exclusion]:
-    """Read the reviewed exclusions from ``path`` (no path: none).
+# -- the state the router folds ------------------------------------------------------
 
-    Raises:
-        ConfigError: unreadable or invalid file.
+#: Operator command ids remembered, so that a command published again is answered once.
+COMMAND_MEMORY = 256
+#: Providers a refusal names when it lists what the gateway does list.
+LISTED_SHOWN = 12
+
+
+class RouterPolicy(Struct, frozen=True, kw_only=True):
+    """What the router's rules need from the settings.
+
+    ``models``: the watched models (an override names one of them or ``*``);
+    ``min_hosts``: the capacity floor (DESIGN.md, "The judge": never fewer than
+    2 production hosts), which operator commands may break only with ``force``.
     """
-    if not path:
-        return []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read exclusions file {path}: {exc}") from exc
-    return parse_exclusions(text, str(path))
+
+    models: tuple[str, ...] = ()
+    min_hosts: int = 2
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RouterPolicy:
+        """The router's part of the settings."""
+        return cls(models=tuple(settings.models), min_hosts=settings.min_hosts)
+
+
+class Host(Struct, frozen=True, kw_only=True):
+    """One endpoint the gateway lists: its tag (``deepinfra/fp8``) and display name (``DeepInfra``)."""
+
+    tag: str
+    name: str = ""
+
+
+class KnownEndpoints(Struct, frozen=True, kw_only=True):
+    """A model's endpoints as its latest ``EndpointsDiscovered`` listed them.
+
+    ``hosts`` are the production hosts (positive controls left out: they are
+    probed, never routed to); ``controls`` the control tags.
+    """
+
+    cycle: str
+    at: datetime
+    hosts: list[Host] = []
+    controls: list[str] = []
+
+
+class Published(Struct, frozen=True, kw_only=True):
+    """The last snapshot version of a model and a digest of its entries (:func:`entries_digest`).
+
+    An empty digest matches no merge: the next merge publishes a new version.
+    """
+
+    version: int
+    digest: str = ""
+    at: datetime | None = None
+
+
+class RouterState(Struct, kw_only=True):
+    """Everything the router keeps: the two runtime layers, the reviewed exclusions in force,
+    what the gateway lists, and the versions published.
+
+    ``overrides`` is keyed by :func:`override_key`, ``suspensions`` by
+    :func:`suspension_key`; ``models`` are the models met in inputs beyond the
+    watched ones; ``commands`` the latest command ids answered.
+    """
+
+    overrides: dict[str, Override] = {}
+    suspensions: dict[str, Suspension] = {}
+    exclusions: list[Exclusion] = []
+    exclusions_digest: str = ""
+    models: list[str] = []
+    endpoints: dict[str, KnownEndpoints] = {}
+    published: dict[str, Published] = {}
+    commands: list[str] = []
+    updated_at: datetime | None = None
+
+
+def initial() -> RouterState:
+    """The state of a router that has seen nothing."""
+    return RouterState()
+
+
+def override_key(provider: str, model: str) -> str:
+    """Key of an override in :attr:`RouterState.overrides`: ``provider``, newline, ``model`` (or ``*``)."""
+    return f"{provider}\n{model}"
+
+
+def suspension_key(model: str, provider: str) -> str:
+    """Key of a suspension in :attr:`RouterState.suspensions`: ``model``, newline, ``provider``."""
+    return f"{model}\n{provider}"
+
+
+# -- the router's own inputs and its effects -------------------------------------------------
+
+
+class Tick(Struct, frozen=True, kw_only=True):
+    """The timer: time passed (entries may have expired, an exclusion's date may have come)."""
+
+
+class ExclusionsRead(Struct, frozen=True, kw_only=True):
+    """The reviewed exclusions file as the shell read it.
+
+    ``exclusions`` and ``digest`` (of the raw bytes) when it is valid, else
+    ``error`` naming the file and line.  ``trigger``: ``start``,
+    ``file_changed``, ``file_missing`` or ``command`` (then ``command`` is the
+    ``ReloadExclusions`` that asked for it).
+    """
+
+    path: str
+    exclusions: list[Exclusion] | None = None
+    digest: str = ""
+    error: str = ""
+    trigger: str = "file_changed"
+    command: ReloadExclusions | None = None
+
+
+class KvSeen(Struct, frozen=True, kw_only=True):
+    """The versions the KV bucket holds, per model (at start and after a rebuild); a model absent has none."""
+
+    versions: dict[str, Published] = {}
+
+
+class SnapshotMade(Struct, frozen=True, kw_only=True, tag_field="type", tag="snapshot_made"):
+    """Write this snapshot to the KV bucket and publish it on ``canary.routing.<model>``."""
+
+    snapshot: IgnoreSnapshot
+
+
+class Note(Struct, frozen=True, kw_only=True):
+    """A log line for the shell to write: ``event`` and its fields, at ``level``."""
+
+    level: Literal["info", "warning"]
+    event: str
+    fields: dict[str, Any] = {}
+
+
+class Invalid(Struct, frozen=True, kw_only=True):
+    """The input is refused without an answer (a malformed decision): the shell dead-letters it."""
+
+    reason: str
+
+
+#: What the shell must carry out after saving, kept in the record's outbox until done.
+Outbound = SnapshotMade | CommandApplied | CommandRefused
+Effect = SnapshotMade | CommandApplied | CommandRefused | Note | Invalid
+#: Operator commands the router owns (shared/commands.py OWNERS).
+RouterCommand = AddOverride | RemoveOverride | ReloadExclusions
+RouterInput = Decision | AddOverride | RemoveOverride | EndpointsDiscovered | ExclusionsRead | KvSeen | Tick
+
+_encoder = msgspec.json.Encoder()
+
+
+def entries_digest(entries: list[IgnoreEntry]) -> str:
+    """A digest of a snapshot's entries: equal entries, equal digest (the ``at`` and version play no part)."""
+    return hashlib.blake2b(_encoder.encode(entries), digest_size=16).hexdigest()
+
+
+def covers(entry: str, host: Host) -> bool:
+    """Whether the ignore entry ``entry`` removes ``host`` from routing.
+
+    As the gateway's ``provider.ignore`` matches (openrouter-api.md section 2, read
+    the way the simulated gateway reads it): the endpoint's tag itself, a base
+    slug of it (``lambda`` covers ``lambda/fp8``) or its display name,
+    case-insensitively.
+    """
+    e, tag = entry.casefold(), host.tag.casefold()
+    return e == tag or tag.startswith(e + "/") or (bool(host.name) and e == host.name.casefold())
+
+
+def watched_and_known(state: RouterState, policy: RouterPolicy) -> list[str]:
+    """Every model the router publishes a snapshot for: the watched ones and those met in inputs."""
+    return sorted(set(policy.models) | set(state.models))
+
+
+def next_change(state: RouterState, now: datetime) -> datetime | None:
+    """The earliest time after ``now`` (UTC) at which the merge can change by itself (:func:`next_expiry`)."""
+    return next_expiry(state.exclusions, list(state.overrides.values()), list(state.suspensions.values()), now)
+
+
+def snapshot_entries(state: RouterState, model: str, now: datetime) -> list[IgnoreEntry]:
+    """The merged ignore entries of ``model`` at ``now``."""
+    return merge(model, state.exclusions, list(state.overrides.values()), list(state.suspensions.values()), now)
+
+
+# -- the fold ------------------------------------------------------------------------------
+
+
+class _Refusal(Struct, frozen=True, kw_only=True):
+    code: str
+    reason: str
+    force_applies: bool = False
+
+
+class _Applied(Struct, frozen=True, kw_only=True):
+    models: list[str]
+    detail: str = ""
+    warnings: list[str] = []
+    forced: bool = False
+    floor_broken: list[FloorBreach] = []
+
+
+Follow = Literal["applied", "refused"] | None
+
+
+def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, *,
+           follow: Follow = None) -> tuple[RouterState, list[Effect]]:
+    """Apply one input to the router's state.
+
+    Args:
+        state: the state (not modified; a new state is returned).
+        event: one of :data:`RouterInput`; anything else is ignored.
+        now: the time the input is applied at (UTC): expiry, the merge and the
+            answer's ``at`` use it.
+        policy: the watched models and the capacity floor.
+        follow: when folding the log again, the outcome its answer recorded for
+            this command (``applied``: apply it without the guard rails,
+            ``refused``: only remember it); ``None`` decides afresh.
+
+    Returns:
+        ``(new_state, effects)``: :class:`SnapshotMade` for every changed
+        model, then the command's answer, :class:`Note` lines to log, or one
+        :class:`Invalid` (and the state unchanged) for a malformed decision.
+        Repeated or foreign input returns the same state and no effects.
+    """
+    command = event.command if isinstance(event, ExclusionsRead) else event
+    command_id = command.command_id if isinstance(command, RouterCommand) else None
+    if command_id is not None and command_id in state.commands:
+        return state, []
+    new = _copy(state)
+    notes: list[Effect] = []
+    touched = _prune(new, now, policy)
+    outcome: _Refusal | _Applied | None = None
+    if follow == "refused" and command_id is not None:
+        pass  # the log says it was refused: it changed nothing but the memory of the command
+    else:
+        match event:
+            case Decision():
+                problem = _decision(new, event, now, touched)
+                if problem is not None:
+                    return state, [Invalid(reason=problem)]
+            case AddOverride():
+                outcome = _add_override(new, event, now, policy, follow)
+            case RemoveOverride():
+                outcome = _remove_override(new, event, policy, follow)
+            case ExclusionsRead():
+                outcome = _exclusions(new, event, now, policy, follow, notes)
+            case EndpointsDiscovered():
+                _discovered(new, event, policy)
+            case KvSeen():
+                _kv_seen(new, event)
+                touched.update(watched_and_known(new, policy))
+            case Tick():
+                touched.update(watched_and_known(new, policy))
+            case _:
+                return state, []
+    if isinstance(outcome, _Applied):
+        touched.update(outcome.models)
+    made = _publish(new, touched, now, policy)
+    effects: list[Effect] = [*made]
+    if command_id is not None:
+        new.commands = [*new.commands, command_id][-COMMAND_MEMORY:]
+        if outcome is not None:
+            effects.append(_answer(command, outcome, made, new, now))
+    effects.extend(notes)
+    if new == state:
+        return state, effects
+    new.updated_at = now
+    return new, effects
+
+
+def _copy(state: RouterState) -> RouterState:
+    """A copy whose containers can be changed; their values are frozen Structs and are shared."""
+    return msgspec.structs.replace(
+        state, overrides=dict(state.overrides), suspensions=dict(state.suspensions),
+        exclusions=list(state.exclusions), models=list(state.models), endpoints=dict(state.endpoints),
+        published=dict(state.published), commands=list(state.commands))
+
+
+def _prune(state: RouterState, now: datetime, policy: RouterPolicy) -> set[str]:
+    """Drop overrides and suspensions past their ``until``; return the models whose merge that changes."""
+    touched: set[str] = set()
+    for key, o in list(state.overrides.items()):
+        if o.until is not None and o.until <= now:
+            del state.overrides[key]
+            touched.update(watched_and_known(state, policy) if o.model == "*" else [o.model])
+    for key, s in list(state.suspensions.items()):
+        if s.until <= now:
+            del state.suspensions[key]
+            touched.add(s.model)
+    return touched
+
+
+def _know_model(state: RouterState, model: str) -> None:
+    if model != "*" and model not in state.models:
+        state.models = sorted([*state.models, model])
+
+
+def _decision(state: RouterState, event: Decision, now: datetime, touched: set[str]) -> str | None:
+    key = suspension_key(event.model, event.provider)
+    if event.action == "suspend":
+        if event.until is None:
+            return f"suspend decision {event.decision_id} has no until"
+        _know_model(state, event.model)
+        if event.until > now:
+            state.suspensions[key] = Suspension(provider=event.provider, model=event.model,
+                                                reason=event.detail or event.reason, since=event.at,
+                                                until=event.until, decision_id=event.decision_id)
+            touched.add(event.model)
+    elif event.action == "end":
+        current = state.suspensions.get(key)
+        if current is not None and event.at >= current.since:
+            del state.suspensions[key]
+            touched.add(event.model)
+    return None
+
+
+def _usable(state: RouterState, model: str, now: datetime, *, overrides: dict[str, Override] | None = None,
+            exclusions: list[Exclusion] | None = None) -> list[str]:
+    """The production hosts of ``model`` that no entry of the merge covers (its endpoints must be known)."""
+    known = state.endpoints[model]
+    entries = merge(model, state.exclusions if exclusions is None else exclusions,
+                    list((state.overrides if overrides is None else overrides).values()),
+                    list(state.suspensions.values()), now)
+    ignored = [e.provider for e in entries]
+    return [h.tag for h in known.hosts if not any(covers(i, h) for i in ignored)]
+
+
+def _breaches(state: RouterState, models: Iterable[str], now: datetime, policy: RouterPolicy, **change: Any
+              ) -> list[FloorBreach]:
+    """Models where ``change`` removes a usable host and leaves fewer than ``min_hosts``."""
+    out = []
+    for model in models:
+        before = _usable(state, model, now)
+        after = _usable(state, model, now, **change)
+        if len(after) < len(before) and len(after) < policy.min_hosts:
+            out.append(FloorBreach(model=model, min_hosts=policy.min_hosts, usable=after[:ANSWER_IGNORE_MAX]))
+    return out
+
+
+def _floor_text(what: str, breach: FloorBreach) -> str:
+    left = ", ".join(breach.usable) or "none"
+    return (f"{what} would leave {len(breach.usable)} usable host(s) for {breach.model} ({left}), "
+            f"below the capacity floor of {breach.min_hosts}")
+
+
+def _listed(known: KnownEndpoints) -> list[str]:
+    return sorted({h.tag for h in known.hosts} | set(known.controls))
+
+
+def _add_override(state: RouterState, cmd: AddOverride, now: datetime, policy: RouterPolicy,
+                  follow: Follow) -> _Refusal | _Applied:
+    scope = cmd.model
+    models = watched_and_known(state, policy) if scope == "*" else [scope]
+    record = Override(provider=cmd.provider, model=scope, reason=cmd.reason, actor=cmd.actor, since=cmd.at,
+                      until=cmd.expires_at, reference=cmd.reference, command_id=cmd.command_id)
+    overrides = {**state.overrides, override_key(cmd.provider, scope): record}
+    if follow == "applied":
+        state.overrides = overrides
+        _know_model(state, scope)
+        return _Applied(models=models)
+    if scope != "*" and scope not in policy.models:
+        return _Refusal(code="not_watched", reason=f"override of {cmd.provider} for {scope}: not a watched model "
+                                                   f"({', '.join(policy.models)}); use * for every model")
+    if cmd.expires_at is not None and cmd.expires_at <= cmd.at:
+        return _Refusal(code="expired", reason=f"override of {cmd.provider} by {cmd.actor} expires before it starts")
+    if cmd.expires_at is not None and cmd.expires_at <= now:
+        return _Refusal(code="expired", reason=f"override of {cmd.provider} expired at {utc_text(cmd.expires_at)}, "
+                                               "before the router received it")
+    checked = [m for m in models if m in state.endpoints]
+    warnings: list[str] = []
+    problems: list[tuple[str, str]] = []
+    unchecked = [m for m in models if m not in state.endpoints]
+    if unchecked:
+        shown = "every model" if scope == "*" and not checked else ", ".join(unchecked)
+        warnings.append(f"no endpoint listing known yet for {shown} (discovery has not run): "
+                        f"{cmd.provider} was not checked against it")
+    listing = [m for m in checked if any(covers(cmd.provider, h) for h in
+                                         [*state.endpoints[m].hosts, *(Host(tag=t) for t in state.endpoints[m].controls)])]
+    unknown = [m for m in checked if m not in listing] if scope != "*" else (checked if not listing else [])
+    for model in unknown:
+        listed = _listed(state.endpoints[model])
+        more = f" and {len(listed) - LISTED_SHOWN} more" if len(listed) > LISTED_SHOWN else ""
+        problems.append(("unknown_provider", f"{cmd.provider} is not listed by the gateway for {model} "
+                                             f"(it lists {', '.join(listed[:LISTED_SHOWN]) or 'nothing'}{more}); "
+                                             "check the name"))
+    breaches = _breaches(state, checked, now, policy, overrides=overrides)
+    problems += [("capacity_floor", _floor_text(f"overriding {cmd.provider}", b)) for b in breaches]
+    if problems and not cmd.force:
+        return _Refusal(code=problems[0][0], force_applies=True,
+                        reason="; ".join(text for _, text in problems) + "; add --force to apply it anyway")
+    state.overrides = overrides
+    _know_model(state, scope)
+    warnings += [f"forced past a guard rail: {text}" for _, text in problems]
+    return _Applied(models=models, warnings=warnings, forced=bool(problems), floor_broken=breaches)
+
+
+def _remove_override(state: RouterState, cmd: RemoveOverride, policy: RouterPolicy,
+                     follow: Follow) -> _Refusal | _Applied:
+    key = override_key(cmd.provider, cmd.model)
+    models = watched_and_known(state, policy) if cmd.model == "*" else [cmd.model]
+    if key not in state.overrides:
+        if follow == "applied":
+            return _Applied(models=models)
+        return _Refusal(code="no_such_override", reason=f"no override of {cmd.provider} for {cmd.model} to remove")
+    del state.overrides[key]
+    return _Applied(models=models)
+
+
+def _exclusions(state: RouterState, read: ExclusionsRead, now: datetime, policy: RouterPolicy, follow: Follow,
+                notes: list[Effect]) -> _Refusal | _Applied | None:
+    command = read.command
+    kept = {"path": read.path, "kept": len(state.exclusions)}
+    if read.exclusions is None:
+        if command is not None:
+            return _Refusal(code="invalid_exclusions", reason=f"exclusions not reloaded, the old ones stay: {read.error}")
+        event = "exclusions_file_missing" if read.trigger == "file_missing" else "exclusions_refused"
+        notes.append(Note(level="warning", event=event, fields={**kept, "error": read.error}))
+        return None
+    if read.digest == state.exclusions_digest and follow is None:
+        if command is None:
+            return None
+        return _Applied(models=watched_and_known(state, policy), detail="the file holds the exclusions already in force")
+    models = [m for m in sorted(state.endpoints) if m in policy.models]
+    breaches = [] if follow == "applied" else _breaches(state, models, now, policy, exclusions=read.exclusions)
+    forced = command is not None and command.force
+    if breaches and not forced:
+        text = "; ".join(_floor_text("the new exclusions", b) for b in breaches)
+        if command is not None:
+            return _Refusal(code="capacity_floor", force_applies=True,
+                            reason=f"exclusions not reloaded, the old ones stay: {text}; add --force to apply them anyway")
+        notes.append(Note(level="warning", event="exclusions_refused",
+                          fields={**kept, "error": f"{text}; `canary exclusions reload --force` applies them"}))
+        return None
+    state.exclusions = list(read.exclusions)
+    state.exclusions_digest = read.digest
+    notes.append(Note(level="info", event="exclusions_reloaded",
+                      fields={"count": len(state.exclusions), "path": read.path, "trigger": read.trigger,
+                              **({"actor": command.actor} if command is not None else {})}))
+    warnings = [f"forced past a guard rail: {_floor_text('the new exclusions', b)}" for b in breaches]
+    return _Applied(models=watched_and_known(state, policy), warnings=warnings, forced=bool(breaches),
+                    floor_broken=breaches)
+
+
+def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPolicy) -> None:
+    if event.model not in policy.models:
+        return  # any model name on the bus must not grow state
+    known = state.endpoints.get(event.model)
+    if known is not None and event.at < known.at:
+        return
+    controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
+    hosts = [Host(tag=e.provider, name=e.provider_name) for e in event.endpoints if e.provider not in controls]
+    state.endpoints[event.model] = KnownEndpoints(cycle=event.cycle, at=event.at, controls=sorted(controls),
+                                                  hosts=sorted(hosts, key=lambda h: h.tag))
+
+
+def _kv_seen(state: RouterState, event: KvSeen) -> None:
+    """Versions never go back: the KV bucket's word wins when it is ahead; when it is behind
+    (a write that never landed) or empty, the next merge publishes a version above both."""
+    for model in sorted(set(state.published) | set(event.versions)):
+        ours, theirs = state.published.get(model), event.versions.get(model)
+        if theirs is not None and (ours is None or theirs.version >= ours.version):
+            state.published[model] = theirs
+        elif ours is not None:
+            state.published[model] = Published(version=ours.version, at=ours.at)
+
+
+def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: RouterPolicy) -> list[SnapshotMade]:
+    out = []
+    for model in sorted(set(models)):
+        if model == "*":
+            continue
+        entries = snapshot_entries(state, model, now)
+        digest = entries_digest(entries)
+        last = state.published.get(model)
+        if last is not None and last.digest == digest:
+            continue
+        version = (last.version if last is not None else 0) + 1
+        state.published[model] = Published(version=version, digest=digest, at=now)
+        out.append(SnapshotMade(snapshot=IgnoreSnapshot(at=now, model=model, version=version, entries=entries)))
+    return out
+
+
+def _answer(command: RouterCommand, outcome: _Refusal | _Applied, made: list[SnapshotMade], state: RouterState,
+            now: datetime) -> CommandApplied | CommandRefused:
+    base: dict[str, Any] = {
+        "at": now, "answer_id": ids.answer_id(command.command_id), "command_id": command.command_id,
+        "command": VERBS[type(command)], "service": "router", "actor": command.actor,
+        "model": getattr(command, "model", ""), "provider": getattr(command, "provider", ""),
+    }
+    if isinstance(outcome, _Refusal):
+        return CommandRefused(**base, code=outcome.code, reason=outcome.reason, force_applies=outcome.force_applies)
+    mine = set(outcome.models)
+    snapshots = [_version(m.snapshot, now) for m in made if m.snapshot.model in mine]
+    changed = {s.model for s in snapshots}
+    unchanged = [SnapshotVersion(model=m, version=state.published[m].version)
+                 for m in sorted(mine - changed) if m in state.published]
+    return CommandApplied(**base, detail=outcome.detail, snapshots=snapshots[:ANSWER_MODELS_MAX],
+                          unchanged=unchanged[:ANSWER_MODELS_MAX], warnings=outcome.warnings[:16],
+                          forced=outcome.forced, floor_broken=outcome.floor_broken[:ANSWER_MODELS_MAX])
+
+
+def _version(snapshot: IgnoreSnapshot, now: datetime) -> SnapshotVersion:
+    ignore = snapshot.ignore_at(now)
+    return SnapshotVersion(model=snapshot.model, version=snapshot.version, ignore=ignore[:ANSWER_IGNORE_MAX],
+                           ignored=len(ignore))
+
+
+# -- folding the log again (rebuild, replay) ------------------------------------------------
+
+
+def refold(events: Iterable[Any], policy: RouterPolicy, now: datetime, *, exclusions: list[Exclusion] | None = None,
+           exclusions_digest: str = "") -> RouterState:
+    """The router's state from its inputs on the log, as of ``now`` (UTC).
+
+    Args:
+        events: the log in stream order: decisions, operator commands,
+            ``EndpointsDiscovered`` and the router's answers (others are skipped).
+        policy: the watched models and the floor.
+        now: the time of the result: everything expired by then is dropped.
+        exclusions, exclusions_digest: the reviewed exclusions now in force (the
+            file is not on the log).
+
+    A command with an answer on the log follows it (applied or refused, as it
+    was live, whatever the guard rails would say today); one without (a log
+    older than the answers) is decided again.  Each input is applied at its own
+    ``at``.  The published versions are not the log's to say: the caller takes
+    them from the KV bucket (:class:`KvSeen`).
+    """
+    items = list(events)
+    answers = {e.command_id: e for e in items if isinstance(e, CommandApplied | CommandRefused)
+               and e.service == "router"}
+    state = initial()
+    state.exclusions = list(exclusions or [])
+    state.exclusions_digest = exclusions_digest
+    for event in items:
+        if isinstance(event, ReloadExclusions):
+            state.commands = [*state.commands, event.command_id][-COMMAND_MEMORY:]
+            continue
+        if isinstance(event, AddOverride | RemoveOverride):
+            answer = answers.get(event.command_id)
+            follow: Follow = None if answer is None else (
+                "applied" if isinstance(answer, CommandApplied) else "refused")
+            state, _ = decide(state, event, event.at, policy, follow=follow)
+        elif isinstance(event, Decision | EndpointsDiscovered):
+            state, _ = decide(state, event, event.at, policy)
+    state, _ = decide(state, Tick(), now, policy)
+    return state
+
+
+def layers(state: RouterState, now: datetime) -> dict[str, Any]:
+    """The runtime layers live at ``now`` (UTC), as plain data: what a replay compares.
+
+    Returns:
+        ``{"overrides": {key: {...}}, "suspensions": {key: {...}}}``, entries
+        past their ``until`` left out.
+    """
+    return {
+        "overrides": {k: msgspec.to_builtins(o) for k, o in sorted(state.overrides.items())
+                      if o.until is None or o.until > now},
+        "suspensions": {k: msgspec.to_builtins(s) for k, s in sorted(state.suspensions.items()) if s.until > now},
+    }
+
+
+def diff_layers(replayed: RouterState, live: RouterState, now: datetime) -> list[str]:
+    """Differences between the runtime layers of two states at ``now`` (empty: they agree)."""
+    a, b = layers(replayed, now), layers(live, now)
+    out = []
+    for layer in ("overrides", "suspensions"):
+        for key in sorted(set(a[layer]) | set(b[layer])):
+            if a[layer].get(key) != b[layer].get(key):
+                name = key.replace("\n", " on ") if layer == "overrides" else " ".join(reversed(key.split("\n", 1)))
+                out.append(f"{layer[:-1]} {name}: replay={_short(a[layer].get(key))} live={_short(b[layer].get(key))}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = "none" if value is None else repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."

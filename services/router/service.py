@@ -1,410 +1,407 @@
-"""Router service: keep the three layers, publish a new IgnoreSnapshot when the merge changes.
+"""Router service: a thin shell around :func:`reverie_canary.services.router.core.decide`.
 
-Inputs (durable ``router-v1``, in log order): judge decisions (``suspend`` and
-``end``; observe-mode ``would_*`` never touch routing) and operator commands
-(``AddOverride``, ``RemoveOverride``, ``ReloadExclusions``).  Overrides and
-suspensions live in Redis, so a restart keeps them; the reviewed exclusions
-come from the file.  Snapshots are written to the KV bucket with
-compare-and-set on the last revision (versions never go back) and published
-on ``canary.routing.<model>``.  A timer publishes a new snapshot at the moment
-an entry expires, not at the next cycle.
+Inputs (durable ``router-v2``, in log order; the table is
+:data:`reverie_canary.shared.inputs.READS`): judge decisions, the operator
+commands the router owns (``AddOverride``, ``RemoveOverride``,
+``ReloadExclusions``) and discovery's ``EndpointsDiscovered`` (for the guard
+rails); besides them, the router's own timer (expiry) and the exclusions file.
 
-The reviewed exclusions file is read at start (an invalid file stops the
-router, naming the line), again on ``ReloadExclusions``, and again whenever its
-size, mtime or inode changes (polled every ``EXCLUSIONS_POLL_S``): an invalid
-new file is refused with a log line naming the line, and the old exclusions
-stay in force.
+Each input: decode, load the record (kept in memory between inputs; the save
+is a compare-and-set, so a second writer or a Redis that lost the record is
+noticed), decide, save state + stream position + outbox in one atomic step,
+then carry out the outbox: write each new snapshot to the KV bucket
+(compare-and-set on the revision, versions never go back) and publish it on
+``canary.routing.<model>``, and refuse a refused command.  A redelivered input
+(same position) carries out its saved outbox again under the same ids.
+
+When Redis has lost the router's record while the durable consumer has already
+acknowledged part of the log, the state is rebuilt from the log up to that
+position (following the answers the log holds for each command), the versions
+are taken from the KV bucket, and nothing expired is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
-from datetime import datetime
-from pathlib import Path
+from typing import Any
 
-import msgspec
 from faststream import FastStream
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.api import DeliverPolicy
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
-from redis.exceptions import RedisError
 
-from reverie_canary.services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
-from reverie_canary.shared import clock, codec, eventlog, ids, streams, subjects
+from reverie_canary.services.router.core import (
+    ExclusionsRead,
+    Invalid,
+    KvSeen,
+    Note,
+    Outbound,
+    Published,
+    RouterPolicy,
+    SnapshotMade,
+    Tick,
+    decide,
+    entries_digest,
+    next_change,
+    refold,
+    watched_and_known,
+)
+from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, ExclusionsFile
+from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
+from reverie_canary.shared import clock, codec, eventlog, ids, inputs, streams, subjects
 from reverie_canary.shared.aio import wait_event
-from reverie_canary.shared.broker import Delivery
-from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.errors import ConfigError, Rejected, Transient
-from reverie_canary.shared.events import Decision
+from reverie_canary.shared.broker import Delivery, Publisher
+from reverie_canary.shared.commands import ReloadExclusions
+from reverie_canary.shared.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.events import CommandApplied, CommandRefused
+from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 
-ROUTER_INPUT = Codec(Decision | AddOverride | RemoveOverride | ReloadExclusions | LiftSuspension | SetMode,
-                     "router input")
-
-_override_dec = msgspec.json.Decoder(Override)
-_suspension_dec = msgspec.json.Decoder(Suspension)
-SEEN_MEMORY = 10_000
-#: How often the router looks at the exclusions file for a change (seconds).
-EXCLUSIONS_POLL_S = 2.0
-#: A changed exclusions file must keep its (inode, size, mtime) this long before it is read.
-EXCLUSIONS_SETTLE_S = 0.25
+ROUTER_INPUT = inputs.decoder("router")
+#: What the router folds; other messages on its subjects (a lift, a cycle close) are acknowledged and skipped.
+ROUTER_FOLDS = inputs.folded("router")
+#: Subjects a rebuild reads: the router's inputs and its own answers (a command follows its answer).
+REBUILD_PREFIXES = (*inputs.prefixes("router"), subjects.answer("router", "x").rsplit(".", 1)[0] + ".")
 #: Longest time between two merge passes of the expiry loop (seconds).
 MERGE_AT_LEAST_S = 30.0
-
-FileSignature = tuple[int, int, int] | None
-
-
-def file_signature(path: str) -> FileSignature:
-    """``(inode, size, mtime_ns)`` of ``path``, or ``None`` when it cannot be read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+#: Expiry passes run this long after the expiry itself, so that the merge sees it expired (seconds).
+EXPIRY_GRACE_S = 0.005
 
 
-class Router:
-    """The router's state access and snapshot publishing."""
+class SnapshotSink:
+    """Writes snapshots to the KV bucket and publishes them on ``canary.routing.<model>``.
 
-    def __init__(self, shell: Shell) -> None:
-        self.shell = shell
-        self.settings = shell.settings
-        self.redis = None
-        self.kv: KeyValue | None = None
-        self.exclusions: list[Exclusion] = []
-        self.exclusions_signature: FileSignature = None
-        self.exclusions_digest: str = ""
-        self.lock = asyncio.Lock()
-        self.wake = asyncio.Event()
-        ns = self.settings.namespace
-        self.k_overrides = f"{ns}:router:overrides"
-        self.k_suspensions = f"{ns}:router:suspensions"
-        self.k_seen = f"{ns}:router:seen"
-        self.k_marker = f"{ns}:router:initialized"
-        self.nc = None  # a plain connection for reading the log back (recovery)
-        self.consumer = None
-        self.k_models = f"{ns}:router:models"
+    Writes are compare-and-set on the KV revision the router last wrote or read
+    (kept in memory, so a write is one round trip); a revision that moved
+    underneath is read again, and a snapshot the bucket already holds (or a
+    newer one) is not written again.
+    """
 
-    # -- state -------------------------------------------------------------------
-
-    async def _call(self, coro):
-        try:
-            return await coro
-        except RedisError as exc:
-            raise Transient(f"redis: {exc!r}") from exc
-
-    async def overrides(self) -> list[Override]:
-        raw = await self._call(self.redis.hgetall(self.k_overrides))
-        return sorted((_override_dec.decode(v) for v in raw.values()), key=lambda o: (o.model, o.provider))
-
-    async def suspensions(self) -> list[Suspension]:
-        raw = await self._call(self.redis.hgetall(self.k_suspensions))
-        return sorted((_suspension_dec.decode(v) for v in raw.values()), key=lambda s: (s.model, s.provider))
-
-    async def models(self) -> list[str]:
-        raw = await self._call(self.redis.smembers(self.k_models))
-        known = {m.decode() if isinstance(m, bytes) else m for m in raw}
-        return sorted(known | set(self.settings.models))
-
-    async def _seen(self, anchor: str) -> bool:
-        return await self._call(self.redis.zscore(self.k_seen, anchor)) is not None
-
-    async def _mark(self, anchor: str) -> None:
-        await self._call(self.redis.zadd(self.k_seen, {anchor: clock.now().timestamp()}))
-        await self._call(self.redis.zremrangebyrank(self.k_seen, 0, -SEEN_MEMORY - 1))
-
-    # -- recovery --------------------------------------------------------------------
-
-    async def recover(self, js, spec) -> int:
-        """Rebuild overrides and suspensions from the log when Redis lost them.
-
-        A marker key says this Redis has held the router's state.  Without it,
-        if the router's durable consumer has already acknowledged part of the
-        log, Redis was flushed or replaced: every decision and command up to
-        that position is applied again (no snapshot published meanwhile), so the
-        first snapshot after the restart does not drop live overrides or
-        suspensions.  Returns how many events were applied (0: nothing to do).
-        """
-        if await self._call(self.redis.exists(self.k_marker)):
-            return 0
-        floor = await eventlog.acknowledged_position(js, spec.stream, spec.durable)
-        applied = 0
-        if floor:
-            for item in await eventlog.read_log(js, prefixes=eventlog.prefixes_of(spec.filter_subjects),
-                                                until_seq=floor):
-                anchor = getattr(item.event, "decision_id", None) or getattr(item.event, "command_id", None)
-                if anchor is None or await self._seen(anchor):
-                    continue
-                try:
-                    await self._apply(item.event)
-                except Rejected:
-                    pass  # refused live too
-                await self._mark(anchor)
-                applied += 1
-        await self._call(self.redis.set(self.k_marker, clock.now().isoformat()))
-        return applied
-
-    async def ensure_state(self) -> None:
-        """Rebuild from the log if Redis lost the router's state (at start, or under a running router)."""
-        if self.nc is None or self.consumer is None:
-            return
-        if await self._call(self.redis.exists(self.k_marker)):
-            return
-        applied = await self.recover(self.nc.jetstream(), self.consumer)
-        if applied:
-            self.shell.log.warning("state_rebuilt_from_log", events=applied,
-                                   reason="no state in Redis, but the log was already consumed")
-
-    # -- inputs --------------------------------------------------------------------
-
-    async def apply(self, event, delivery: Delivery) -> None:
-        """Apply one decision or command, then publish what changed."""
-        match event:
-            case Decision():
-                anchor = event.decision_id
-            case AddOverride() | RemoveOverride() | ReloadExclusions():
-                anchor = event.command_id
-            case _:
-                return  # lift and mode are the judge's
-        await self.ensure_state()
-        if await self._seen(anchor):
-            return
-        changed_models = await self._apply(event)
-        for model in changed_models:
-            # a redelivery may follow a crash between the KV write and the publish
-            # on canary.routing: republish the current version (same Nats-Msg-Id)
-            await self.publish_snapshot(model, republish=delivery.deliveries > 1)
-        await self._mark(anchor)
-        self.wake.set()
-
-    async def _apply(self, event) -> list[str]:
-        match event:
-            case Decision(action="suspend"):
-                if event.until is None:
-                    raise Rejected(f"suspend decision {event.decision_id} has no until")
-                record = Suspension(provider=event.provider, model=event.model, reason=event.detail or event.reason,
-                                    since=event.at, until=event.until, decision_id=event.decision_id)
-                await self._call(self.redis.hset(self.k_suspensions, f"{event.model}\n{event.provider}",
-                                                 msgspec.json.encode(record)))
-                await self._call(self.redis.sadd(self.k_models, event.model))
-                self.shell.log.info("suspension_applied", model=event.model, provider=event.provider,
-                                    until=event.until.isoformat())
-                return [event.model]
-            case Decision(action="end"):
-                await self._call(self.redis.hdel(self.k_suspensions, f"{event.model}\n{event.provider}"))
-                return [event.model]
-            case Decision():
-                return []
-            case AddOverride():
-                if event.model != "*" and event.model not in self.settings.models:
-                    raise Rejected(f"override of {event.provider} for {event.model}: not a watched model "
-                                   f"({', '.join(self.settings.models)}); use * for every model")
-                if event.expires_at is not None and event.expires_at <= event.at:
-                    raise Rejected(f"override of {event.provider} by {event.actor} expires before it starts")
-                record = Override(provider=event.provider, model=event.model, reason=event.reason, actor=event.actor,
-                                  since=event.at, until=event.expires_at, reference=event.reference,
-                                  command_id=event.command_id)
-                await self._call(self.redis.hset(self.k_overrides, f"{event.provider}\n{event.model}",
-                                                 msgspec.json.encode(record)))
-                self.shell.log.info("override_added", provider=event.provider, model=event.model, actor=event.actor,
-                                    reason=event.reason)
-                return await self._affected(event.model)
-            case RemoveOverride():
-                removed = await self._call(self.redis.hdel(self.k_overrides, f"{event.provider}\n{event.model}"))
-                if not removed:
-                    raise Rejected(f"no override of {event.provider} for {event.model} to remove")
-                self.shell.log.info("override_removed", provider=event.provider, model=event.model, actor=event.actor)
-                return await self._affected(event.model)
-            case ReloadExclusions():
-                try:
-                    self.load_exclusions()
-                except ConfigError as exc:
-                    raise Rejected(f"exclusions not reloaded, the old ones stay: {exc}") from exc
-                self.shell.log.info("exclusions_reloaded", count=len(self.exclusions), actor=event.actor)
-                return await self.models()
-        return []
-
-    # -- the reviewed exclusions file -------------------------------------------------
-
-    def load_exclusions(self) -> bool:
-        """Read the exclusions file into :attr:`exclusions` (no file configured: none).
-
-        Returns:
-            ``True`` when the file's content differs from the one last loaded.
-
-        Raises:
-            ConfigError: unreadable or invalid file (naming the line); the
-                exclusions loaded before stay in force.
-        """
-        path = self.settings.exclusions_file
-        if not path:
-            self.exclusions = []
-            return False
-        signature = file_signature(path)
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            self.exclusions_signature = signature
-            raise ConfigError(f"cannot read exclusions file {path}: {exc}") from exc
-        self.exclusions_signature = signature
-        digest = hashlib.sha256(raw).hexdigest()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8: {exc}") from exc
-        self.exclusions = parse_exclusions(text, str(path))
-        changed = digest != self.exclusions_digest
-        self.exclusions_digest = digest
-        return changed
-
-    async def check_exclusions_file(self) -> bool:
-        """Reload the exclusions file if it changed on disk; publish what that changes.
-
-        An invalid new file is refused with a warning naming the line; the old
-        exclusions stay (until the file changes again).  A file still being
-        written (its signature moves within ``EXCLUSIONS_SETTLE_S``) is left
-        for the next poll.
-
-        Returns:
-            ``True`` when new exclusions were loaded.
-
-        Raises:
-            Transient: KV or NATS unavailable while publishing.
-        """
-        path = self.settings.exclusions_file
-        if not path:
-            return False
-        signature = file_signature(path)
-        if signature == self.exclusions_signature:
-            return False
-        if signature is not None:
-            # A file being saved in place is first truncated, then written: read it only once it
-            # held still for EXCLUSIONS_SETTLE_S, so that a half-written file that happens to be
-            # valid TOML (empty, or cut between two entries) never drops reviewed exclusions.
-            await asyncio.sleep(EXCLUSIONS_SETTLE_S)
-            if file_signature(path) != signature:
-                return False  # still changing: the next poll looks again
-        if signature is None:
-            self.exclusions_signature = None
-            self.shell.log.warning("exclusions_file_missing", path=path, kept=len(self.exclusions))
-            return False
-        try:
-            changed = self.load_exclusions()
-        except ConfigError as exc:
-            self.shell.log.warning("exclusions_refused", path=path, error=str(exc), kept=len(self.exclusions))
-            return False
-        if not changed:
-            return False
-        self.shell.log.info("exclusions_reloaded", count=len(self.exclusions), path=path, trigger="file_changed")
-        for model in await self.models():
-            await self.publish_snapshot(model)
-        return True
-
-    async def _affected(self, scope: str) -> list[str]:
-        if scope == "*":
-            return await self.models()
-        await self._call(self.redis.sadd(self.k_models, scope))
-        return [scope]
-
-    # -- snapshots -------------------------------------------------------------------
+    def __init__(self, kv: KeyValue, publisher: Publisher) -> None:
+        self.kv = kv
+        self.publisher = publisher
+        self.revisions: dict[str, tuple[int, int]] = {}  # model -> (version, KV revision)
 
     async def current(self, model: str) -> tuple[IgnoreSnapshot | None, int]:
-        """The snapshot in the KV bucket and its revision (``None, 0`` when absent)."""
-        assert self.kv is not None
+        """The snapshot in the bucket and its revision (``None, 0`` when absent).
+
+        Raises:
+            Transient: the bucket cannot be read (NATS down).
+        """
         try:
             entry = await self.kv.get(subjects.kv_key(model))
         except KeyNotFoundError:
+            self.revisions.pop(model, None)
             return None, 0
         except Exception as exc:  # nats timeouts and connection errors during an outage
             raise Transient(f"kv read for {model} failed: {exc!r}") from exc
         if entry.value is None:
             return None, entry.revision or 0
-        return codec.SNAPSHOT.decode(entry.value), entry.revision or 0
+        try:
+            snapshot = codec.SNAPSHOT.decode(entry.value)
+        except Undecodable:
+            return None, entry.revision or 0
+        self.revisions[model] = (snapshot.version, entry.revision or 0)
+        return snapshot, entry.revision or 0
 
-    async def publish_snapshot(self, model: str, now: datetime | None = None, *,
-                               republish: bool = False) -> IgnoreSnapshot | None:
-        """Merge the layers for ``model``; write and publish a new version if it changed.
+    async def versions(self, models: list[str]) -> dict[str, Published]:
+        """What the bucket holds for ``models``: version and entries' digest per model that has a snapshot."""
+        out = {}
+        for model in models:
+            snapshot, _ = await self.current(model)
+            if snapshot is not None:
+                out[model] = Published(version=snapshot.version, digest=entries_digest(snapshot.entries),
+                                       at=snapshot.at)
+        return out
+
+    async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> None:
+        """Write ``snapshot`` unless the bucket has it (or a newer one), then publish it.
 
         Args:
-            model: the model id.
-            now: time of the merge (UTC); default the wall clock.
-            republish: when the merge is unchanged, publish the current version
-                on ``canary.routing.<model>`` again (deduplicated by its id).
-
-        Returns:
-            The new snapshot, or ``None`` when the merge is unchanged.
+            check: read the bucket first instead of trusting the remembered
+                revision (a repair after a crash or a redelivery).
 
         Raises:
-            Transient: KV or NATS unavailable, or another writer won the race.
+            Transient: KV or NATS unavailable, or another writer moved the revision twice.
+        """
+        model = snapshot.model
+        known = None if check else self.revisions.get(model)
+        if known is None:
+            current, revision = await self.current(model)
+            if current is not None and current.version >= snapshot.version:
+                if current.version == snapshot.version:
+                    await self.announce(current)  # a crash may have come between the write and the publish
+                return
+            known = (current.version if current is not None else 0, revision)
+        data = codec.encode(snapshot)
+        key = subjects.kv_key(model)
+        try:
+            if known[1]:
+                revision = await self.kv.update(key, data, last=known[1])
+            else:
+                revision = await self.kv.create(key, data)
+        except KeyWrongLastSequenceError as exc:
+            self.revisions.pop(model, None)
+            if check:
+                raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
+            return await self.write(snapshot, check=True)
+        except Exception as exc:
+            self.revisions.pop(model, None)
+            if "wrong last sequence" in str(exc).lower() and not check:
+                return await self.write(snapshot, check=True)
+            raise Transient(f"kv write for {model} failed: {exc!r}") from exc
+        self.revisions[model] = (snapshot.version, revision)
+        await self.announce(snapshot)
+
+    async def announce(self, snapshot: IgnoreSnapshot) -> None:
+        """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id)."""
+        await self.publisher.publish(snapshot, subjects.routing(snapshot.model),
+                                     ids.snapshot_id(snapshot.model, snapshot.version), LOG)
+
+
+class Router:
+    """The router's shell: one input at a time through the store, the sink and the publisher.
+
+    Args:
+        settings: the service's settings.
+        store: where the record lives.
+        sink: the KV bucket and the routing subject.
+        publisher: for the answers.
+        exclusions: the reviewed exclusions file.
+        js: a JetStream context for reading the log back (rebuild); ``None``: no rebuild.
+    """
+
+    def __init__(self, settings: Settings, store: RouterStore, sink: SnapshotSink, publisher: Publisher,
+                 exclusions: ExclusionsFile, js: Any = None) -> None:
+        self.settings = settings
+        self.policy = RouterPolicy.from_settings(settings)
+        self.store = store
+        self.sink = sink
+        self.publisher = publisher
+        self.exclusions = exclusions
+        self.js = js
+        self.consumer = streams.router_consumer(settings)
+        self.log = get_logger("router")
+        self.record: RouterRecord | None = None
+        self.confirmed = -1  # the revision whose outbox was carried out in full
+        self.lock = asyncio.Lock()
+        self.wake = asyncio.Event()
+        self.start_file: ExclusionsRead | None = None
+
+    # -- the record -------------------------------------------------------------------
+
+    async def current(self, *, rebuild_until: int | None = None) -> RouterRecord:
+        """The record: the one in memory, else the stored one, else one rebuilt from the log.
+
+        Args:
+            rebuild_until: the log position to rebuild up to when the record is
+                gone; default the durable consumer's acknowledged position.
+        """
+        if self.record is not None:
+            return self.record
+        record = await self.store.load()
+        if record.revision == 0 and self.js is not None:
+            floor = rebuild_until if rebuild_until is not None else await eventlog.acknowledged_position(
+                self.js, LOG, self.consumer.durable)
+            if floor > 0:
+                record = await self.rebuild(floor)
+                self.log.warning("state_rebuilt_from_log", position=floor, overrides=len(record.state.overrides),
+                                 suspensions=len(record.state.suspensions),
+                                 reason="no state in Redis, but the log was already consumed")
+        self.record = record
+        return record
+
+    async def rebuild(self, until_seq: int) -> RouterRecord:
+        """Fold the log up to ``until_seq`` into a new record, save it, and return it (its outbox not yet carried out)."""
+        logged = await eventlog.read_log(self.js, prefixes=REBUILD_PREFIXES, until_seq=until_seq)
+        file = self.start_file or self.exclusions.read("start")
+        now = clock.now()
+        state = refold([item.event for item in logged], self.policy, now, exclusions=file.exclusions or [],
+                       exclusions_digest=file.digest)
+        kv = await self.sink.versions(watched_and_known(state, self.policy))
+        state, effects = decide(state, KvSeen(versions=kv), now, self.policy)
+        record = RouterRecord(state=state, position=until_seq, revision=1,
+                              outbox=[e for e in effects if isinstance(e, SnapshotMade)])
+        await self.store.save(record, expected_revision=0)
+        return record
+
+    # -- inputs -----------------------------------------------------------------------
+
+    async def apply(self, event: Any, delivery: Delivery) -> None:
+        """The durable consumer's handler: fold one input at its stream position."""
+        if not isinstance(event, ROUTER_FOLDS):
+            return  # a lift, a mode, a cycle close: another service's
+        if isinstance(event, ReloadExclusions):
+            event = self.exclusions.read("command", command=event)
+        await self.step(event, delivery.stream_seq)
+
+    async def step(self, event: Any, position: int | None) -> None:
+        """Decide ``event`` (at stream ``position``, or ``None`` for the router's own inputs), save, carry out.
+
+        Raises:
+            Rejected: a malformed decision, or (until answers are published) a refused command.
+            Transient: Redis, KV or NATS unavailable; the input is tried again.
         """
         async with self.lock:
-            now = now or clock.now()
-            entries = merge(model, self.exclusions, await self.overrides(), await self.suspensions(), now)
-            previous, revision = await self.current(model)
-            if previous is not None and previous.entries == entries:
-                if republish:
-                    await self.shell.publisher.publish(previous, subjects.routing(model),
-                                                       ids.snapshot_id(model, previous.version), LOG)
-                return None
-            if previous is None and not entries and revision:
-                return None
-            snapshot = IgnoreSnapshot(at=now, model=model, version=(previous.version if previous else 0) + 1,
-                                      entries=entries)
-            assert self.kv is not None
+            for attempt in (1, 2):
+                record = await self.current(rebuild_until=None if position is None else position - 1)
+                if position is not None and position <= record.position:
+                    if position == record.position:
+                        await self._carry_out(record, record.outbox, repair=True)
+                    return
+                state, effects = decide(record.state, event, clock.now(), self.policy)
+                outbound = [e for e in effects if isinstance(e, Outbound)]
+                invalid = [e.reason for e in effects if isinstance(e, Invalid)]
+                if invalid:
+                    raise Rejected(invalid[0], position=position)
+                if position is None and state is record.state and not outbound:
+                    self._log_notes(effects)
+                    return
+                new = RouterRecord(state=state, position=record.position if position is None else position,
+                                   revision=record.revision + 1,
+                                   outbox=outbound if position is not None else self._carried(record, outbound))
+                try:
+                    await self.store.save(new, expected_revision=record.revision)
+                except StaleRecord:
+                    self.record = None  # another writer, or Redis lost it: load (or rebuild) and decide again
+                    if attempt == 2:
+                        raise
+                    continue
+                previous_confirmed = self.confirmed == record.revision
+                self.record = new
+                self._log_notes(effects)
+                await self._carry_out(new, outbound, repair=False, all_done=previous_confirmed or position is not None)
+                self.wake.set()
+                return
+
+    def _carried(self, record: RouterRecord, outbound: list[Outbound]) -> list[Outbound]:
+        """The outbox of an input without a position: the last input's answers, its snapshots not yet
+        written (superseded ones dropped), and the new snapshots."""
+        fresh = {e.snapshot.model for e in outbound if isinstance(e, SnapshotMade)}
+        done = self.confirmed == record.revision
+        kept = [e for e in record.outbox if not isinstance(e, SnapshotMade)
+                or (not done and e.snapshot.model not in fresh)]
+        return [*kept, *outbound]
+
+    async def _carry_out(self, record: RouterRecord, effects: list[Outbound], *, repair: bool,
+                         all_done: bool = True) -> None:
+        refused: list[CommandRefused] = []
+        for effect in effects:
+            match effect:
+                case SnapshotMade(snapshot=snapshot):
+                    last = record.state.published.get(snapshot.model)
+                    if repair and last is not None and last.version > snapshot.version:
+                        continue  # superseded by a later version
+                    await self.sink.write(snapshot, check=repair)
+                    self.log.info("snapshot_published", model=snapshot.model, version=snapshot.version,
+                                  ignore=snapshot.ignore_at(snapshot.at))
+                case CommandRefused():
+                    refused.append(effect)
+                case CommandApplied():
+                    pass
+        if repair or all_done:
+            self.confirmed = record.revision
+        if refused:
+            raise Rejected(refused[0].reason, command_id=refused[0].command_id)
+
+    def _log_notes(self, effects: list) -> None:
+        for note in effects:
+            if isinstance(note, Note):
+                (self.log.warning if note.level == "warning" else self.log.info)(note.event, **note.fields)
+
+    # -- start and the timer -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take over from an older durable, load or rebuild the state, repair an unfinished outbox,
+        then apply what the KV bucket holds, the exclusions file and the clock."""
+        floor = await self.migrate_consumer() if self.js is not None else None
+        async with self.lock:
+            record = await self.current(rebuild_until=floor)
+            if record.outbox:
+                await self._carry_out(record, [e for e in record.outbox if isinstance(e, SnapshotMade)], repair=True)
+        kv = await self.sink.versions(watched_and_known(record.state, self.policy))
+        await self.step(KvSeen(versions=kv), None)
+        await self.step(self.start_file or self.exclusions.read("start"), None)
+        await self.step(Tick(), None)
+
+    async def migrate_consumer(self) -> int | None:
+        """Create this version's durable after the position an older one reached, and delete the older one.
+
+        Returns:
+            The older durable's acknowledged position (the log already applied),
+            or ``None`` when there was nothing to take over.
+        """
+        try:
+            await self.js.consumer_info(LOG, self.consumer.durable)
+            return None
+        except NotFoundError:
+            pass
+        for old in streams.ROUTER_PREVIOUS_DURABLES:
             try:
-                if revision:
-                    await self.kv.update(subjects.kv_key(model), codec.encode(snapshot), last=revision)
-                else:
-                    await self.kv.create(subjects.kv_key(model), codec.encode(snapshot))
-            except KeyWrongLastSequenceError as exc:
-                raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
-            except Exception as exc:
-                if "wrong last sequence" in str(exc).lower():
-                    raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
-                raise Transient(f"kv write for {model} failed: {exc!r}") from exc
-            await self.shell.publisher.publish(snapshot, subjects.routing(model),
-                                               ids.snapshot_id(model, snapshot.version), LOG)
-            self.shell.log.info("snapshot_published", model=model, version=snapshot.version,
-                                ignore=snapshot.ignore_at(now))
-            return snapshot
+                info = await self.js.consumer_info(LOG, old)
+            except NotFoundError:
+                continue
+            floor = info.ack_floor.stream_seq if info.ack_floor else 0
+            config = self.consumer.config()
+            if floor:
+                config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+                config.opt_start_seq = floor + 1
+            await self.js.add_consumer(LOG, config)
+            await self.js.delete_consumer(LOG, old)
+            self.log.warning("consumer_migrated", old=old, new=self.consumer.durable, position=floor)
+            return floor
+        return None
 
     async def expiry_loop(self) -> None:
-        """Publish a new snapshot at the moment an entry expires; reload a changed exclusions file.
+        """Publish a new snapshot at the moment an entry expires; read a changed exclusions file.
 
-        The merge runs again at the next expiry (+5 ms), after every applied
-        input (:attr:`wake`) and at least every 30 s; the exclusions file's
-        signature is looked at every ``EXCLUSIONS_POLL_S`` seconds when one is
-        configured.  Transient failures are logged and retried after 1 s.
+        The timer's merge runs at the next expiry (+5 ms) and at least every 30 s;
+        after an input it only looks again when the next expiry is; the
+        exclusions file's signature is looked at every ``EXCLUSIONS_POLL_S``
+        seconds when one is configured.  An outbox not carried out in full is
+        tried again first.  Failures are logged and retried after 1 s.
         """
-        poll_s = EXCLUSIONS_POLL_S if self.settings.exclusions_file else MERGE_AT_LEAST_S
-        due = 0.0  # loop.time() of the next merge pass; 0: now
+        poll_s = EXCLUSIONS_POLL_S if self.exclusions.path else MERGE_AT_LEAST_S
         loop = asyncio.get_running_loop()
+        due = 0.0  # loop.time() of the next merge pass; 0: now
         while True:
             self.wake.clear()  # before the pass: an input applied during it wakes the next wait
             try:
-                await self.check_exclusions_file()
+                record = self.record
+                if record is not None and self.confirmed != record.revision:
+                    async with self.lock:
+                        if self.record is record:
+                            await self._carry_out(record, [e for e in record.outbox if isinstance(e, SnapshotMade)],
+                                                  repair=True)
+                read = await self.exclusions.poll()
+                if read is not None:
+                    await self.step(read, None)
                 if loop.time() >= due:
-                    await self.ensure_state()
-                    now = clock.now()
-                    for model in await self.models():
-                        await self.publish_snapshot(model, now)
-                    upcoming = next_expiry(self.exclusions, await self.overrides(), await self.suspensions(), now)
-                    wait = MERGE_AT_LEAST_S if upcoming is None else (
-                        max(0.0, (upcoming - clock.now()).total_seconds()) + 0.005)
-                    due = loop.time() + min(wait, MERGE_AT_LEAST_S)
+                    await self.step(Tick(), None)
+                    due = loop.time() + self._wait_s()
             except Transient as exc:
-                self.shell.log.warning("expiry_check_failed", error=str(exc))
+                self.log.warning("expiry_check_failed", error=str(exc))
                 due = loop.time() + 1.0
             except Exception:  # a bug or an unexpected error: this loop must outlive it
-                self.shell.log.error("expiry_check_crashed", exc_info=True)
+                self.log.error("expiry_check_crashed", exc_info=True)
                 due = loop.time() + 1.0
+            # wait_event, not asyncio.wait_for: on Python 3.11 wait_for can swallow the cancellation
+            # that stops the service when an input wakes the loop at the same moment (CPython gh-86296)
             if await wait_event(self.wake, min(due - loop.time(), poll_s)):
-                due = 0.0  # an input was applied: merge again (its expiry may be the next one)
+                due = min(due, loop.time() + self._wait_s())  # an input may have brought an earlier expiry
+
+    def _wait_s(self) -> float:
+        """Seconds until the next merge pass: the next expiry (+5 ms), at most ``MERGE_AT_LEAST_S``."""
+        if self.record is None:
+            return 1.0
+        now = clock.now()
+        upcoming = next_change(self.record.state, now)
+        if upcoming is None:
+            return MERGE_AT_LEAST_S
+        return min(MERGE_AT_LEAST_S, max(0.0, (upcoming - now).total_seconds()) + EXPIRY_GRACE_S)
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
@@ -416,26 +413,36 @@ def create_app(settings: Settings | None = None) -> FastStream:
     """
     settings = settings or Settings.load()
     shell = Shell("router", settings)
-    router = Router(shell)
-    router.load_exclusions()
+    exclusions = ExclusionsFile(settings.exclusions_file)
+    start_file = exclusions.read_at_start()
+    holder: dict[str, Any] = {}
 
     async def open_clients() -> None:
-        router.redis = redis_client(settings)
+        holder["redis"] = redis_client(settings)
         # Bind the bucket before the subscriber starts: handlers need it at once.
         await shell.broker.connect()
-        router.kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
-        router.nc = await nats_connect(settings, max_reconnect_attempts=-1)
-        router.consumer = streams.router_consumer(settings)
-        await router.ensure_state()
+        kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
+        holder["nats"] = nc = await nats_connect(settings, max_reconnect_attempts=-1)
+        router = Router(settings, RedisRouterStore(holder["redis"], settings.namespace),
+                        SnapshotSink(kv, shell.publisher), shell.publisher, exclusions, js=nc.jetstream())
+        router.start_file = start_file
+        holder["router"] = router
+        await router.start()
 
     async def close_clients() -> None:
-        if router.redis is not None:
-            await router.redis.aclose()
-        if router.nc is not None:
-            await router.nc.close()
+        if holder.get("redis") is not None:
+            await holder["redis"].aclose()
+        if holder.get("nats") is not None:
+            await holder["nats"].close()
+
+    async def apply(event, delivery: Delivery) -> None:
+        await holder["router"].apply(event, delivery)
+
+    async def expiry_loop() -> None:
+        await holder["router"].expiry_loop()
 
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)
-    shell.subscribe(streams.router_consumer(settings), ROUTER_INPUT, router.apply)
-    shell.background(router.expiry_loop)
+    shell.subscribe(streams.router_consumer(settings), ROUTER_INPUT, apply)
+    shell.background(expiry_loop)
     return shell.app

@@ -1,0 +1,78 @@
+"""What each stateful service folds, in one table: everything else about its input derives from it.
+
+A service's input used to be listed in four places (its durable consumer's
+filter, the subjects ``canary replay`` reads, the service's strict decoder and
+its fold's union type) and the four drifted (issue 10, "one list per fact").
+:data:`READS` says, per service, which message types it folds and the subject
+family (``canary.<family>.>``) each arrives on; from it:
+
+- :func:`filters`: the durable consumer's filter subjects, in table order;
+- :func:`prefixes`: the same as prefixes, for reading the log back;
+- :func:`decoder`: a strict decoder of every type that may *arrive* on those
+  families (:data:`reverie_canary.shared.codec.ORIGINS`), so that another
+  service's command on ``canary.ops`` decodes and is skipped, not dead-lettered;
+- :func:`folded`: the types the fold handles (its input union).
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from reverie_canary.shared.codec import ORIGINS, Codec
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.events import CycleClosed, Decision, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.subjects import PREFIX
+
+#: service -> subject family -> the message types of that family the service folds.
+READS: dict[str, dict[str, tuple[type, ...]]] = {
+    # DESIGN.md, "The judge: a pure fold": discovery opens and closes cycles, results fill
+    # them, the routing snapshot feeds the capacity floor, the operator lifts and switches modes.
+    "judge": {
+        "discovery": (EndpointsDiscovered, CycleClosed),
+        "results": (ProbeResult,),
+        "ops": (LiftSuspension, SetMode),
+        "routing": (IgnoreSnapshot,),
+    },
+    # DESIGN.md, "The router": the judge's decisions, the operators' overrides and reloads,
+    # and the endpoints the gateway lists (for the guard rails on operator commands).
+    "router": {
+        "decisions": (Decision,),
+        "ops": (AddOverride, RemoveOverride, ReloadExclusions),
+        "discovery": (EndpointsDiscovered,),
+    },
+}
+
+for _service, _families in READS.items():
+    for _family, _types in _families.items():
+        _stray = [t.__name__ for t in _types if t not in ORIGINS.get(_family, ())]
+        if _stray:
+            raise TypeError(f"{_service} reads {_stray} on canary.{_family}, where they never arrive (codec.ORIGINS)")
+
+
+def filters(service: str) -> list[str]:
+    """``canary.<family>.>`` for each family ``service`` reads, in table order."""
+    return [f"{PREFIX}.{family}.>" for family in READS[service]]
+
+
+def prefixes(service: str) -> tuple[str, ...]:
+    """The subject prefixes of :func:`filters` (``canary.results.``), for reading the log back."""
+    return tuple(f"{PREFIX}.{family}." for family in READS[service])
+
+
+def folded(service: str) -> tuple[type, ...]:
+    """Every type ``service`` folds, in table order."""
+    return tuple(t for types in READS[service].values() for t in types)
+
+
+def arriving(service: str) -> tuple[type, ...]:
+    """Every type that may arrive on the families ``service`` reads (what its decoder accepts)."""
+    out: list[type] = []
+    for family in READS[service]:
+        out += [t for t in ORIGINS[family] if t not in out]
+    return tuple(out)
+
+
+def decoder(service: str) -> Codec:
+    """A strict decoder of :func:`arriving` types (a tagged union), named after ``service``."""
+    return Codec(Union[arriving(service)], f"{service} input")  # noqa: UP007 (a tuple of types)
