@@ -93,22 +93,27 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     from reverie_canary.shared.events import Decision
     from reverie_canary.shared.service import redis_client
 
+    from reverie_canary.services.judge.replay import JUDGE_SUBJECTS
+    from reverie_canary.services.router.store import RedisRouterStore
+
     kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)
     try:
-        # live positions first, so the log prefix folded is the one the judge had applied
+        # live positions first, so the log prefix folded is the one the judge (and the router) had applied
         stored = await store.models()
         records = {m: await store.load(m) for m in stored}
+        router_record = await RedisRouterStore(client, settings.namespace).load()
         nc = await nats.connect(settings.nats_url, **kwargs)
         try:
             # always from the beginning: a fold that starts mid-log has no earlier state and
             # would invent decisions; --since only chooses which part of the timeline is shown
-            logged = await read_log(nc.jetstream())
+            everything = await read_log(nc.jetstream(), judge_only=False)
         finally:
             await nc.close()
     finally:
         await client.aclose()
+    logged = [item for item in everything if item.subject.startswith(JUDGE_SUBJECTS)]
     models = {m for e in logged if (m := getattr(e.event, "model", "*")) != "*"}
     policy = msgspec.structs.replace(policy, models=tuple(sorted(models | set(policy.models) | set(records))))
     positions = {m: r.position for m, r in records.items()}
@@ -145,7 +150,41 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         print(f"\nlive state of {model} (position #{record.position}) {status}")
         for line in problems[:50]:
             print("  " + line)
+    differences += _replay_router(settings, everything, router_record)
     return 1 if differences else 0
+
+
+def _replay_router(settings, everything, record) -> int:
+    """Fold the router's inputs up to its position and compare the layers with its live record.
+
+    Prints the router's part of ``canary replay``; returns the number of differences.
+    """
+    from reverie_canary.services.router.core import RouterCommand, RouterPolicy, diff_layers, layers, refold
+    from reverie_canary.shared import clock, inputs
+    from reverie_canary.shared.events import Decision
+
+    prefixes = (*inputs.prefixes("router"), "canary.answers.router.")
+    mine = [item for item in everything if item.subject.startswith(prefixes)]
+    now = clock.now()
+    if record.revision == 0:
+        if not any(isinstance(item.event, RouterCommand) or (isinstance(item.event, Decision)
+                                                             and item.event.action in ("suspend", "end"))
+                   for item in mine):
+            return 0  # nothing the router would have stored
+        print("\nrouter state: NONE in Redis, but the log holds its decisions or commands (Redis lost or flushed, "
+              "or the router has not run yet); the router rebuilds it from the log before its next input")
+        return 1
+    applied = [item.event for item in mine if item.seq <= record.position]
+    answers = [item.event for item in mine if item.seq > record.position and item.subject.startswith(prefixes[-1])]
+    replayed = refold([*applied, *answers], RouterPolicy.from_settings(settings), now)
+    problems = diff_layers(replayed, record.state, now)
+    live = layers(record.state, now)
+    status = "agrees with the log" if not problems else f"DIFFERS in {len(problems)} place(s)"
+    print(f"\nrouter state (position #{record.position}) {status}: {len(live['overrides'])} override(s), "
+          f"{len(live['suspensions'])} suspension(s) in force")
+    for line in problems[:50]:
+        print("  " + line)
+    return len(problems)
 
 
 @app.command()
