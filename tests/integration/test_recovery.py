@@ -196,3 +196,33 @@ async def test_a_rebuilt_router_drops_what_expired_while_its_state_was_lost(infr
     await nc.close()
     assert record.position > 0  # rebuilt up to where the consumer was, not started afresh
     assert [o.provider for o in record.state.overrides.values()] == ["d/fp8"]
+
+
+async def test_an_upgraded_router_takes_over_router_v1s_position_without_applying_anything_twice(infra):
+    """router-v1 had applied an override: v2 starts after it, rebuilds the override from the log, v1 is gone."""
+    from nats.js.api import ConsumerConfig
+
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    cmd = AddOverride(command_id="ov-old", actor="alice", at=datetime.now(timezone.utc), provider="b/fp8",
+                      model=MODEL, reason="incident 8")
+    await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
+    # the old router's durable, as it was declared, with the command acknowledged
+    await js.add_consumer("CANARY_LOG", ConsumerConfig(durable_name="router-v1", ack_policy="explicit",
+                                                       filter_subjects=["canary.decisions.>", "canary.ops.>"]))
+    old = await js.pull_subscribe_bind("router-v1", stream="CANARY_LOG")
+    [msg] = await old.fetch(1, timeout=5)
+    await msg.ack_sync()
+    async with running(settings, ["router"]):
+        await wait_ignore(settings, ["b/fp8"])
+        record = await router_record(settings)
+        names = [c.name for c in await js.consumers_info("CANARY_LOG")]
+        v2 = await js.consumer_info("CANARY_LOG", "router-v2")
+    history = await snapshot_history(js)
+    await nc.close()
+    assert "router-v1" not in names and "router-v2" in names
+    assert v2.config.opt_start_seq == msg.metadata.sequence.stream + 1  # starts after what v1 had applied
+    assert record.position == msg.metadata.sequence.stream and "ov-old" in record.state.commands
+    assert [s.ignore for s in history] == [["b/fp8"]]  # one version, with the override: nothing applied twice
