@@ -1,7 +1,8 @@
 # One image for every service: `canary run <service>` picks which.
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY client ./client
 COPY shared ./shared
 COPY services ./services
 COPY simulator ./simulator

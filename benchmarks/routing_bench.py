@@ -35,7 +35,7 @@ import nats  # noqa: E402
 from reverie_canary.canary.embedded import aservers  # noqa: E402
 from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.shared import codec, subjects  # noqa: E402
-from reverie_canary.shared.client import IgnoreListClient  # noqa: E402
+from reverie_canary.client import IgnoreListClient  # noqa: E402
 from reverie_canary.shared.events import Decision  # noqa: E402
 from reverie_canary.shared.logging import configure  # noqa: E402
 from reverie_canary.shared.service import ensure_streams  # noqa: E402

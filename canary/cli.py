@@ -140,7 +140,7 @@ def watch(
                                             "confirm it within 10 s)")] = False,
 ) -> None:
     """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
-    from reverie_canary.shared.client import IgnoreListClient
+    from reverie_canary.client import IgnoreListClient
     from reverie_canary.shared.logging import configure as configure_logging
 
     settings = _settings(config)

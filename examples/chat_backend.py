@@ -2,7 +2,7 @@
 
 The canary's router keeps one ``IgnoreSnapshot`` per model in the NATS KV
 bucket ``canary-routing``.  A chat backend follows it with
-:class:`reverie_canary.shared.client.IgnoreListClient` and, for every OpenRouter request,
+:class:`reverie_canary.client.IgnoreListClient` and, for every OpenRouter request,
 asks it for the ``provider`` object: the backend's own preferences with the
 current ``ignore`` list merged in.  The client never blocks a request on the
 bus: it answers from memory, drops expired entries on its own clock, keeps the
@@ -38,8 +38,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from reverie_canary.shared.client import IgnoreListClient
-from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.client import IgnoreListClient
+from reverie_canary.client import IgnoreSnapshot
 
 #: The backend's own provider preferences; the client adds ``ignore`` to them.
 PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
+from reverie_canary.client.wire import Layer  # noqa: F401  (re-exported; defined once, with the snapshot)
 from reverie_canary.shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
 #: An operator's free-text reason; required, so never empty nor blank
@@ -100,8 +101,6 @@ OWNERS: dict[type, str] = {
     LiftSuspension: "judge",
     SetMode: "judge",
 }
-
-Layer = Literal["exclusion", "override", "suspension"]
 
 
 class ResendNotices(Command, frozen=True, kw_only=True, tag="resend_notices"):

@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-#: A timezone-aware datetime; the encoders always write UTC (``...Z``).
-UtcDatetime = Annotated[datetime, Meta(tz=True)]
-#: A non-empty identifier without whitespace (provider tag, model id, task id, actor ...).
-Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^\S+$")]
+# The base of every event, UtcDatetime and Slug are defined once, in the client
+# distribution that the chat backend installs (it reads IgnoreSnapshot events).
+from reverie_canary.client.wire import Event, Slug, UtcDatetime  # noqa: F401  (re-exported)
+
 #: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
 #: oversized message cannot bloat the judge's state or a verdict past NATS's
 #: payload limit.
@@ -57,13 +57,6 @@ Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applic
 CycleVerdictKind = Literal["passed", "failed", "frozen"]
 
 Mode = Literal["observe", "enforce"]
-
-
-class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
-    """Base of all wire events: schema version and the time the fact describes."""
-
-    v: int = 1
-    at: UtcDatetime
 
 
 # -- discovery -----------------------------------------------------------------

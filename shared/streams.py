@@ -38,6 +38,7 @@ from nats.js.api import (
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import inputs, subjects
+from reverie_canary.shared.subjects import ROUTING_BUCKET  # noqa: F401  (defined with the client)
 from reverie_canary.shared.settings import Settings
 
 LOG = "CANARY_LOG"
@@ -46,7 +47,6 @@ DEADLETTER = "CANARY_DEADLETTER"
 NOTICES = "CANARY_NOTICES"
 #: Byte bound of ``CANARY_NOTICES`` (a dead letter is a few KiB: tens of thousands fit).
 NOTICES_MAX_BYTES = 128 * 1024 * 1024
-ROUTING_BUCKET = "canary-routing"
 ROUTING_HISTORY = 64
 
 LOG_SUBJECTS = [

@@ -30,6 +30,32 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
 
 
+def _installed_client_is_current() -> str | None:
+    """Why the installed reverie-canary-client differs from ``client/`` (``None``: it does not).
+
+    The main distribution is installed editable, but its dependency on ``client/``
+    is a plain install (a copy): an edit of ``client/`` takes effect only after
+    ``pip install -e .`` again.  Tests of a stale copy would test other code.
+    """
+    import reverie_canary.client as installed
+
+    here = Path(installed.__file__).resolve().parent
+    if here == (ROOT / "client").resolve():
+        return None  # an editable install of the client (pip install -e ./client)
+    for source in sorted((ROOT / "client").glob("*.py")):
+        copy = here / source.name
+        if not copy.exists() or copy.read_bytes() != source.read_bytes():
+            return f"client/{source.name} differs from the installed copy in {here}"
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    stale = _installed_client_is_current()
+    if stale:
+        pytest.exit(f"{stale}: reinstall with `.venv/bin/pip install -e \".[test]\"` (or "
+                    "`.venv/bin/pip install --no-deps -e ./client` while you work on it)", returncode=4)
+
+
 def shared_path(*parts: str) -> Path:
     """A path inside the shared data directory; skips the test when it is absent."""
     path = SHARED_DIR.joinpath(*parts)

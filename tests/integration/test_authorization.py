@@ -11,7 +11,7 @@ from nats.errors import NoServersError
 
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.client import IgnoreListClient
+from reverie_canary.client import IgnoreListClient
 from reverie_canary.shared.commands import AddOverride
 from reverie_canary.shared.events import Decision
 from reverie_canary.shared.service import ensure_streams

@@ -2,7 +2,7 @@
 
 Operators, the judge, the router and chat-backend clients each use their own
 credential (``shared/nats/server.conf``); the router runs in-process as the
-``router`` user; clients are :class:`reverie_canary.shared.client.IgnoreListClient` as the
+``router`` user; clients are :class:`reverie_canary.client.IgnoreListClient` as the
 ``backend`` user.  Nothing about the bus or the store is mocked.
 """
 
@@ -24,7 +24,7 @@ from reverie_canary.canary.embedded import BinaryMissing, RunningServer, start_n
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared import codec, subjects
 from reverie_canary.shared.auth import generate_passwords, server_config, server_env
-from reverie_canary.shared.client import IgnoreListClient
+from reverie_canary.client import IgnoreListClient
 from reverie_canary.shared.commands import AddOverride
 from reverie_canary.shared.events import Decision
 from reverie_canary.shared.logging import get as get_logger

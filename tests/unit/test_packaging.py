@@ -6,13 +6,24 @@ its own ``shared/`` or ``services/`` package must not collide with ours.
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("shared", "services", "simulator", "canary")
-BARE_IMPORT = re.compile(rf"^\s*(?:from|import)\s+(?:{'|'.join(FOLDERS)})(?:\.|\s|$)", re.M)
+FOLDERS = ("shared", "services", "simulator", "canary")  # the main distribution; client/ is its own
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module name a source file imports (absolute imports only; strings are not imports)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
 
 
 def _setuptools() -> dict:
@@ -40,6 +51,23 @@ def test_no_module_imports_a_bare_top_level_name():
     for path in ROOT.rglob("*.py"):
         if ".venv" in path.parts or "build" in path.parts:
             continue
-        for match in BARE_IMPORT.finditer(path.read_text(encoding="utf-8")):
-            offenders.append(f"{path.relative_to(ROOT)}: {match.group(0).strip()}")
+        offenders += [f"{path.relative_to(ROOT)}: {name}" for name in _imports(path)
+                      if name.split(".")[0] in FOLDERS + ("client",)]
+    assert offenders == []
+
+
+def test_the_client_folder_is_its_own_light_distribution():
+    """client/ builds reverie-canary-client: the package reverie_canary.client, nats-py and msgspec only."""
+    project = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "reverie-canary-client"
+    assert sorted(d.split(">")[0].split("=")[0] for d in project["project"]["dependencies"]) == ["msgspec", "nats-py"]
+    assert project["tool"]["setuptools"]["packages"] == ["reverie_canary.client"]
+    assert project["tool"]["setuptools"]["package-dir"] == {"reverie_canary.client": "."}
+
+
+def test_the_client_imports_nothing_of_the_main_distribution():
+    """Nothing in client/ imports reverie_canary.shared, .services, .simulator or .canary (or their libraries)."""
+    heavy = re.compile(r"^(?:reverie_canary\.(?:shared|services|simulator|canary)|structlog|faststream|redis|httpx)\b")
+    offenders = [f"{p.name}: {name}" for p in (ROOT / "client").glob("*.py") for name in _imports(p)
+                 if heavy.match(name)]
     assert offenders == []

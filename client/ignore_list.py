@@ -1,6 +1,10 @@
 """The chat-backend client: the ``provider`` object for the next OpenRouter request.
 
-Usage (see ``examples/chat_backend.py``)::
+Usage (see ``examples/chat_backend.py``; ``pip install reverie-canary-client``, which
+needs only nats-py and msgspec)::
+
+    from reverie_canary.client import IgnoreListClient
+
 
     client = IgnoreListClient(nats_url, "deepseek/deepseek-chat-v3.1", cache_path="/var/cache/canary.json")
     await client.start()            # never raises for an unreachable bus
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 import time
@@ -39,13 +44,10 @@ from typing import Any
 import nats
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
-from reverie_canary.shared import subjects
-from reverie_canary.shared.aio import stop_task
-from reverie_canary.shared.codec import SNAPSHOT, encode
-from reverie_canary.shared.errors import Undecodable
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.streams import ROUTING_BUCKET
+from reverie_canary.client import subjects
+from reverie_canary.client.aio import stop_task
+from reverie_canary.client.subjects import ROUTING_BUCKET
+from reverie_canary.client.wire import IgnoreSnapshot, SnapshotUndecodable, decode_snapshot, encode
 
 #: While the watch is quiet, read the current value this often (seconds).
 RECHECK_S = 15.0
@@ -92,7 +94,7 @@ class IgnoreListClient:
         self._last_error: str | None = None
         self._refused: str | None = None  # the server's authorization error, until a connection succeeds
         self._nc: Any = None
-        self._log = get_logger("client")
+        self._log = _Log(logging.getLogger("reverie_canary.client"))
 
     # -- what the chat backend calls ---------------------------------------------
 
@@ -169,8 +171,8 @@ class IgnoreListClient:
         are refused with a log line, and the last good snapshot stays.
         """
         try:
-            snapshot = SNAPSHOT.decode(raw)
-        except Undecodable as exc:
+            snapshot = decode_snapshot(raw)
+        except SnapshotUndecodable as exc:
             self._log.warning("snapshot_refused", reason="undecodable", error=str(exc))
             self.refused += 1
             return False
@@ -322,6 +324,34 @@ class IgnoreListClient:
             self.apply(entry.value)
         self._contact = time.monotonic()
         self._set_problem(None)
+
+
+class _Log:
+    """Log lines as ``event key=value ...`` through the standard library (no structlog here).
+
+    The fields also travel in ``extra`` (under ``canary``), so an application that
+    renders records with structlog's ``ProcessorFormatter`` keeps them as fields.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def _emit(self, level: int, event: str, exc_info: bool = False, **fields: Any) -> None:
+        if self._logger.isEnabledFor(level):
+            text = " ".join([event, *(f"{k}={v}" for k, v in fields.items())])
+            self._logger.log(level, text, exc_info=exc_info, extra={"canary": {"event": event, **fields}})
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit(logging.DEBUG, event, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit(logging.INFO, event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit(logging.WARNING, event, **fields)
+
+    def error(self, event: str, exc_info: bool = False, **fields: Any) -> None:
+        self._emit(logging.ERROR, event, exc_info=exc_info, **fields)
 
 
 def _public_url(url: str) -> str:

@@ -1,0 +1,31 @@
+"""reverie-canary's chat-backend side: follow a model's ignore list, no heavier than that.
+
+``pip install reverie-canary-client`` (built from the ``client/`` folder of the
+reverie-canary repository) installs this package only, with nats-py and msgspec:
+
+    from reverie_canary.client import IgnoreListClient
+
+    client = IgnoreListClient(nats_url, "deepseek/deepseek-chat-v3.1", user="backend", password=...)
+    await client.start()
+    body["provider"] = client.provider({"sort": "latency"})
+
+The wire types here (:class:`IgnoreSnapshot` and its entries, the slug encoding
+of subjects and KV keys) are the ones the canary's services use: they are
+defined once, in this distribution, and the main one depends on it.
+"""
+
+from reverie_canary.client.ignore_list import IgnoreListClient, snapshot_bytes
+from reverie_canary.client.subjects import ROUTING_BUCKET, SubjectError, decode_token, encode_token, kv_key, routing
+from reverie_canary.client.wire import (
+    IgnoreEntry,
+    IgnoreReason,
+    IgnoreSnapshot,
+    SnapshotUndecodable,
+    decode_snapshot,
+)
+
+__all__ = [
+    "IgnoreListClient", "snapshot_bytes",
+    "IgnoreEntry", "IgnoreReason", "IgnoreSnapshot", "SnapshotUndecodable", "decode_snapshot",
+    "ROUTING_BUCKET", "SubjectError", "decode_token", "encode_token", "kv_key", "routing",
+]

@@ -1,0 +1,120 @@
+"""The wire types a chat backend reads: the IgnoreSnapshot and its parts.
+
+Defined once, here, for both distributions: the main one (``reverie-canary``)
+re-exports them from :mod:`reverie_canary.shared.events` and
+:mod:`reverie_canary.shared.snapshots`.  The router writes an
+:class:`IgnoreSnapshot` to the KV bucket ``canary-routing`` (key: the encoded
+model id, :func:`reverie_canary.client.subjects.kv_key`) and publishes it on
+``canary.routing.<model>`` (DESIGN.md, "The router").  Each entry says which
+layer(s) put a provider there, why, and until when.
+
+Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
+defaults, a field's type never changes, unknown fields are accepted so that an
+older reader keeps reading newer messages; decoding is strict about types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+#: A timezone-aware datetime; the encoders always write UTC (``...Z``).
+UtcDatetime = Annotated[datetime, Meta(tz=True)]
+#: A non-empty identifier without whitespace (provider tag, model id, task id, actor ...).
+Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^\S+$")]
+#: The three layers of the ignore list (DESIGN.md, "The router: three layers").
+Layer = Literal["exclusion", "override", "suspension"]
+
+
+class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of all wire events: schema version ``v`` and the UTC time ``at`` the fact describes."""
+
+    v: int = 1
+    at: UtcDatetime
+
+
+class IgnoreReason(Struct, frozen=True, kw_only=True):
+    """Why one layer ignores a provider.
+
+    ``layer``: ``exclusion`` (reviewed file), ``override`` (operator) or
+    ``suspension`` (canary).  ``until``: UTC expiry, ``None`` for no expiry.
+    """
+
+    layer: Layer
+    reason: str
+    reference: str = ""
+    actor: str = ""
+    since: UtcDatetime | None = None
+    until: UtcDatetime | None = None
+
+
+class IgnoreEntry(Struct, frozen=True, kw_only=True):
+    """One ignored provider and every layer that ignores it."""
+
+    provider: Slug
+    reasons: list[IgnoreReason]
+
+    def expires_at(self) -> datetime | None:
+        """UTC time when the last layer lets go; ``None`` if one never expires."""
+        ends = [r.until for r in self.reasons]
+        if any(u is None for u in ends):
+            return None
+        return max(ends)  # type: ignore[type-var]
+
+    def active_at(self, now: datetime) -> IgnoreEntry | None:
+        """This entry with expired layers dropped, or ``None`` if none is left."""
+        live = [r for r in self.reasons if r.until is None or r.until > now]
+        if not live:
+            return None
+        return self if len(live) == len(self.reasons) else IgnoreEntry(provider=self.provider, reasons=live)
+
+
+class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
+    """The merged ignore list of ``model`` at ``at`` (UTC), version ``version``.
+
+    Versions increase by one per change and never go back; a client refuses a
+    lower version than one it applied (no rollback).
+    """
+
+    model: Slug
+    version: int
+    entries: list[IgnoreEntry] = []
+
+    def ignore_at(self, now: datetime) -> list[str]:
+        """Provider tags to put in ``provider.ignore`` at ``now`` (UTC), sorted."""
+        return sorted(e.provider for e in self.entries if e.active_at(now) is not None)
+
+    @property
+    def ignore(self) -> list[str]:
+        """All provider tags of the snapshot, regardless of expiry, sorted."""
+        return sorted(e.provider for e in self.entries)
+
+
+class SnapshotUndecodable(ValueError):
+    """The bytes are not a valid IgnoreSnapshot (the message says which field and why)."""
+
+
+_snapshot_decoder = msgspec.json.Decoder(IgnoreSnapshot)
+_encoder = msgspec.json.Encoder()
+
+
+def decode_snapshot(data: bytes | str) -> IgnoreSnapshot:
+    """Decode an IgnoreSnapshot strictly (``"7"`` is not ``7``; unknown fields are accepted).
+
+    Raises:
+        SnapshotUndecodable: when the bytes are not JSON or do not match the type.
+    """
+    try:
+        return _snapshot_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SnapshotUndecodable(f"not a valid IgnoreSnapshot: {exc}") from exc
+    except RecursionError as exc:  # msgspec skips an unknown field recursively
+        raise SnapshotUndecodable("not a valid IgnoreSnapshot: JSON nested too deeply") from exc
+
+
+def encode(message: object) -> bytes:
+    """Encode a Struct (or plain data) as JSON bytes, times in UTC."""
+    return _encoder.encode(message)
