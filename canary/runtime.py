@@ -13,9 +13,18 @@ from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import streams
 from reverie_canary.shared.aio import wait_event
+from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.settings import Settings
 
 SERVICES = ("discovery", "prober", "judge", "router", "notifier")
+#: Longest start of one service (connect, streams, Redis, first fetch), seconds.
+START_S = 60.0
+#: Longest stop of one service (in-flight handlers get the broker's 10 s, loops 10 s each), seconds.
+STOP_S = 30.0
+
+
+class ServiceStuck(RuntimeError):
+    """A service did not start within :data:`START_S`."""
 
 
 def factory(name: str) -> Callable[[Settings], FastStream]:
@@ -51,20 +60,38 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
         probers: how many prober replicas (one shared durable).
         passwords: user -> password; each service then connects as its own
             NATS user (``shared/nats/server.conf``).
+
+    Raises:
+        ServiceStuck: when a service does not start within :data:`START_S`.
+            A service that does not stop within :data:`STOP_S` is logged
+            (``service_not_stopped``) and left behind, so that the others stop.
     """
-    apps: list[FastStream] = []
+    apps: list[tuple[str, FastStream]] = []
     try:
         for name in names:
             own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
             for _ in range(probers if name == "prober" else 1):
                 app = factory(name)(own)
-                await app.start()
-                apps.append(app)
-        yield apps
+                try:
+                    async with asyncio.timeout(START_S):
+                        await app.start()
+                except TimeoutError:
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(STOP_S):
+                            await app.stop()  # what did start (a connection, a loop) must not outlive us
+                    raise ServiceStuck(f"the {name} service did not start within {START_S:g} s "
+                                       f"(NATS at {settings.nats_url} and Redis reachable?)") from None
+                apps.append((name, app))
+        yield [app for _, app in apps]
     finally:
-        for app in reversed(apps):
-            with contextlib.suppress(Exception):
-                await app.stop()
+        for name, app in reversed(apps):
+            try:
+                async with asyncio.timeout(STOP_S):
+                    await app.stop()
+            except TimeoutError:
+                get_logger("runtime").error("service_not_stopped", service=name, waited_s=STOP_S)
+            except Exception:
+                get_logger("runtime").warning("service_stop_failed", service=name, exc_info=True)
 
 
 async def _ignore(exc: Exception) -> None:

@@ -9,15 +9,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
 
 from reverie_canary.shared.errors import ConfigError
+
+#: The signals that stop ``python -m reverie_canary.simulator`` (SIGHUP: its terminal closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves the process's signals to the process.
+
+    ``uvicorn.Server.serve`` replaces the SIGINT and SIGTERM handlers while it
+    runs and, once it stopped, raises the signal again under the handler it
+    found.  Where that handler does nothing (SIGINT ignored by the shell that
+    started a background job; SIGTERM of PID 1 in a container, whose default
+    action the kernel does not apply) the signal ended the server but not the
+    program, which then waited forever.  Whoever runs :func:`serve` installs
+    its own handlers (:func:`main`, ``canary demo``) and leaves the block.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 @asynccontextmanager
@@ -56,7 +78,7 @@ async def serve(
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(app, host=host, port=bound_port, log_level="warning", lifespan="off",
                             timeout_graceful_shutdown=shutdown_timeout_s)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:
@@ -75,11 +97,11 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the simulated gateway until interrupted.
+    """Run the simulated gateway until SIGINT, SIGTERM or SIGHUP, however it was started.
 
     ``python -m reverie_canary.simulator [--scenario NAME|PATH] [--host H] [--port P]
-    [--sentences DIR] [--keepalive-s S]``.  Returns the exit status (2 on a bad
-    scenario).
+    [--sentences DIR] [--keepalive-s S]``.  Returns the exit status: 0 after a
+    stop signal, 1 when the address cannot be bound, 2 on a bad scenario.
     """
     from reverie_canary.simulator.gateway import create_app
     from reverie_canary.simulator.scenario import load_scenario
@@ -101,16 +123,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = create_app(scenario, sentences_dir=args.sentences, keepalive_s=args.keepalive_s)
 
     async def run() -> None:
+        # Handlers of our own, whatever the process inherited: a shell starts a background job with
+        # SIGINT ignored, and the kernel applies no default action to a signal sent to PID 1.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, stop.set)
         async with serve(app, host=args.host, port=args.port) as url:
             endpoints = sum(len(m.endpoints) for m in scenario.models)
             print(f"simulated OpenRouter gateway at {url} ({args.scenario}: {len(scenario.models)} model(s), "
                   f"{endpoints} endpoints)", flush=True)
-            await asyncio.Event().wait()
+            await stop.wait()
 
     try:
         asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
     except OSError as exc:  # address in use, not allowed, unknown host
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

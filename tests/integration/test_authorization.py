@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timezone
 
 import nats
@@ -17,6 +16,7 @@ from reverie_canary.shared.events import Decision
 from reverie_canary.shared.service import ensure_streams
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG
+from tests import waits
 
 pytestmark = pytest.mark.integration
 
@@ -50,22 +50,16 @@ async def stored_on(js, subject: str) -> int:
     return sum((info.state.subjects or {}).values()) if info.state.subjects else 0
 
 
-async def first_revision(kv, timeout: float = 10.0) -> int:
+async def first_revision(kv, timeout_s: float = 10.0) -> int:
     """The revision of the model's snapshot once the router has written one."""
-    for _ in range(int(timeout / 0.05)):
+
+    async def revision() -> int | None:
         try:
             return (await kv.get(subjects.kv_key(MODEL))).revision
         except nats.js.errors.KeyNotFoundError:
-            await asyncio.sleep(0.05)
-    raise AssertionError("the router wrote no snapshot")
+            return None
 
-
-async def wait_for(predicate, timeout: float = 10.0) -> bool:
-    for _ in range(int(timeout / 0.05)):
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
+    return await waits.until(revision, timeout_s=timeout_s, what="the router's first snapshot in the KV bucket")
 
 
 async def test_only_operators_publish_overrides_and_only_the_judge_publishes_decisions(secured):
@@ -94,14 +88,15 @@ async def test_only_operators_publish_overrides_and_only_the_judge_publishes_dec
         js = admin.jetstream()
         assert await stored_on(js, subjects.ops("override-add")) == 0
         assert await stored_on(js, subjects.decision(MODEL, "x/fp8")) == 0
-        await asyncio.sleep(0.5)
+        await waits.holds(lambda: client.version == first_version and client.ignore() == [], for_s=0.5,
+                          what="the client's first version, nothing ignored")
         assert client.version == first_version and client.ignore() == []
 
         # the operator's credential is the one that works
         op = await connect(infra, "operator")
         await op.jetstream().publish(subjects.ops("override-add"), codec.encode(override("y/fp8", "c-op")),
                                      headers={"Nats-Msg-Id": "c-op"})
-        assert await wait_for(lambda: client.ignore() == ["y/fp8"])
+        await waits.until(lambda: client.ignore() == ["y/fp8"], timeout_s=10, what="the operator's override at the client")
         assert client.version == first_version + 1
         await op.close()
         await client.stop()
@@ -148,7 +143,7 @@ async def test_a_malformed_command_changes_nothing_and_is_dead_lettered_with_its
         await js.publish(subjects.ops("override-add"), b"{not json", headers={"Nats-Msg-Id": "c2"})
         blank = codec.encode(override("z/fp8", "c3")).replace(b'"reason":"incident 4711"', b'"reason":" \\t "')
         await js.publish(subjects.ops("override-add"), blank, headers={"Nats-Msg-Id": "c3"})
-        assert await wait_for(lambda: len(letters) >= 3)
+        await waits.until(lambda: len(letters) >= 3, timeout_s=10, what="three dead letters from the router")
         assert sorted(letter.reason for letter in letters) == ["undecodable"] * 3
         assert sum("$.reason" in letter.error for letter in letters) == 2
         assert (await kv.get(subjects.kv_key(MODEL))).revision == before
@@ -185,9 +180,13 @@ async def test_a_command_dressed_as_another_message_is_refused(secured):
             await nc.jetstream().publish(subject, codec.encode(message), headers={"Nats-Msg-Id": message.command_id})
             await nc.close()
         # the judge and the router each refuse what reaches them
-        ok = await wait_for(lambda: len([dl for dl in letters if dl.reason == "rejected"]) >= 3)
-        assert ok, [(dl.service, dl.reason, dl.error[:120]) for dl in letters]
+        await waits.until(lambda: len([dl for dl in letters if dl.reason == "rejected"]) >= 3, timeout_s=10,
+                          what="three rejected dead letters (judge and router)")
         assert all("may arrive there" in dl.error for dl in letters if dl.reason == "rejected")
-        await asyncio.sleep(0.5)
+
+        async def unchanged() -> bool:
+            return (await kv.get(subjects.kv_key(MODEL))).revision == before
+
+        await waits.holds(unchanged, for_s=0.5, what="the snapshot revision before the forged messages")
         assert (await kv.get(subjects.kv_key(MODEL))).revision == before
         await admin.close()

@@ -14,6 +14,7 @@ from reverie_canary.shared.events import DeadLetter
 from reverie_canary.shared.service import ensure_streams
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import DEADLETTER, TASKS
+from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
@@ -66,12 +67,10 @@ async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_worki
         out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
         for n in range(2):
             await publish_events(js, cycle_events(n, out))
-        await asyncio.wait_for(decided.wait(), timeout=15)
-        for _ in range(50):
-            if all(letters.get(service) for service, _, _ in GARBAGE) and len(letters["router"]) >= 2 \
-                    and letters.get("notifier"):
-                break
-            await asyncio.sleep(0.1)
+        await waits.within(decided.wait(), timeout_s=15, what="the suspend decision after the garbage")
+        await waits.until(lambda: all(letters.get(service) for service, _, _ in GARBAGE)
+                          and len(letters["router"]) >= 2 and letters.get("notifier"),
+                          timeout_s=10, what="a dead letter from every service for its garbage")
     await nc.close()
 
     for service, subject, _ in GARBAGE:
@@ -91,11 +90,11 @@ async def test_dead_letters_are_kept_in_their_own_stream(infra):
     js = nc.jetstream()
     async with running(settings, ["judge"]):
         await js.publish(subjects.result(MODEL, "x/y"), b"[]", headers={"Nats-Msg-Id": "bad"})
-        for _ in range(50):
-            info = await js.stream_info(DEADLETTER)
-            if info.state.messages:
-                break
-            await asyncio.sleep(0.1)
+
+        async def stored_letters() -> int:
+            return (await js.stream_info(DEADLETTER)).state.messages
+
+        await waits.until(stored_letters, timeout_s=5, what="a dead letter stored in CANARY_DEADLETTER")
     msg = await js.get_last_msg(DEADLETTER, subjects.deadletter("judge"))
     letter = codec.DEAD_LETTER.decode(msg.data)
     assert (letter.reason, letter.payload, letter.deliveries) == ("undecodable", "[]", 1)
@@ -117,10 +116,7 @@ async def test_deeply_nested_json_is_dead_lettered_at_once(infra):
     async with running(settings, ["judge"]):
         await js.publish(subjects.result(MODEL, "a/fp8"), b"[" * 50_000 + b"]" * 50_000,
                          headers={"Nats-Msg-Id": "deep"})
-        for _ in range(50):
-            if letters:
-                break
-            await asyncio.sleep(0.1)
+        await waits.until(lambda: letters, timeout_s=5, what="the dead letter of the nested JSON")
     await nc.close()
     [letter] = letters
     assert (letter.service, letter.reason, letter.deliveries) == ("judge", "undecodable", 1)

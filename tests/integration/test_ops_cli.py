@@ -28,6 +28,7 @@ from reverie_canary.shared.service import ensure_streams
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 from tests.judge_events import cycle_events, healthy, publish_events
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "acme/chat-1"
@@ -49,7 +50,12 @@ async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, s
                CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", *args, cwd=ROOT, env=env,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    try:
+        out, err = await waits.within(proc.communicate(), timeout_s=60, what=f"canary {' '.join(args)} to exit")
+    except waits.WaitTimeout:
+        proc.kill()
+        await proc.wait()
+        raise
     return proc.returncode, out.decode(), err.decode()
 
 
@@ -76,15 +82,6 @@ async def snapshot_ignore(infra) -> list[str]:
         await nc.close()
 
 
-async def wait_until(probe, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await probe():
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 # -- override add | list | remove -----------------------------------------------------------------
 
 
@@ -94,7 +91,7 @@ async def test_override_add_then_list_shows_it_with_the_new_version(secured):
     infra = secured
     await ensure_streams(settings_for(infra))
     async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        assert await wait_until(lambda: _has_snapshot(infra))
+        await waits.until(lambda: _has_snapshot(infra), timeout_s=10, what="the router's first snapshot")
         before = await snapshot_version(infra)
         code, out, err = await canary(infra, "override", "add", "lambda/fp8", "--reason", "incident 42",
                                       "--model", MODEL, "--for", "2h", "--reference", "INC-7")
@@ -197,7 +194,7 @@ async def test_lift_ends_a_suspension_and_prints_the_judges_decision(secured):
     await ensure_streams(settings)
     async with running(settings, ["router", "judge"], passwords=infra.passwords):
         await _two_failed_cycles(infra, "bad/fp8")
-        assert await wait_until(lambda: _ignored(infra, "bad/fp8"), timeout=15)
+        await waits.until(lambda: _ignored(infra, "bad/fp8"), timeout_s=15, what="bad/fp8 suspended in the snapshot")
 
         code, out, err = await canary(infra, "lift", "bad/fp8", "--reason", "false alarm", "--model", MODEL)
         assert code == 0, err
@@ -205,7 +202,7 @@ async def test_lift_ends_a_suspension_and_prints_the_judges_decision(secured):
         assert first.startswith(f"lift published: bad/fp8 on {MODEL}: false alarm (alice), command ")
         assert re.fullmatch(rf"suspension lifted: bad/fp8 on {MODEL} — decision end at {STAMP}: "
                             r"lifted by alice: false alarm", second), second
-        assert await wait_until(lambda: _not_ignored(infra, "bad/fp8"))
+        await waits.until(lambda: _not_ignored(infra, "bad/fp8"), timeout_s=10, what="bad/fp8 lifted from the snapshot")
 
         code, out, err = await canary(infra, "lift", "bad/fp8", "--reason", "again", "--model", MODEL)
         assert code == 1
@@ -257,7 +254,7 @@ async def test_mode_publishes_the_command_and_the_judge_applies_it(secured):
                 d = codec.DECISION.decode(msg.data)
                 return d.action == "mode_changed" and d.decision_id.endswith(command.command_id)
 
-            assert await wait_until(decided)
+            await waits.until(decided, timeout_s=10, what="the judge's mode_changed decision for the command")
         finally:
             await nc.close()
 
@@ -280,7 +277,7 @@ async def test_exclusions_reload_refuses_a_bad_file_naming_its_line_and_applies_
     settings = settings_for(infra, exclusions_file=str(path))
     await ensure_streams(settings)
     async with running(settings, ["router"], passwords=infra.passwords):
-        assert await wait_until(lambda: _ignored(infra, "parasail/fp8"))
+        await waits.until(lambda: _ignored(infra, "parasail/fp8"), timeout_s=10, what="parasail/fp8 in the snapshot")
         version = await snapshot_version(infra)
         path.write_text(ENTRY.format(p="parasail/fp8") + "\n" + ENTRY.replace("reason", "colour").format(p="x"))
         code, out, err = await canary(infra, "exclusions", "reload", "--reason", "review 12")

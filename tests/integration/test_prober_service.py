@@ -18,6 +18,7 @@ from reverie_canary.shared.streams import LOG, TASKS
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
+from tests import waits
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +33,11 @@ def task(i: int, provider: str, *, deadline_s: float = 600, kind: str = "echo") 
                                     "fireworks": "Fireworks"}[provider],
                      kind=kind, language="en", cycle="c", deadline=now + timedelta(seconds=deadline_s),
                      supported_parameters=["max_tokens", "structured_outputs", "response_format"])
+
+
+async def queue_empty(js) -> bool:
+    """The task work queue holds nothing (acknowledged tasks are removed)."""
+    return (await js.stream_info(TASKS)).state.messages == 0
 
 
 @contextlib.asynccontextmanager
@@ -68,8 +74,9 @@ async def test_two_probers_share_one_durable_and_every_task_is_probed_once(infra
         async with running(settings, ["prober"], probers=2):
             for i in range(40):
                 await publish(task(i, HEALTHY[i % len(HEALTHY)]))
-            await asyncio.wait_for(done.wait(), 30)
-            await asyncio.sleep(0.5)
+            await waits.within(done.wait(), timeout_s=30, what="40 results")
+            await waits.until(lambda: queue_empty(js), timeout_s=10, what="every task acknowledged")
+            await waits.holds(lambda: len(results) == 40, for_s=0.5, what="40 results, none twice")
         info = await js.stream_info(TASKS)
     assert sorted(r.task_id for r in results) == sorted(task(i, HEALTHY[i % 4]).task_id for i in range(40))
     assert {r.outcome for r in results} == {"pass"}
@@ -86,7 +93,7 @@ async def test_a_redelivered_tasks_second_result_is_dropped_by_jetstream(infra):
             # two deliveries of one task, as after a prober died before acking
             for attempt in ("a", "b"):
                 await publish(t, f"{t.task_id}|{attempt}")
-            await asyncio.wait_for(done.wait(), 20)
+            await waits.within(done.wait(), timeout_s=20, what="two results of the task delivered twice")
         stored = await js.stream_info(LOG, subjects_filter=subjects.ALL_RESULTS)
     assert [r.task_id for r in results] == [t.task_id, t.task_id]  # probed twice, published twice
     assert stored.state.messages == 1  # stored once
@@ -100,8 +107,9 @@ async def test_a_task_past_its_deadline_is_dropped_unprobed(infra):
         async with running(settings, ["prober"]):
             for t in (expired, fresh):
                 await publish(t)
-            await asyncio.wait_for(done.wait(), 20)
-            await asyncio.sleep(0.5)
+            await waits.within(done.wait(), timeout_s=20, what="the fresh task's result")
+            await waits.until(lambda: queue_empty(js), timeout_s=10, what="both tasks acknowledged")
+            await waits.holds(lambda: len(results) == 1, for_s=0.5, what="no result for the expired task")
         left = (await js.stream_info(TASKS)).state.messages
     assert [r.task_id for r in results] == [fresh.task_id]
     assert left == 0

@@ -11,10 +11,11 @@ import redis.asyncio as aioredis
 
 from reverie_canary.canary.demo import current_snapshot, judge_record
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
+from reverie_canary.shared import codec, streams, subjects
 from reverie_canary.shared.commands import AddOverride
 from reverie_canary.shared.service import ensure_streams, nats_connect
 from reverie_canary.shared.settings import Settings
+from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
@@ -32,13 +33,25 @@ async def publish_log(js) -> None:
     await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
 
 
-async def wait_ignore(settings, wanted: list[str], timeout: float = 15.0) -> None:
-    for _ in range(int(timeout / 0.1)):
-        snap = await current_snapshot(settings, MODEL)
-        if snap and snap.ignore_at(datetime.now(timezone.utc)) == wanted:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"ignore list never became {wanted}")
+async def ignored(settings) -> list[str] | None:
+    """The snapshot's ignore list now (``None``: no snapshot)."""
+    snap = await current_snapshot(settings, MODEL)
+    return None if snap is None else snap.ignore_at(datetime.now(timezone.utc))
+
+
+async def wait_ignore(settings, wanted: list[str], timeout_s: float = 15.0) -> None:
+    async def reached() -> bool:
+        return await ignored(settings) == wanted
+
+    await waits.until(reached, timeout_s=timeout_s, what=f"the ignore list {wanted}")
+
+
+async def settled(js) -> None:
+    """Wait until the judge and the router consumed and acknowledged everything in the log."""
+    settings = Settings.load(env={})
+    durables = (streams.judge_consumer(settings).durable, streams.router_consumer(settings).durable)
+    await waits.until(lambda: waits.caught_up(js, streams.LOG, *durables), timeout_s=15,
+                      what="the judge and the router caught up with the log")
 
 
 def settings_for(infra) -> Settings:
@@ -50,7 +63,7 @@ async def established(settings, js):
     """Publish the log, wait until a/fp8 (suspended) and b/fp8 (override) are ignored; the judge's record and version."""
     await publish_log(js)
     await wait_ignore(settings, ["a/fp8", "b/fp8"])
-    await asyncio.sleep(0.5)
+    await settled(js)
     return await judge_record(settings, MODEL), (await current_snapshot(settings, MODEL)).version
 
 
@@ -95,7 +108,12 @@ async def test_flushed_redis_is_rebuilt_from_the_log_and_routing_drops_nothing(i
     assert f"live state of {MODEL}: NONE in Redis" in lost.output and "rebuilds it" in lost.output
 
     async with running(settings, ["judge", "router"]):
-        await asyncio.sleep(2.0)
+        await settled(js)
+
+        async def still_ignored() -> bool:
+            return await ignored(settings) == ["a/fp8", "b/fp8"]
+
+        await waits.holds(still_ignored, for_s=1.0, what="a/fp8 and b/fp8 ignored after the rebuild")
         after = await judge_record(settings, MODEL)
         snapshot = await current_snapshot(settings, MODEL)
     history = await snapshot_history(js)

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 
 from reverie_canary.canary.embedded import BinaryMissing, RunningServer, start_nats, start_redis
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
+from reverie_canary.shared import codec, streams, subjects
 from reverie_canary.shared.auth import generate_passwords, server_config, server_env
 from reverie_canary.client import IgnoreListClient
 from reverie_canary.shared.commands import AddOverride
@@ -32,6 +32,7 @@ from reverie_canary.shared.service import ensure_streams
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
+from tests import waits
 
 pytestmark = pytest.mark.integration
 
@@ -86,13 +87,13 @@ async def suspend(infra, provider: str, until: datetime, decision_id: str | None
     return decision
 
 
-async def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
+async def router_caught_up(infra) -> bool:
+    """True when the router's durable has delivered, and had acknowledged, everything the log holds for it."""
+    nc = await connect(infra, "admin")
+    try:
+        return await waits.caught_up(nc.jetstream(), LOG, streams.router_consumer(settings_for(infra)).durable)
+    finally:
+        await nc.close()
 
 
 async def stored(infra, subject: str) -> int:
@@ -138,7 +139,7 @@ async def test_an_operator_override_reaches_a_watching_client(secured):
         first = client.version
         assert first >= 1 and client.ignore() == []
         command = await add_override(secured, "lambda/fp8")
-        assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
+        await waits.until(lambda: client.ignore() == ["lambda/fp8"], timeout_s=10, what="the client ignores lambda/fp8")
         assert client.version == first + 1
         assert client.provider({"sort": "price", "ignore": ["mine/x"]}) == {
             "sort": "price", "ignore": ["lambda/fp8", "mine/x"]}
@@ -152,7 +153,8 @@ async def test_a_judge_suspension_reaches_a_watching_client(secured):
     async with router_and_client(secured) as client:
         until = (utcnow() + timedelta(days=1)).replace(microsecond=0)
         decision = await suspend(secured, "baseten/fp8", until)
-        assert await wait_for(lambda: client.ignore() == ["baseten/fp8"])
+        await waits.until(lambda: client.ignore() == ["baseten/fp8"], timeout_s=10,
+                          what="the client ignores baseten/fp8")
         (reason,) = client.snapshot.entries[0].reasons
         assert (reason.layer, reason.until, reason.reference, reason.reason) == (
             "suspension", until, decision.decision_id, "ttft_exceeded in 2 cycles")
@@ -176,8 +178,10 @@ async def test_expiry_removes_entries_without_any_new_event(secured):
             override_until = suspended_until + timedelta(seconds=1.5)
             await suspend(infra, "slow/fp8", suspended_until)
             await add_override(infra, "flaky/fp8", expires_at=override_until)
-            assert await wait_for(lambda: follower.ignore() == ["flaky/fp8", "slow/fp8"])
-            assert await wait_for(lambda: ahead.version == follower.version)
+            await waits.until(lambda: follower.ignore() == ["flaky/fp8", "slow/fp8"], timeout_s=10,
+                              what="the follower ignores flaky/fp8 and slow/fp8")
+            await waits.until(lambda: ahead.version == follower.version, timeout_s=10,
+                              what="both clients at the same version")
             version = follower.version
             inputs = await stored(infra, "canary.decisions.>") + await stored(infra, "canary.ops.>")
 
@@ -188,11 +192,13 @@ async def test_expiry_removes_entries_without_any_new_event(secured):
             assert ahead.ignore() == [] and ahead.version == version
 
             # the router publishes a new version at each expiry
-            assert await wait_for(lambda: follower.version == version + 1, timeout=10)
+            await waits.until(lambda: follower.version == version + 1, timeout_s=10,
+                              what="a new version at the suspension's expiry")
             first = follower.snapshot
             assert [e.provider for e in first.entries] == ["flaky/fp8"]
             assert timedelta(0) <= first.at - suspended_until < timedelta(seconds=1)
-            assert await wait_for(lambda: follower.version == version + 2, timeout=10)
+            await waits.until(lambda: follower.version == version + 2, timeout_s=10,
+                              what="a new version at the override's expiry")
             second = follower.snapshot
             assert second.entries == []
             assert timedelta(0) <= second.at - override_until < timedelta(seconds=1)
@@ -216,13 +222,20 @@ async def test_a_router_restart_loses_nothing_and_publishes_nothing_new(secured)
         assert await client.wait_ready(10)
         await add_override(infra, "lambda/fp8")
         await suspend(infra, "baseten/fp8", until, decision_id="dec-restart-1")
-        assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"])
+        await waits.until(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout_s=10,
+                          what="the client ignores baseten/fp8 and lambda/fp8")
         await client.stop()
     before, revision = await kv_snapshot(infra)
     published = await stored(infra, subjects.routing(MODEL))
 
     async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-        await asyncio.sleep(3.0)  # the expiry loop merges at start; the consumer resumes
+        # the consumer resumes where it was and the expiry loop merges at start: nothing new is published
+        await waits.until(lambda: router_caught_up(infra), timeout_s=10, what="the new router's consumer caught up")
+
+        async def unchanged() -> bool:
+            return await kv_snapshot(infra) == (before, revision)
+
+        await waits.holds(unchanged, for_s=1.0, what="the snapshot and its revision as the old router left them")
         after, revision_after = await kv_snapshot(infra)
         assert (after, revision_after) == (before, revision)
         assert await stored(infra, subjects.routing(MODEL)) == published
@@ -231,7 +244,8 @@ async def test_a_router_restart_loses_nothing_and_publishes_nothing_new(secured)
         client = backend_client(infra)
         await client.start()
         try:
-            assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8", "other/fp8"])
+            await waits.until(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8", "other/fp8"], timeout_s=10,
+                              what="the restarted router applied the override of other/fp8")
             assert client.version == before.version + 1
         finally:
             await client.stop()
@@ -252,19 +266,22 @@ async def test_a_changed_exclusions_file_is_reloaded_and_an_invalid_one_refused(
             client = backend_client(infra)
             await client.start()
             try:
-                assert await wait_for(lambda: client.ignore() == ["parasail/fp8"])
+                await waits.until(lambda: client.ignore() == ["parasail/fp8"], timeout_s=10,
+                                  what="the client ignores the excluded parasail/fp8")
                 version = client.version
                 started = time.monotonic()
                 path.write_text(entry.format(p="parasail/fp8") + "\n" + entry.format(p="novita/bf16"))
-                assert await wait_for(lambda: client.ignore() == ["novita/bf16", "parasail/fp8"], timeout=8)
+                await waits.until(lambda: client.ignore() == ["novita/bf16", "parasail/fp8"], timeout_s=8,
+                                  what="the changed exclusions file reached the client")
                 assert time.monotonic() - started <= 5.5
                 assert client.version == version + 1
                 (reason,) = client.snapshot.entries[0].reasons
                 assert (reason.layer, reason.reason, reason.reference) == ("exclusion", "measured defect", "T-1")
 
                 path.write_text(entry.format(p="parasail/fp8") + "\n" + entry.format(p="parasail/fp8"))
-                assert await wait_for(lambda: any(e.get("event") == "exclusions_refused" for e in logs), timeout=8)
-                await asyncio.sleep(0.5)
+                await waits.until(lambda: any(e.get("event") == "exclusions_refused" for e in logs), timeout_s=8,
+                                  what="the invalid exclusions file refused in the log")
+                await waits.holds(lambda: client.version == version + 1, for_s=0.5, what="the version before the invalid file")
                 assert client.version == version + 1
                 assert client.ignore() == ["novita/bf16", "parasail/fp8"]
             finally:
@@ -294,13 +311,13 @@ async def test_a_client_refuses_a_snapshot_older_than_one_it_applied(secured, tm
     try:
         await kv.put(subjects.kv_key(MODEL), snap(5, "a/fp8"))
         await client.start()
-        assert await wait_for(lambda: client.version == 5)
+        await waits.until(lambda: client.version == 5, timeout_s=10, what="the client at version 5")
         await kv.put(subjects.kv_key(MODEL), snap(3, "b/fp8"))
-        assert await wait_for(lambda: client.refused == 1)
+        await waits.until(lambda: client.refused == 1, timeout_s=10, what="version 3 refused")
         assert (client.version, client.ignore()) == (5, ["a/fp8"])
         assert codec.SNAPSHOT.decode(cache.read_bytes()).version == 5
         await kv.put(subjects.kv_key(MODEL), snap(6, "c/fp8"))
-        assert await wait_for(lambda: client.version == 6)
+        await waits.until(lambda: client.version == 6, timeout_s=10, what="the client at version 6")
         assert client.ignore() == ["c/fp8"] and client.refused == 1
     finally:
         await client.stop()
@@ -364,7 +381,7 @@ async def test_a_client_started_while_nats_is_down_serves_its_cache_and_catches_
         await first.start()
         assert await first.wait_ready(10)
         await add_override(infra, "lambda/fp8")
-        assert await wait_for(lambda: first.ignore() == ["lambda/fp8"])
+        await waits.until(lambda: first.ignore() == ["lambda/fp8"], timeout_s=10, what="the first client ignores lambda/fp8")
         cached_version = first.version
         await first.stop()
 
@@ -375,17 +392,19 @@ async def test_a_client_started_while_nats_is_down_serves_its_cache_and_catches_
             assert client.ignore() == ["lambda/fp8"] and client.version == cached_version
             assert await client.wait_ready(0.5)  # a cached snapshot is served
             assert client.connected is False and client.age_s is None  # and the bus never confirmed it
-            await asyncio.sleep(1.5)
+            await waits.holds(lambda: client.ignore() == ["lambda/fp8"], for_s=1.5,
+                              what="the cached ignore list served while NATS is down")
             assert client.ignore() == ["lambda/fp8"]
             # it says why, without the credential
             assert "refused or unreachable" in (client.problem or ""), client.problem
             assert infra.passwords["backend"] not in client.problem
 
             infra.start_nats()
-            assert await wait_for(lambda: client.age_s is not None, timeout=20)
-            assert await wait_for(lambda: client.problem is None, timeout=5), client.problem
+            await waits.until(lambda: client.age_s is not None, timeout_s=20, what="the bus confirmed the snapshot")
+            await waits.until(lambda: client.problem is None, timeout_s=5, what="no problem left on the client")
             await add_override(infra, "baseten/fp8")
-            assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout=20)
+            await waits.until(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout_s=20,
+                              what="the override sent after NATS returned reached the client")
             assert client.version == cached_version + 1
             assert codec.SNAPSHOT.decode(cache.read_bytes()).version == cached_version + 1
         finally:
@@ -399,7 +418,7 @@ async def test_a_client_says_why_it_has_no_current_snapshot(secured):
     await refused.start()
     try:
         assert not await refused.wait_ready(1.5)
-        assert await wait_for(lambda: refused.problem is not None, timeout=5)
+        await waits.until(lambda: refused.problem is not None, timeout_s=5, what="the refused client says why")
         assert "authorization" in refused.problem.lower(), refused.problem
         assert refused.provider() == {"ignore": []}
     finally:
@@ -408,11 +427,14 @@ async def test_a_client_says_why_it_has_no_current_snapshot(secured):
     client = backend_client(infra)
     await client.start()
     try:
-        assert await wait_for(lambda: "does not exist yet" in (client.problem or ""), timeout=10), client.problem
+        await waits.until(lambda: "does not exist yet" in (client.problem or ""), timeout_s=10,
+                          what="the client says the bucket does not exist yet")
         await ensure_streams(settings_for(infra))
-        assert await wait_for(lambda: "no snapshot for" in (client.problem or ""), timeout=10), client.problem
+        await waits.until(lambda: "no snapshot for" in (client.problem or ""), timeout_s=10,
+                          what="the client says there is no snapshot yet")
         async with running(settings_for(infra), ["router"], passwords=infra.passwords):
-            assert await wait_for(lambda: client.version >= 1 and client.problem is None, timeout=20), client.problem
+            await waits.until(lambda: client.version >= 1 and client.problem is None, timeout_s=20,
+                              what="the router's first snapshot at the client, no problem left")
     finally:
         await client.stop()
 
@@ -422,9 +444,9 @@ async def following_then_nats_down(infra):
     """A router and a client following an override of lambda/fp8; NATS is stopped on entry."""
     async with router_and_client(infra) as client:
         await add_override(infra, "lambda/fp8")
-        assert await wait_for(lambda: client.ignore() == ["lambda/fp8"])
+        await waits.until(lambda: client.ignore() == ["lambda/fp8"], timeout_s=10, what="the client ignores lambda/fp8")
         infra.stop_nats()
-        assert await wait_for(lambda: client.connected is False, timeout=10)
+        await waits.until(lambda: client.connected is False, timeout_s=10, what="the client sees NATS gone")
         yield client
 
 
@@ -433,10 +455,11 @@ async def test_a_connected_client_catches_up_within_seconds_of_a_nats_restart(re
     infra = restartable
     async with following_then_nats_down(infra) as client:
         infra.start_nats()
-        assert await wait_for(lambda: client.connected, timeout=20)
+        await waits.until(lambda: client.connected, timeout_s=20, what="the client reconnected")
         await add_override(infra, "baseten/fp8")  # stored once the server is back
         stored_at = time.monotonic()
-        assert await wait_for(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout=20)
+        await waits.until(lambda: client.ignore() == ["baseten/fp8", "lambda/fp8"], timeout_s=20,
+                          what="the override stored after the restart reached the client")
         assert time.monotonic() - stored_at < 5.0, "the client waited for its watch to time out"
 
 

@@ -33,6 +33,7 @@ from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import FAULT_KINDS, decode_scenario, load_scenario
 from reverie_canary.simulator.server import serve
 from reverie_canary.simulator.text import BUILTIN, LANGUAGES, is_clean
+from tests import waits
 
 MODEL = "deepseek/deepseek-chat-v3.1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -865,23 +866,75 @@ def test_bad_scenario_errors_name_the_field(tmp_path: Path) -> None:
         load_scenario(str(bad))
 
 
-def test_command_line_serves_until_interrupted() -> None:
-    """python -m reverie_canary.simulator serves a packaged scenario on the given port and exits 0 on SIGINT."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default", "--port", "0"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _first_line(proc: subprocess.Popen, timeout_s: float) -> str:
+    """The first line the process prints on stdout, waiting at most ``timeout_s``."""
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout_s):
+            raise waits.WaitTimeout(f"waited {timeout_s:g} s for the simulator's first line")
+    return proc.stdout.readline()
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what sh does for a job started with &
+
+
+def _pid_namespaces() -> bool:
+    """True when ``unshare --pid`` works here (root or user namespaces): the simulator can be PID 1."""
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+#: How the simulator is started, and the signal that must stop it.
+STARTS = {
+    "sigint": ([], None, signal.SIGINT),
+    "sigterm": ([], None, signal.SIGTERM),
+    "sighup": ([], None, signal.SIGHUP),
+    "sigint_in_the_background": ([], _ignore_sigint, signal.SIGINT),
+    "sigterm_as_pid_1": (["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"], None, signal.SIGTERM),
+}
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_command_line_serves_until_a_stop_signal_however_it_was_started(start: str) -> None:
+    """python -m reverie_canary.simulator serves a packaged scenario and exits 0 on SIGINT, SIGTERM and SIGHUP,
+    also with SIGINT ignored (a background job of a shell) and as PID 1 (compose), where no default action applies."""
+    prefix, preexec, sig = STARTS[start]
+    if prefix and not _pid_namespaces():
+        pytest.skip("unshare --pid is not permitted here: cannot run the simulator as PID 1")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([*prefix, sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default",
+                             "--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=preexec)
+    try:
+        line = _first_line(proc, 30)
         url = re.search(r"(http://\S+/api/v1)", line)
-        assert url, line + (proc.stderr.read() if proc.stderr else "")
+        assert url, line
         r = httpx.get(f"{url.group(1)}/models/{MODEL}/endpoints", timeout=5)
         assert len(r.json()["data"]["endpoints"]) == len(load_scenario("default").models[0].endpoints)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        target = proc.pid
+        if prefix:  # signal the simulator itself, PID 1 of its namespace, not unshare
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            assert len(children) == 1, children
+            target = int(children[0])
+            nspid = next(line for line in Path(f"/proc/{target}/status").read_text().splitlines()
+                         if line.startswith("NSpid:"))
+            assert nspid.split()[-1] == "1", nspid  # PID 1 inside its namespace
+        os.kill(target, sig)
+        try:
+            status = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise waits.WaitTimeout(f"waited 10 s for the simulator to exit after {sig.name} ({start})") from None
+        assert status == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(timeout=10)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

@@ -7,6 +7,7 @@ import asyncio
 from reverie_canary.shared.aio import stop_task, wait_event
 from reverie_canary.shared.service import Shell
 from reverie_canary.shared.settings import Settings
+from tests import waits
 
 
 async def test_wait_event_says_whether_the_event_was_set():
@@ -100,5 +101,5 @@ async def test_a_shell_stops_a_background_loop_that_lost_its_first_cancellation(
     shell.background(loop)
     await shell._after_startup()
     await asyncio.sleep(0)
-    await asyncio.wait_for(shell._stop_loops(), timeout=5.0)
+    await waits.within(shell._stop_loops(), timeout_s=5.0, what="the shell to stop its loops")
     assert swallowed.is_set() and shell._tasks == []
