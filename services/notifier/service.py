@@ -44,6 +44,7 @@ from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, m
 from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
 from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
 from reverie_canary.shared import codec, metrics, streams, subjects
+from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.commands import OperatorCommand, ResendNotices
@@ -149,10 +150,7 @@ class Notifier:
                 nxt = None
             wait = self.poll_s if nxt is None else min(self.poll_s, max(0.0, nxt - self.now()))
             if wait > 0:
-                try:
-                    await asyncio.wait_for(wake.wait(), timeout=wait)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(wake, wait)  # not asyncio.wait_for: on 3.11 it can swallow the stop's cancellation
 
     async def run(self) -> None:
         """Every channel's delivery loop, side by side (none waits for another)."""

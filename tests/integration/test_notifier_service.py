@@ -31,6 +31,7 @@ from reverie_canary.shared.events import CycleVerdict, Decision
 from reverie_canary.shared.service import ensure_streams, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, NOTICES
+from tests import waits
 from tests.judge_events import T0, cycle_events, healthy, publish_events
 from tests.notifier_receiver import Receiver, new_secret, receiving
 
@@ -90,13 +91,8 @@ async def publish(js, event, msg_id: str | None = None) -> None:
 
 
 async def wait_for(probe, timeout_s: float, what: str) -> None:
-    """Poll ``probe()`` (async) until true; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await probe():
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail(f"gave up after {timeout_s:g} s waiting for {what}")
+    """Poll ``probe()`` (async) until true; fail naming ``what`` after ``timeout_s`` (:func:`tests.waits.until`)."""
+    await waits.until(probe, timeout_s=timeout_s, what=what, interval_s=0.05)
 
 
 async def test_a_webhook_receiver_verifies_the_signature_and_the_content(infra):
@@ -174,7 +170,12 @@ async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, s
                CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", *args, cwd=ROOT, env=env,
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    try:
+        out, err = await waits.within(proc.communicate(), timeout_s=60, what=f"canary {' '.join(args)} to exit")
+    except waits.WaitTimeout:
+        proc.kill()
+        await proc.wait()
+        raise
     return proc.returncode, out.decode(), err.decode()
 
 
