@@ -8,20 +8,22 @@ operators use the ``operator`` user, the only one allowed to publish there
 (``shared/nats/server.conf``).  The actor is ``$CANARY_ACTOR``, else the login
 name.
 
-After publishing, ``override add``, ``override remove`` and ``exclusions
-reload`` wait (``--timeout``, 10 s) until the router has taken the command:
+After publishing, every command waits (``--timeout``, 10 s) for its one answer
+(DESIGN.md, "Operator commands are answered by events"): the service that owns
+it (the router for overrides and exclusions, the judge for lift and mode)
+publishes ``CommandApplied`` or ``CommandRefused`` on the log, and the command
+reads it with an ordered consumer filtered to its command id, from the
+command's own log position on:
 
-- the router's durable consumer acknowledged the command's log position (it
-  acknowledges after writing the new snapshot), or, when that cannot be read,
-  the model's snapshot version in the KV bucket moved past the one read before
-  publishing: print what changed and the new version, exit 0;
-- a dead letter naming the command id appeared on
-  ``canary.deadletter.router``: print the router's reason, exit 1;
-- neither in time: say so, exit 1.
+- applied: print what changed (the snapshot versions made, the judge's
+  decision), warnings on stderr (a guard rail passed with ``--force``, a
+  capacity floor broken by this command), exit 0;
+- refused: print the service's reason on stderr, exit 1;
+- no answer in time: say so, exit 1 (the command stays in the log and is
+  applied when the service runs).
 
-``lift`` waits the same way for the judge's ``end`` decision (reason
-``lifted``); ``mode`` prints the published command.  ``override list`` reads
-the current snapshots; ``exclusions check`` validates a file offline.
+``override list`` reads the current snapshots; ``exclusions check`` validates a
+file offline.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import os
 import re
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -49,10 +50,10 @@ app.add_typer(exclusions_app, name="exclusions")
 
 #: How long the waiting commands wait for the router or the judge (seconds).
 WAIT_S = 10.0
-#: Time between two looks at the router's progress (seconds).
-POLL_S = 0.1
 
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds to wait for the router or the judge")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="apply it past the guard rails (a provider the gateway "
+                                                        "does not list, fewer than min_hosts usable hosts)")]
 ActorOpt = Annotated[Optional[str],
                      typer.Option("--actor", help="who asks (default: $CANARY_ACTOR, else the login name)")]
 
@@ -165,17 +166,6 @@ def _scope(model: str) -> str:
 # -- talking to the bus ----------------------------------------------------------------------
 
 
-@dataclass
-class Answer:
-    """What came back for one command: its log position, and the outcome."""
-
-    seq: int
-    status: str  # "applied" | "unchanged" | "refused" | "timeout"
-    detail: str = ""
-    snapshots: dict[str, Any] | None = None
-    before: dict[str, int] | None = None
-
-
 class Bus:
     """A short-lived connection for one operator command (the settings' credential)."""
 
@@ -251,19 +241,6 @@ class Bus:
                 continue
         return sorted(out)
 
-    async def versions(self, models: list[str]) -> dict[str, int]:
-        """Model -> current snapshot version (0: none)."""
-        out = {}
-        for m in models:
-            s = await self.snapshot(m)
-            out[m] = s.version if s is not None else 0
-        return out
-
-    async def last_seq(self, stream: str) -> int:
-        """Last sequence of ``stream`` (0 when empty)."""
-        info = await self.js.stream_info(stream)
-        return info.state.last_seq or 0
-
     async def publish(self, command) -> int:
         """Publish ``command`` on ``canary.ops.<verb>`` with ``Nats-Msg-Id`` = its id.
 
@@ -287,113 +264,110 @@ class Bus:
                            f"{self.settings.nats_user or 'unset'})") from exc
         return ack.seq
 
-    async def dead_letters(self, service: str, after: int, command_id: str) -> tuple[int, str | None]:
-        """Scan ``canary.deadletter.<service>`` past sequence ``after`` for ``command_id``.
+    async def answer(self, command, after_seq: int, timeout_s: float):
+        """Wait for the one answer to ``command`` on the log, from position ``after_seq`` on.
+
+        An ordered consumer filtered to the command's answer subject
+        (:func:`reverie_canary.shared.subjects.answers_to`), so nothing else is read.
 
         Returns:
-            ``(last sequence scanned, the dead letter's reason or None)``.
+            ``CommandApplied`` or ``CommandRefused``; ``None`` when none came within ``timeout_s``.
         """
-        from nats.js.errors import NotFoundError
+        from nats.js.api import ConsumerConfig, DeliverPolicy
 
         from reverie_canary.shared import codec, subjects
-        from reverie_canary.shared.errors import Undecodable
-        from reverie_canary.shared.streams import DEADLETTER
-
-        last = await self.last_seq(DEADLETTER)
-        subject = subjects.deadletter(service)
-        for seq in range(after + 1, last + 1):
-            try:
-                msg = await self.js.get_msg(DEADLETTER, seq)
-            except NotFoundError:
-                continue
-            if msg.subject != subject or not msg.data:
-                continue
-            try:
-                letter = codec.DEAD_LETTER.decode(msg.data)
-            except Undecodable:
-                continue
-            if command_id in letter.payload:
-                return last, f"{letter.reason}: {letter.error}"
-        return max(after, last), None
-
-    async def acked(self, durable: str, seq: int) -> bool | None:
-        """Whether the durable consumer ``durable`` of the log acknowledged position ``seq``.
-
-        Returns:
-            ``None`` when the consumer's state cannot be read.
-        """
+        from reverie_canary.shared.errors import Rejected, Undecodable
         from reverie_canary.shared.streams import LOG
 
+        sub = await self.js.subscribe(subjects.answers_to(command.command_id), stream=LOG, ordered_consumer=True,
+                                      deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                      config=ConsumerConfig(opt_start_seq=after_seq))
+        deadline = time.monotonic() + timeout_s
         try:
-            info = await self.js.consumer_info(LOG, durable)
-        except Exception:
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    msg = await sub.next_msg(timeout=left)
+                except Exception:  # nats TimeoutError: nothing within the time left
+                    return None
+                try:
+                    reply = codec.ANSWER.decode(msg.data)
+                    codec.check_origin(msg.subject, reply)
+                except (Undecodable, Rejected):
+                    continue  # not a well-formed answer from its owner: keep waiting for the real one
+                if reply.command_id == command.command_id:
+                    return reply
             return None
-        floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
-        return (floor or 0) >= seq
+        finally:
+            try:
+                await sub.unsubscribe()
+            except Exception:
+                pass
 
 
 class OpsError(Exception):
     """An operator command could not be carried out; the message says why."""
 
 
-async def _send_to_router(settings, command, models: list[str] | None, timeout_s: float) -> Answer:
-    """Publish a router command and wait for its outcome (see the module docstring).
-
-    Args:
-        models: the models whose snapshots the command may change; ``None``:
-            every model with a snapshot plus the configured ones.
-    """
-    from reverie_canary.shared.streams import DEADLETTER, router_consumer
-
-    durable = router_consumer(settings).durable
+async def _send(settings, command, timeout_s: float):
+    """Publish ``command`` and wait for its answer; returns ``(log position, answer or None)``."""
     async with Bus(settings) as bus:
-        targets = models if models is not None else sorted(set(await bus.models()) | set(settings.models))
-        before = await bus.versions(targets)
-        dl_seen = await bus.last_seq(DEADLETTER)
         seq = await bus.publish(command)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            dl_seen, refused = await bus.dead_letters("router", dl_seen, command.command_id)
-            if refused:
-                return Answer(seq, "refused", refused)
-            processed = await bus.acked(durable, seq)
-            now_versions = await bus.versions(targets)
-            moved = [m for m in targets if now_versions[m] > before[m]]
-            if processed or (processed is None and moved):
-                if processed:  # dead-lettered before the ack: look once more
-                    dl_seen, refused = await bus.dead_letters("router", dl_seen, command.command_id)
-                    if refused:
-                        return Answer(seq, "refused", refused)
-                snaps = {m: await bus.snapshot(m) for m in moved}
-                return Answer(seq, "applied" if moved else "unchanged", snapshots=snaps, before=before)
-            if time.monotonic() >= deadline:
-                return Answer(seq, "timeout", before=before)
-            await asyncio.sleep(POLL_S)
+        return seq, await bus.answer(command, seq, timeout_s)
 
 
-def _report(answer: Answer, headline: str, timeout_s: float, command_id: str) -> None:
-    """Print a router command's outcome; exit 1 unless it was applied or changed nothing."""
-    now = datetime.now(timezone.utc)
-    if answer.status == "refused":
-        typer.echo(f"error: the router refused command {command_id} (log #{answer.seq}): {answer.detail}", err=True)
+def _owner(command) -> str:
+    from reverie_canary.shared.commands import OWNERS
+
+    return OWNERS[type(command)]
+
+
+def _refused_or_late(command, seq: int, answer, timeout_s: float, *, prefix: str = "rejected: ") -> None:
+    """Print a refusal or a missing answer on stderr and exit 1 (returns when the command was applied)."""
+    from reverie_canary.shared.events import CommandRefused
+
+    owner = _owner(command)
+    if answer is None:
+        typer.echo(f"error: no answer from the {owner} within {timeout_s:g} s; command {command.command_id} is in "
+                   f"the log at #{seq} and will be applied when the {owner} runs", err=True)
         raise typer.Exit(1)
-    if answer.status == "timeout":
-        typer.echo(f"error: no answer from the router within {timeout_s:g} s; command {command_id} is in the "
-                   f"log at #{answer.seq} and will be applied when the router runs", err=True)
+    if isinstance(answer, CommandRefused):
+        typer.echo(f"error: the {owner} refused command {command.command_id} (log #{seq}): {prefix}{answer.reason}",
+                   err=True)
         raise typer.Exit(1)
-    snaps = answer.snapshots or {}
-    if not snaps:
-        versions = ", ".join(f"{m} v{v}" for m, v in sorted((answer.before or {}).items())) or "none"
+
+
+def _warnings(answer) -> None:
+    """An applied answer's warnings, and a capacity floor broken by this command, on stderr."""
+    for text in answer.warnings:
+        typer.echo(f"warning: {text}", err=True)
+    for breach in answer.floor_broken:
+        left = ", ".join(breach.usable) or "none"
+        typer.echo(f"warning: the capacity floor is broken by this command: {breach.model} keeps "
+                   f"{len(breach.usable)} usable host(s) ({left}), below the floor of {breach.min_hosts}", err=True)
+
+
+def _report(command, seq: int, answer, headline: str, timeout_s: float) -> None:
+    """Print a router command's outcome; exit 1 unless it was applied."""
+    _refused_or_late(command, seq, answer, timeout_s)
+    _warnings(answer)
+    if not answer.snapshots:
+        versions = ", ".join(f"{v.model} v{v.version}" for v in answer.unchanged) or "none"
         typer.echo(f"{headline} — no snapshot changed (current: {versions})")
         return
-    if len(snaps) == 1:
-        (model, snap), = snaps.items()
-        typer.echo(f"{headline} — snapshot v{snap.version}: {fmt_ignore(snap, now)}"
-                   + ("" if f" on {model}" in headline else f" ({model})"))
+    if len(answer.snapshots) == 1:
+        (made,) = answer.snapshots
+        typer.echo(f"{headline} — snapshot v{made.version}: {_ignored(made)}"
+                   + ("" if f" on {made.model}" in headline else f" ({made.model})"))
         return
     typer.echo(headline)
-    for model, snap in sorted(snaps.items()):
-        typer.echo(f"  {model}: snapshot v{snap.version}: {fmt_ignore(snap, now)}")
+    for made in answer.snapshots:
+        typer.echo(f"  {made.model}: snapshot v{made.version}: {_ignored(made)}")
+
+
+def _ignored(made) -> str:
+    """``ignore ["a/fp8", "b"]`` of a snapshot version an answer reports (``+ N more`` past its bound)."""
+    more = made.ignored - len(made.ignore)
+    return "ignore " + _quoted(made.ignore) + (f" + {more} more" if more > 0 else "")
 
 
 def _run(coro, settings=None):
@@ -456,11 +430,16 @@ def override_add(
                        typer.Option("--expires", help="end, ISO 8601 UTC (2026-06-11T18:00:00Z)")] = None,
     for_: Annotated[Optional[str], typer.Option("--for", help="end after this long (30m, 2h, 1d)")] = None,
     reference: Annotated[str, typer.Option("--reference", help="URL or ticket")] = "",
+    force: ForceOpt = False,
     actor: ActorOpt = None,
     timeout: TimeoutOpt = WAIT_S,
     config: ConfigOpt = None,
 ) -> None:
-    """Ignore PROVIDER now (for one model or every model), until removed or until it expires."""
+    """Ignore PROVIDER now (for one model or every model), until removed or until it expires.
+
+    The router refuses a provider the gateway does not list for the model, and an
+    override that would leave fewer than min_hosts usable hosts, unless --force.
+    """
     from reverie_canary.shared.commands import AddOverride
 
     if expires and for_:
@@ -481,11 +460,11 @@ def override_add(
         raise typer.Exit(2)
     settings = _settings(config)
     command = _validated(AddOverride, **fields, provider=provider, model=model, reason=reason,
-                         expires_at=expires_at, reference=reference)
-    answer = _run(_send_to_router(settings, command, None if model == "*" else [model], timeout), settings)
+                         expires_at=expires_at, reference=reference, force=force)
+    seq, answer = _run(_send(settings, command, timeout), settings)
     until = f" until {fmt_time(expires_at)}" if expires_at else ""
-    _report(answer, f"override added: {provider} on {_scope(model)}: {reason} ({command.actor}){until}",
-            timeout, command.command_id)
+    _report(command, seq, answer, f"override added: {provider} on {_scope(model)}: {reason} ({command.actor}){until}",
+            timeout)
 
 
 @override_app.command("remove")
@@ -502,10 +481,9 @@ def override_remove(
 
     settings = _settings(config)
     command = _validated(RemoveOverride, **_command_fields(actor), provider=provider, model=model, reason=reason)
-    answer = _run(_send_to_router(settings, command, None if model == "*" else [model], timeout), settings)
+    seq, answer = _run(_send(settings, command, timeout), settings)
     why = f": {reason}" if reason else ""
-    _report(answer, f"override removed: {provider} on {_scope(model)}{why} ({command.actor})", timeout,
-            command.command_id)
+    _report(command, seq, answer, f"override removed: {provider} on {_scope(model)}{why} ({command.actor})", timeout)
 
 
 @override_app.command("list")
@@ -549,72 +527,14 @@ def lift(
     settings = _settings(config)
     target = model or settings.models[0]
     command = _validated(LiftSuspension, **_command_fields(actor), provider=provider, model=target, reason=reason)
-    status, detail, seq = _run(_lift_and_wait(settings, command, timeout), settings)
+    seq, answer = _run(_send(settings, command, timeout), settings)
     typer.echo(f"lift published: {provider} on {_scope(target)}: {reason} ({command.actor}), "
                f"command {command.command_id} (log #{seq})")
-    if status == "lifted":
-        typer.echo(detail)
-        return
-    if status == "refused":
-        typer.echo(f"error: the judge refused command {command.command_id} (log #{seq}): {detail}", err=True)
-    elif status == "nothing":
-        typer.echo(f"error: the judge applied the command (log #{seq}) but lifted nothing: "
-                   f"{provider} is not suspended on {_scope(target)}", err=True)
-    else:
-        typer.echo(f"error: no decision from the judge within {timeout:g} s; command {command.command_id} is in "
-                   f"the log at #{seq} and will be applied when the judge runs", err=True)
-    raise typer.Exit(1)
-
-
-async def _lift_and_wait(settings, command, timeout_s: float) -> tuple[str, str, int]:
-    from nats.js.api import ConsumerConfig, DeliverPolicy
-
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.errors import Undecodable
-    from reverie_canary.shared.streams import DEADLETTER, LOG, judge_consumer
-
-    durable = judge_consumer(settings).durable
-    model_token = "*" if command.model == "*" else subjects.encode_token(command.model)
-    filter_subject = f"{subjects.PREFIX}.decisions.{model_token}.{subjects.encode_token(command.provider)}"
-    async with Bus(settings) as bus:
-        dl_seen = await bus.last_seq(DEADLETTER)
-        seq = await bus.publish(command)
-        sub = await bus.js.subscribe(filter_subject, stream=LOG, ordered_consumer=True,
-                                     deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                     config=ConsumerConfig(opt_start_seq=seq))
-        deadline = time.monotonic() + timeout_s
-        processed_at: float | None = None
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=POLL_S)
-                except Exception:  # nats TimeoutError: nothing yet
-                    msg = None
-                if msg is not None:
-                    try:
-                        d = codec.DECISION.decode(msg.data)
-                    except Undecodable:
-                        d = None
-                    if (d is not None and d.reason == "lifted" and d.provider == command.provider
-                            and d.decision_id.endswith(f"|{command.command_id}")):
-                        verb = "lifted" if d.action == "end" else "would be lifted (observe mode)"
-                        return ("lifted", f"suspension {verb}: {d.provider} on {d.model} — decision {d.action} "
-                                f"at {fmt_time(d.at)}: {d.detail}", seq)
-                    continue
-                dl_seen, refused = await bus.dead_letters("judge", dl_seen, command.command_id)
-                if refused:
-                    return "refused", refused, seq
-                if processed_at is None and await bus.acked(durable, seq):
-                    processed_at = time.monotonic()  # decisions are published before the ack
-                if processed_at is not None and time.monotonic() - processed_at > 1.0:
-                    return "nothing", "", seq
-                if time.monotonic() >= deadline:
-                    return "timeout", "", seq
-        finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:
-                pass
+    _refused_or_late(command, seq, answer, timeout, prefix="lifted nothing: ")
+    for d in answer.decisions:
+        verb = "lifted" if d.action == "end" else "would be lifted (observe mode)"
+        typer.echo(f"suspension {verb}: {d.provider} on {d.model} — decision {d.action} at {fmt_time(d.at)}: "
+                   f"{d.detail}")
 
 
 @app.command()
@@ -626,9 +546,13 @@ def mode(
     model: Annotated[str, typer.Option("--model", help="model id, or * for every model")] = "*",
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",
     actor: ActorOpt = None,
+    timeout: TimeoutOpt = WAIT_S,
     config: ConfigOpt = None,
 ) -> None:
-    """Switch the judge to observe or enforce, for one probe kind or all."""
+    """Switch the judge to observe or enforce, for one probe kind or all; wait for the judge's answer.
+
+    A model the judge does not watch is refused.
+    """
     from reverie_canary.shared.commands import SetMode
     from reverie_canary.shared.events import PROBE_KINDS
 
@@ -640,16 +564,14 @@ def mode(
         raise typer.Exit(2)
     settings = _settings(config)
     command = _validated(SetMode, **_command_fields(actor), mode=new_mode, model=model, kind=kind, reason=reason)
-
-    async def main() -> int:
-        async with Bus(settings) as bus:
-            return await bus.publish(command)
-
-    seq = _run(main(), settings)
+    seq, answer = _run(_send(settings, command, timeout), settings)
     scope = f"probe kind {kind}" if kind else "all probe kinds"
     why = f": {reason}" if reason else ""
     typer.echo(f"mode published: {new_mode} for {scope} on {_scope(model)}{why} ({command.actor}), "
                f"command {command.command_id}, log #{seq}")
+    _refused_or_late(command, seq, answer, timeout, prefix="")
+    for d in answer.decisions:
+        typer.echo(f"mode changed on {d.model}: {d.detail}")
 
 
 # -- exclusions check | reload ---------------------------------------------------------------------
@@ -680,14 +602,18 @@ def exclusions_check(
 @exclusions_app.command("reload")
 def exclusions_reload(
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",
+    force: ForceOpt = False,
     actor: ActorOpt = None,
     timeout: TimeoutOpt = WAIT_S,
     config: ConfigOpt = None,
 ) -> None:
-    """Ask the router to read its exclusions file again (an invalid file is refused; the old one stays)."""
+    """Ask the router to read its exclusions file again (an invalid file is refused; the old one stays).
+
+    A file that would leave fewer than min_hosts usable hosts is refused too, unless --force.
+    """
     from reverie_canary.shared.commands import ReloadExclusions
 
     settings = _settings(config)
-    command = _validated(ReloadExclusions, **_command_fields(actor), reason=reason)
-    answer = _run(_send_to_router(settings, command, None, timeout), settings)
-    _report(answer, f"exclusions reloaded ({command.actor})", timeout, command.command_id)
+    command = _validated(ReloadExclusions, **_command_fields(actor), reason=reason, force=force)
+    seq, answer = _run(_send(settings, command, timeout), settings)
+    _report(command, seq, answer, f"exclusions reloaded ({command.actor})", timeout)

@@ -135,6 +135,27 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
         )
 
 
+async def check_log_subjects(js: JetStreamContext, needed: list[str], service: str) -> None:
+    """Refuse to start a service whose messages the log stream would not store.
+
+    A deployment upgraded without running ``canary init`` again keeps the old
+    stream subjects; the service's publishes there would fail one by one.
+
+    Raises:
+        ConfigError: naming the subjects the stream lacks and what to run.
+    """
+    from reverie_canary.shared.errors import ConfigError
+
+    try:
+        info = await js.stream_info(LOG)
+    except NotFoundError as exc:
+        raise ConfigError(f"{service}: the stream {LOG} does not exist: run `canary init` (as admin) first") from exc
+    missing = [s for s in needed if s not in (info.config.subjects or [])]
+    if missing:
+        raise ConfigError(f"{service}: the stream {LOG} does not take {', '.join(missing)} yet: run `canary init` "
+                          "(as admin) once after this upgrade")
+
+
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
     keys = ("subjects", "max_age", "duplicate_window", "deny_delete", "deny_purge", "description")
     return any(getattr(current, k) != getattr(wanted, k) for k in keys)

@@ -13,30 +13,27 @@ from collections.abc import Awaitable, Callable
 
 from faststream import FastStream
 
+from reverie_canary.services.judge import answers
 from reverie_canary.services.judge.core import Effect, Policy, decide, initial
 from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, refold
-from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, RedisJudgeStore
-from reverie_canary.shared import eventlog, ids, metrics, streams, subjects
+from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, Outbound, RedisJudgeStore
+from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects
 from reverie_canary.shared.broker import Delivery, Publisher
-from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult, RetestRequested
+from reverie_canary.shared.events import CommandApplied, CommandRefused, CycleVerdict, Decision, RetestRequested
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import LOG
 
-JUDGE_INPUT = Codec(
-    EndpointsDiscovered | CycleClosed | ProbeResult | IgnoreSnapshot
-    | LiftSuspension | SetMode | AddOverride | RemoveOverride | ReloadExclusions,
-    "judge input",
-)
+#: Every message that may arrive on the judge's subjects (:data:`reverie_canary.shared.inputs.READS`).
+JUDGE_INPUT = inputs.decoder("judge")
 
 
-def effect_address(effect: Effect) -> tuple[str, str]:
-    """Subject and ``Nats-Msg-Id`` of one effect."""
+def effect_address(effect: Outbound) -> tuple[str, str]:
+    """Subject and ``Nats-Msg-Id`` of one effect (or command answer)."""
     match effect:
+        case CommandApplied() | CommandRefused():
+            return subjects.answer("judge", effect.command_id), effect.answer_id
         case CycleVerdict():
             return subjects.verdicts(effect.model), ids.verdict_id(effect.model, effect.cycle_no)
         case Decision():
@@ -58,7 +55,7 @@ class Judge:
         self.models = models
         self.rebuild = rebuild
 
-    async def emit(self, effects: list[Effect]) -> None:
+    async def emit(self, effects: list[Outbound]) -> None:
         """Publish effects (idempotent: deterministic ids)."""
         for effect in effects:
             subject, msg_id = effect_address(effect)
@@ -70,29 +67,67 @@ class Judge:
         """Fold ``event`` into every watched model it concerns.
 
         Events of a model that is not configured are skipped (logged): any
-        model name on the bus must not grow state.  An operator command that
-        changes nothing (a lift of a provider that is not suspended) says so.
+        model name on the bus must not grow state.  A lift or mode command is
+        answered once folded into every model it concerns (:mod:`reverie_canary.services.judge.answers`):
+        the answer is saved in the last model's outbox with its position, so a
+        redelivery gives the same answer; a command for a model that is not
+        watched is refused.
         """
         model = getattr(event, "model", None)
         if model is None:
             return
+        command = isinstance(event, answers.JudgeCommand)
         if model == "*":
             targets = sorted(set(self.models) | set(await self.store.models()))
         elif model in self.models:
             targets = [model]
         else:
             get_logger("judge").info("model_not_watched", model=model, subject=delivery.subject)
+            if command:
+                await self.emit([answers.unknown_model(event, self.models)])
             return
-        produced = []
-        for target in targets:
-            produced += await self.apply_to(target, event, delivery.stream_seq)
-        if isinstance(event, LiftSuspension | SetMode) and not produced:
+        if not command:
+            for target in targets:
+                await self._apply_to(target, event, delivery.stream_seq)
+            return
+        produced: list[Effect] = []
+        new = False
+
+        def finish(effects: list[Effect], fresh: bool) -> list[Outbound]:
+            reply = answers.answer(event, [*produced, *effects], new=new or fresh)
+            return [reply] if reply is not None else []
+
+        if not targets:
+            await self.emit(finish([], True))
+        for i, target in enumerate(targets):
+            effects, fresh = await self._apply_to(target, event, delivery.stream_seq,
+                                                  finish=finish if i == len(targets) - 1 else None)
+            produced += effects
+            new = new or fresh
+        if not any(isinstance(e, Decision) for e in produced):
             get_logger("judge").warning("command_without_effect", command=type(event).__name__,
                                         command_id=event.command_id, actor=event.actor,
                                         provider=getattr(event, "provider", ""), model=model)
 
     async def apply_to(self, model: str, event, position: int | None) -> list[Effect]:
         """Apply ``event`` at stream ``position`` to ``model``; returns the effects published."""
+        effects, _ = await self._apply_to(model, event, position)
+        return effects
+
+    async def _apply_to(self, model: str, event, position: int | None, *,
+                        finish: Callable[[list[Effect], bool], list[Outbound]] | None = None
+                        ) -> tuple[list[Effect], bool]:
+        """Apply ``event`` at stream ``position`` to ``model``.
+
+        Args:
+            finish: for the last model of a command, what to add to its outbox
+                (the answer) from the effects and whether the command was new here.
+
+        Returns:
+            The effects published (besides an answer), and whether ``event`` was
+            new to this model (a command id it had not folded, or this very
+            position again).
+        """
         record = await self.store.load(model)
         if record.revision == 0 and self.rebuild is not None and not await self.store.initialized():
             # Redis lost its state under a running judge: refold what was applied before this event
@@ -103,16 +138,18 @@ class Judge:
         if position is not None and position <= record.position:
             if position == record.position:
                 await self.emit(record.outbox)  # repair a crash between save and publish
-                return list(record.outbox)
-            return []
+                return [e for e in record.outbox if not isinstance(e, answers.Answer)], True
+            return [], False
+        fresh = getattr(event, "command_id", None) not in record.state.commands
         state, effects = decide(record.state, event, self.policy)
-        if state is record.state and not effects and position is None:
-            return []
+        outbox: list[Outbound] = [*effects, *(finish(effects, fresh) if finish is not None else [])]
+        if state is record.state and not outbox and position is None:
+            return [], fresh
         new = JudgeRecord(state=state, position=position if position is not None else record.position,
-                          revision=record.revision + 1, outbox=effects)
+                          revision=record.revision + 1, outbox=outbox)
         await self.store.save(model, new, expected_revision=record.revision)
-        await self.emit(effects)
-        return effects
+        await self.emit(outbox)
+        return effects, fresh
 
 
 async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], until_seq: int) -> list[str]:
@@ -145,6 +182,11 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     async def open_store() -> None:
         client = redis_client(settings)
+        checker = await nats_connect(settings)
+        try:
+            await streams.check_log_subjects(checker.jetstream(), [subjects.ALL_ANSWERS], "judge")
+        finally:
+            await checker.close()
         policy = Policy.from_settings(settings)
         store = RedisJudgeStore(client, settings.namespace)
         models = list(settings.models)

@@ -19,7 +19,12 @@ from redis.exceptions import RedisError
 
 from reverie_canary.services.judge.core import Effect, ModelState, initial
 from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.events import CommandApplied, CommandRefused
 from reverie_canary.shared.subjects import decode_token, encode_token
+
+
+#: What an outbox holds: the fold's effects, and the answer to an operator command.
+Outbound = Effect | CommandApplied | CommandRefused
 
 
 class JudgeRecord(msgspec.Struct, kw_only=True):
@@ -28,7 +33,7 @@ class JudgeRecord(msgspec.Struct, kw_only=True):
     state: ModelState
     position: int = 0
     revision: int = 0
-    outbox: list[Effect] = []
+    outbox: list[Outbound] = []
 
 
 _decoder = msgspec.json.Decoder(JudgeRecord)

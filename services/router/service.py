@@ -11,8 +11,11 @@ is a compare-and-set, so a second writer or a Redis that lost the record is
 noticed), decide, save state + stream position + outbox in one atomic step,
 then carry out the outbox: write each new snapshot to the KV bucket
 (compare-and-set on the revision, versions never go back) and publish it on
-``canary.routing.<model>``, and refuse a refused command.  A redelivered input
-(same position) carries out its saved outbox again under the same ids.
+``canary.routing.<model>``, then publish the command's answer
+(``CommandApplied`` or ``CommandRefused``, id ``answer|<command id>``) on
+``canary.answers.router.<command id>`` (DESIGN.md, "Operator commands are
+answered by events").  A redelivered input (same position) carries out its
+saved outbox again under the same ids, so it gets the same answer, stored once.
 
 When Redis has lost the router's record while the durable consumer has already
 acknowledged part of the log, the state is rebuilt from the log up to that
@@ -117,12 +120,15 @@ class SnapshotSink:
                                        at=snapshot.at)
         return out
 
-    async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> None:
+    async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> bool:
         """Write ``snapshot`` unless the bucket has it (or a newer one), then publish it.
 
         Args:
             check: read the bucket first instead of trusting the remembered
                 revision (a repair after a crash or a redelivery).
+
+        Returns:
+            ``True`` when it was written now, ``False`` when the bucket had it already.
 
         Raises:
             Transient: KV or NATS unavailable, or another writer moved the revision twice.
@@ -134,7 +140,7 @@ class SnapshotSink:
             if current is not None and current.version >= snapshot.version:
                 if current.version == snapshot.version:
                     await self.announce(current)  # a crash may have come between the write and the publish
-                return
+                return False
             known = (current.version if current is not None else 0, revision)
         data = codec.encode(snapshot)
         key = subjects.kv_key(model)
@@ -155,6 +161,7 @@ class SnapshotSink:
             raise Transient(f"kv write for {model} failed: {exc!r}") from exc
         self.revisions[model] = (snapshot.version, revision)
         await self.announce(snapshot)
+        return True
 
     async def announce(self, snapshot: IgnoreSnapshot) -> None:
         """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id)."""
@@ -242,7 +249,7 @@ class Router:
         """Decide ``event`` (at stream ``position``, or ``None`` for the router's own inputs), save, carry out.
 
         Raises:
-            Rejected: a malformed decision, or (until answers are published) a refused command.
+            Rejected: a malformed decision (a refused command is answered, not rejected).
             Transient: Redis, KV or NATS unavailable; the input is tried again.
         """
         async with self.lock:
@@ -288,24 +295,33 @@ class Router:
 
     async def _carry_out(self, record: RouterRecord, effects: list[Outbound], *, repair: bool,
                          all_done: bool = True) -> None:
-        refused: list[CommandRefused] = []
         for effect in effects:
             match effect:
                 case SnapshotMade(snapshot=snapshot):
                     last = record.state.published.get(snapshot.model)
                     if repair and last is not None and last.version > snapshot.version:
                         continue  # superseded by a later version
-                    await self.sink.write(snapshot, check=repair)
-                    self.log.info("snapshot_published", model=snapshot.model, version=snapshot.version,
-                                  ignore=snapshot.ignore_at(snapshot.at))
-                case CommandRefused():
-                    refused.append(effect)
-                case CommandApplied():
-                    pass
+                    if await self.sink.write(snapshot, check=repair):
+                        self.log.info("snapshot_published", model=snapshot.model, version=snapshot.version,
+                                      ignore=snapshot.ignore_at(snapshot.at))
+                case CommandApplied() | CommandRefused():
+                    await self.publisher.publish(effect, subjects.answer("router", effect.command_id),
+                                                 effect.answer_id, LOG)
+                    self._log_answer(effect)
         if repair or all_done:
             self.confirmed = record.revision
-        if refused:
-            raise Rejected(refused[0].reason, command_id=refused[0].command_id)
+
+    def _log_answer(self, answer: CommandApplied | CommandRefused) -> None:
+        fields = {"command": answer.command, "command_id": answer.command_id, "actor": answer.actor,
+                  "provider": answer.provider, "model": answer.model}
+        if isinstance(answer, CommandRefused):
+            self.log.warning("command_refused", code=answer.code, reason=answer.reason, **fields)
+            return
+        self.log.info("command_applied", versions={v.model: v.version for v in answer.snapshots},
+                      forced=answer.forced, **fields)
+        if answer.floor_broken:
+            self.log.warning("capacity_floor_broken_by_operator", models=[b.model for b in answer.floor_broken],
+                             **fields)
 
     def _log_notes(self, effects: list) -> None:
         for note in effects:
@@ -317,11 +333,15 @@ class Router:
     async def start(self) -> None:
         """Take over from an older durable, load or rebuild the state, repair an unfinished outbox,
         then apply what the KV bucket holds, the exclusions file and the clock."""
-        floor = await self.migrate_consumer() if self.js is not None else None
+        if self.js is not None:
+            await streams.check_log_subjects(self.js, [subjects.ALL_ANSWERS], "router")
+            floor = await self.migrate_consumer()
+        else:
+            floor = None
         async with self.lock:
             record = await self.current(rebuild_until=floor)
-            if record.outbox:
-                await self._carry_out(record, [e for e in record.outbox if isinstance(e, SnapshotMade)], repair=True)
+            if record.outbox:  # a crash may have come between the last save and its publishes
+                await self._carry_out(record, record.outbox, repair=True)
         kv = await self.sink.versions(watched_and_known(record.state, self.policy))
         await self.step(KvSeen(versions=kv), None)
         await self.step(self.start_file or self.exclusions.read("start"), None)

@@ -239,8 +239,11 @@ async def test_mode_publishes_the_command_and_the_judge_applies_it(secured):
         code, out, err = await canary(infra, "mode", "observe", "--kind", "ttft", "--model", MODEL,
                                       "--reason", "new threshold")
         assert code == 0, err
+        published, changed = out.splitlines()
         assert re.fullmatch(rf"mode published: observe for probe kind ttft on {MODEL}: new threshold \(alice\), "
-                            r"command [0-9a-f-]{36}, log #1\n", out), out
+                            r"command [0-9a-f-]{36}, log #1", published), out
+        # the judge's answer: what changed, in the judge's words
+        assert changed == f"mode changed on {MODEL}: probe kind ttft: enforce -> observe by alice (new threshold)"
         nc, js = await admin_js(infra)
         try:
             command = codec.COMMAND.decode((await js.get_last_msg(LOG, subjects.ops("mode"))).data)
@@ -391,3 +394,123 @@ def test_watch_once_without_the_bus_prints_no_made_up_list_and_exits_1():
     assert result.exit_code == 1
     assert result.stdout == ""
     assert "refused or unreachable" in result.stderr and "not confirmed by the bus" in result.stderr
+
+
+# -- answers and guard rails -------------------------------------------------------------------------------
+
+
+async def _answers_of(infra, command_id: str) -> list:
+    """Every answer the log holds for ``command_id``, with its Nats-Msg-Id."""
+    nc, js = await admin_js(infra)
+    try:
+        sub = await js.subscribe(subjects.answers_to(command_id), stream=LOG, ordered_consumer=True)
+        out = []
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=1.0)
+            except nats.errors.TimeoutError:
+                break
+            out.append((msg.headers.get("Nats-Msg-Id"), msg.subject, codec.ANSWER.decode(msg.data)))
+        await sub.unsubscribe()
+        return out
+    finally:
+        await nc.close()
+
+
+async def _list_endpoints(infra, *providers: str) -> None:
+    """Publish (as admin) discovery's listing of ``providers`` for MODEL, as the router reads it."""
+    from tests.judge_events import cycle_events
+
+    discovered = cycle_events(0, healthy(*providers), model=MODEL, start=datetime.now(timezone.utc))[0]
+    nc, js = await admin_js(infra)
+    try:
+        await publish_events(js, [discovered])
+    finally:
+        await nc.close()
+
+
+def _command_id(out: str) -> str:
+    nc_log = re.search(r"command ([0-9a-f-]{36})", out)
+    assert nc_log, out
+    return nc_log.group(1)
+
+
+@pytest.mark.integration
+async def test_each_command_is_answered_by_one_event_on_its_owners_subject(secured):
+    """override add: one CommandApplied on canary.answers.router.<id>, id answer|<id>, naming the version made."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        await waits.until(lambda: _has_snapshot(infra), timeout_s=10, what="the router's first snapshot")
+        code, out, err = await canary(infra, "override", "add", "lambda/fp8", "--reason", "incident 42",
+                                      "--model", MODEL)
+        assert code == 0, err
+        nc, js = await admin_js(infra)
+        command = codec.COMMAND.decode((await js.get_last_msg(LOG, subjects.ops("override-add"))).data)
+        await nc.close()
+        [(msg_id, subject, answer)] = await _answers_of(infra, command.command_id)
+    assert (msg_id, subject) == (f"answer|{command.command_id}", subjects.answer("router", command.command_id))
+    assert (type(answer).__name__, answer.service, answer.actor, answer.command) == (
+        "CommandApplied", "router", "alice", "override-add")
+    [made] = answer.snapshots
+    assert (made.model, made.version, made.ignore) == (MODEL, await snapshot_version(infra), ["lambda/fp8"])
+    # before any discovery the router could not check the provider: the operator is told
+    assert f"warning: no endpoint listing known yet for {MODEL} (discovery has not run)" in err
+
+
+@pytest.mark.integration
+async def test_guard_rails_refuse_an_unlisted_provider_and_a_broken_floor_unless_forced(secured):
+    """Against the listed endpoints: a typo is refused, a forced one warned; the floor holds unless --force."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        await waits.until(lambda: _has_snapshot(infra), timeout_s=10, what="the router's first snapshot")
+        await _list_endpoints(infra, "a/fp8", "b/fp8", "c/fp8")
+        version = await snapshot_version(infra)
+
+        code, out, err = await canary(infra, "override", "add", "nosuch/fp8", "--reason", "typo", "--model", MODEL)
+        assert code == 1 and out == ""
+        assert (f"rejected: nosuch/fp8 is not listed by the gateway for {MODEL} (it lists a/fp8, b/fp8, c/fp8); "
+                "check the name; add --force to apply it anyway") in err
+        assert await snapshot_version(infra) == version
+
+        code, out, err = await canary(infra, "override", "add", "nosuch/fp8", "--reason", "really", "--model", MODEL,
+                                      "--force")
+        assert code == 0, err
+        assert f"warning: forced past a guard rail: nosuch/fp8 is not listed by the gateway for {MODEL}" in err
+
+        code, out, err = await canary(infra, "override", "add", "a/fp8", "--reason", "incident 1", "--model", MODEL)
+        assert code == 0 and err == "", err
+        code, out, err = await canary(infra, "override", "add", "b/fp8", "--reason", "incident 2", "--model", MODEL)
+        assert code == 1
+        assert (f"rejected: overriding b/fp8 would leave 1 usable host(s) for {MODEL} (c/fp8), below the capacity "
+                "floor of 2; add --force to apply it anyway") in err
+        code, out, err = await canary(infra, "override", "add", "b/fp8", "--reason", "incident 2", "--model", MODEL,
+                                      "--force")
+        assert code == 0, err
+        assert (f"warning: the capacity floor is broken by this command: {MODEL} keeps 1 usable host(s) (c/fp8), "
+                "below the floor of 2") in err
+        assert await snapshot_ignore(infra) == ["a/fp8", "b/fp8", "nosuch/fp8"]
+        nc, js = await admin_js(infra)
+        forced = codec.COMMAND.decode((await js.get_last_msg(LOG, subjects.ops("override-add"))).data)
+        await nc.close()
+        [(_, _, answer)] = await _answers_of(infra, forced.command_id)
+    assert answer.forced and [(b.model, b.min_hosts, b.usable) for b in answer.floor_broken] == [
+        (MODEL, 2, ["c/fp8"])]
+
+
+@pytest.mark.integration
+async def test_a_mode_or_lift_for_a_model_the_judge_does_not_watch_is_refused(secured):
+    """mode enforce --model nosuch/model: the judge refuses it by name (exit 1), and no mode changes."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["judge"], passwords=infra.passwords):
+        code, out, err = await canary(infra, "mode", "enforce", "--model", "nosuch/model")
+        assert code == 1
+        assert out.startswith("mode published: enforce for all probe kinds on nosuch/model")
+        assert re.search(rf"error: the judge refused command [0-9a-f-]{{36}} \(log #1\): nosuch/model is not a "
+                         rf"watched model \(watched: {re.escape(MODEL)}\); use \* for every model", err), err
+        code, out, err = await canary(infra, "lift", "a/fp8", "--reason", "r", "--model", "nosuch/model")
+        assert code == 1 and "lifted nothing: nosuch/model is not a watched model" in err
+        [(_, subject, answer)] = await _answers_of(infra, _command_id(out))
+    assert subject.startswith("canary.answers.judge.") and answer.code == "unknown_model"

@@ -206,7 +206,8 @@ async def test_a_rebuilt_router_drops_what_expired_while_its_state_was_lost(infr
         for cmd in (short, kept):
             await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
         await wait_ignore(settings, ["c/fp8", "d/fp8"])
-    await asyncio.sleep(max(0.0, (short.expires_at - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+    await waits.until(lambda: datetime.now(timezone.utc) > short.expires_at, timeout_s=5,
+                      what="the short override's expiry to pass")
     await flush(infra)
     async with running(settings, ["router"]):
         await wait_ignore(settings, ["d/fp8"])
