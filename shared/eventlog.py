@@ -10,6 +10,7 @@ the state is rebuilt from the log up to the consumer's acknowledged position
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,15 +54,48 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
         Decoded events in stream order; undecodable ones and ones on a subject
         they do not belong on are skipped (the services refused them too).
     """
+    out: list[LoggedEvent] = []
+    await scan_log(js, out.append, prefixes=prefixes, since=since, until_seq=until_seq, idle_s=idle_s)
+    return out
+
+
+async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None], *,
+                   prefixes: tuple[str, ...] | None = None, since: datetime | None = None,
+                   from_seq: int | None = None, until_seq: int | None = None, idle_s: float = 2.0) -> int:
+    """Hand each event of ``CANARY_LOG`` to ``on_event``, in stream order, without keeping them.
+
+    The streaming form of :func:`read_log`, for readers that fold the log into a
+    bounded view (``canary status``) instead of holding every event in memory.
+
+    Args:
+        js: a JetStream context.
+        on_event: called once per decoded event that passes ``prefixes``.
+        prefixes: keep only subjects starting with one of these (default: all).
+        since: start at this UTC time (default: the beginning).
+        from_seq: start at this stream sequence instead (wins over ``since``).
+        until_seq: stop after this stream sequence (default: the last at start).
+        idle_s: give up when nothing arrived for this many seconds.
+
+    Returns:
+        The last stream sequence looked at (the stream's last sequence at start,
+        or ``until_seq``; ``from_seq - 1`` or 0 when there was nothing to read),
+        so that a follower can go on from the next one.
+    """
     info = await js.stream_info(LOG)
     last = info.state.last_seq if until_seq is None else min(until_seq, info.state.last_seq)
-    out: list[LoggedEvent] = []
-    if last == 0 or info.state.messages == 0:
-        return out
+    first = from_seq if from_seq is not None else 1
+    if last == 0 or info.state.messages == 0 or last < first:
+        return max(0, min(first - 1, info.state.last_seq))
+    if from_seq is None and since is not None and await _last_before(js, last, since):
+        return last  # nothing as recent as `since`: do not wait idle_s for a message that will not come
     done = asyncio.Event()
     seen = [0]
-    config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since.isoformat()) if since \
-        else ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    if from_seq is not None:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=from_seq)
+    elif since is not None:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since.isoformat())
+    else:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
 
     async def on_message(msg) -> None:
         seq = msg.metadata.sequence.stream
@@ -73,9 +107,10 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
             try:
                 event = codec.LOG_EVENT.decode(msg.data)
                 codec.check_origin(msg.subject, event)
-                out.append(LoggedEvent(seq=seq, subject=msg.subject, event=event))
             except (Undecodable, Rejected):
-                pass  # the services refused it live too: a replay must not apply it
+                event = None  # the services refused it live too: a replay must not apply it
+            if event is not None:
+                on_event(LoggedEvent(seq=seq, subject=msg.subject, event=event))
         if seq >= last or msg.metadata.num_pending == 0:
             done.set()
 
@@ -88,7 +123,16 @@ async def read_log(js: JetStreamContext, *, prefixes: tuple[str, ...] | None = N
                 break
     finally:
         await sub.unsubscribe()
-    return out
+    return max(last if seen[0] >= last or done.is_set() else seen[0], first - 1)
+
+
+async def _last_before(js: JetStreamContext, last: int, since: datetime) -> bool:
+    """Whether message ``last`` of the log was stored before ``since`` (``False`` when it cannot be read)."""
+    try:
+        msg = await js.get_msg(LOG, last)
+    except Exception:  # NotFoundError (a deleted message), a permission the credential lacks: just read
+        return False
+    return msg.time is not None and msg.time < since
 
 
 async def acknowledged_position(js: JetStreamContext, stream: str, durable: str) -> int:
