@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +31,7 @@ from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared import clock, codec, subjects
 from reverie_canary.shared.auth import generate_passwords, server_config, server_env
-from reverie_canary.shared.events import CycleVerdict, Decision
+from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
@@ -76,11 +77,20 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
 
 
 class Observer:
-    """Follows verdicts, decisions and snapshots on the bus and prints them."""
+    """Follows verdicts, decisions and snapshots on the bus and prints them.
 
-    def __init__(self, out: TextIO, model: str) -> None:
+    It also counts each cycle's planned probes and the results each prober
+    published (``ProbeResult.prober``), and prints the split per cycle when
+    more than one prober shares the work queue.
+    """
+
+    def __init__(self, out: TextIO, model: str, probers: int = 1) -> None:
         self.out = out
         self.model = model
+        self.probers = probers
+        self.planned: dict[str, int] = {}  # cycle id -> planned probes
+        self.results: dict[str, dict[str, str]] = {}  # cycle id -> task id -> prober id
+        self.cycle_ids: list[tuple[str, int]] = []  # (cycle id, cycle no) of the closed cycles, in order
         self.verdicts: dict[str, list[str]] = {}
         self.cycles: list[int] = []
         self.decisions: list[Decision] = []
@@ -104,14 +114,34 @@ class Observer:
             extra.append(f"unproven kinds: {', '.join(v.unproven)}")
         if v.common_mode:
             extra.append(f"common-mode frozen: {', '.join(v.common_mode)}")
+        self.cycle_ids.append((v.cycle, v.cycle_no))
         self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {v.at.strftime('%H:%M:%S')}"
                    + (f"  [{'; '.join(extra)}]" if extra else ""))
+        if self.probers > 1:
+            split = self.split(v.cycle)
+            counts = ", ".join(f"{prober} {count}" for prober, count in split["by_prober"].items()) or "none"
+            self.print(f"   probes: {split['probes']} of {split['planned']} planned, by prober: {counts}")
         for pv in v.verdicts:
             self.verdicts.setdefault(pv.provider, []).append(pv.verdict)
             why = ", ".join(pv.reasons) if pv.reasons else ""
             mark = {"passed": "pass  ", "failed": "FAILED", "frozen": "frozen"}[pv.verdict]
             self.print(f"   {pv.provider:<28} {mark}  {why}")
         self.closed.set()
+
+    async def on_discovery(self, msg) -> None:
+        event = codec.ENDPOINTS_OR_CLOSE.decode(msg.data)
+        if isinstance(event, EndpointsDiscovered):
+            self.planned[event.cycle] = len(event.planned)
+
+    async def on_result(self, msg) -> None:
+        r: ProbeResult = codec.PROBE_RESULT.decode(msg.data)
+        self.results.setdefault(r.cycle, {})[r.task_id] = r.prober or "?"  # a redelivered result counts once
+
+    def split(self, cycle: str) -> dict[str, Any]:
+        """One cycle's probes: planned, results received, and how many each prober did (most first)."""
+        done = self.results.get(cycle, {})
+        counts = sorted(Counter(done.values()).items(), key=lambda kv: (-kv[1], kv[0]))
+        return {"planned": self.planned.get(cycle, 0), "probes": len(done), "by_prober": dict(counts)}
 
     async def on_decision(self, msg) -> None:
         d: Decision = codec.DECISION.decode(msg.data)
@@ -120,7 +150,7 @@ class Observer:
         self.decisions.append(d)
         until = f" until {d.until.strftime('%H:%M:%S')}" if d.until else ""
         who = d.provider or "(model-wide)"
-        self.print(f"   >> decision: {d.action.upper()} {who}{until} - {d.reason}: {d.detail}")
+        self.print(f"   >> decision: {d.action.upper()} [{d.mode}] {who}{until} - {d.reason}: {d.detail}")
 
     async def on_snapshot(self, msg) -> None:
         s: IgnoreSnapshot = codec.SNAPSHOT.decode(msg.data)
@@ -229,8 +259,10 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                 if out is not None:
                     _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
                 await ensure_streams(settings)
-                observer = Observer(sink, model)
+                observer = Observer(sink, model, probers)
                 nc = await nats_connect(settings)
+                await nc.subscribe(subjects.ALL_DISCOVERY, cb=observer.on_discovery)
+                await nc.subscribe(subjects.ALL_RESULTS, cb=observer.on_result)
                 await nc.subscribe(subjects.ALL_VERDICTS, cb=observer.on_verdict)
                 await nc.subscribe(subjects.ALL_DECISIONS, cb=observer.on_decision)
                 await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
@@ -320,7 +352,7 @@ def _print_keep(out: TextIO, files: dict[str, Path]) -> None:
         "the system keeps running (--keep); Ctrl-C stops it and removes everything. In another terminal:",
         f"  . {files['operator']}        # the operator's credential and this demo's settings",
         f"  {exe} override add fireworks --reason 'trying it' --for 2m",
-        f"  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
+        f"  {exe} status;  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
         f"  . {files['backend']}; {exe} watch      # as the chat backend",
     ]
     print("\n".join(lines), file=out, flush=True)
@@ -357,7 +389,7 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
     for provider in sorted(observer.verdicts):
         info = _state_label(record.state, provider)
         providers[provider] = {
-            "verdicts": observer.verdicts[provider],
+            "verdicts": list(observer.verdicts[provider]),  # a copy: the summary is the state at its time
             "state": info.pop("state"),
             "suspended": provider in ignore,
             **info,
@@ -371,6 +403,8 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
         "providers": providers,
         "ignore": ignore,
         "snapshot_version": snapshot.version if snapshot else 0,
+        "probes": [{"cycle": n, "cycle_no": cycle_no, **observer.split(cycle)}
+                   for n, (cycle, cycle_no) in enumerate(observer.cycle_ids, 1)],
         "decisions": [{"action": d.action, "provider": d.provider, "reason": d.reason,
                        "until": d.until.isoformat() if d.until else None} for d in observer.decisions],
     }
@@ -405,6 +439,12 @@ def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
         flag = "SUSPENDED" if info["suspended"] else info["state"]
         print(f"   {provider:<28} {verdicts:<20} {flag}", file=out)
     print(f"   ignore list: {json.dumps({'ignore': summary['ignore']})}", file=out)
+    totals: Counter[str] = Counter()
+    for cycle in summary.get("probes", []):
+        totals.update(cycle["by_prober"])
+    if len(totals) > 1:
+        split = ", ".join(f"{prober} {count}" for prober, count in totals.most_common())
+        print(f"   probes by prober over {len(summary['probes'])} cycles: {split}", file=out)
     if summary.get("cycle_seconds"):
         print(f"   one cycle took {summary['cycle_seconds']} s on average", file=out)
     out.flush()

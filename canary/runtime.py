@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -70,7 +72,11 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
     try:
         for name in names:
             own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
-            for _ in range(probers if name == "prober" else 1):
+            replicas = probers if name == "prober" else 1
+            for i in range(replicas):
+                if replicas > 1:  # each replica signs its results with an id of its own (ProbeResult.prober)
+                    base = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}"
+                    own = own.replace(prober_id=f"{base}-p{i + 1}")
                 app = factory(name)(own)
                 try:
                     async with asyncio.timeout(START_S):
