@@ -12,13 +12,18 @@ import msgspec
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.settings import Settings
 
 
 def _decision_line(seq: int | None, d) -> str:
+    """One decision of the timeline, with the mode it was made in (``[enforce]`` / ``[observe]``)."""
     until = f" until {d.until.strftime('%Y-%m-%dT%H:%M:%SZ')}" if d.until else ""
     where = f"#{seq} " if seq is not None else ""
     who = d.provider or "(model)"
-    return f"{where}{d.at.strftime('%Y-%m-%dT%H:%M:%SZ')}  {d.action:<14} {d.model}  {who}{until}  {d.reason}: {d.detail}"
+    kind = f" ({d.kind})" if d.kind else ""
+    return (f"{where}{d.at.strftime('%Y-%m-%dT%H:%M:%SZ')}  {d.action:<14} [{d.mode}] {d.model}  {who}{kind}{until}  "
+            f"{d.reason}: {d.detail}")
 
 
 @app.command()
@@ -26,21 +31,41 @@ def replay(
     events: Annotated[Optional[Path], typer.Option("--events", help="fold this JSON-lines file offline instead of the log")] = None,
     since: Annotated[Optional[str], typer.Option(help="show the decisions from this UTC time (ISO 8601) on; "
                                                      "the fold always starts at the beginning")] = None,
-    other: Annotated[Optional[Path], typer.Option("--config", help="backtest: other thresholds (settings TOML)")] = None,
+    other: Annotated[Optional[Path], typer.Option("--config", help="backtest: another configuration, this settings "
+                                                                 "TOML alone on top of the defaults (the "
+                                                                 "environment is not read for it)")] = None,
 ) -> None:
     """Fold the event log again: the decision timeline and any difference from the live Redis state.
 
-    Exit status 1 when the live state differs from the log.
+    With ``--config OTHER`` it also backtests two fully stated configurations:
+    "current" is what the services run with (defaults, the ``CANARY_CONFIG``
+    file, the environment; each value's source is named), "other" is OTHER
+    alone on top of the defaults, never the caller's environment.  Both are
+    validated as a service validates its settings at start; every setting that
+    differs is named.
+
+    Exit status 1 when the live state differs from the log; 2 when OTHER is invalid.
     """
     from reverie_canary.services.judge.core import Policy, fold
-    from reverie_canary.services.judge.replay import backtest, read_events_file
+    from reverie_canary.services.judge.replay import backtest, read_events_file, settings_differences
     from reverie_canary.shared.errors import Undecodable
     from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.settings import sources
 
     settings = _settings()
     policy = Policy.from_settings(settings)
-    other_policy = Policy.from_settings(_settings(other)) if other else None
     start = _since(since)
+    differences = None
+    other_policy = None
+    if other is not None:
+        try:
+            other_settings = Settings.load(env={}, config_path=other)
+            other_sources = sources(env={}, config_path=other)
+        except ConfigError as exc:
+            typer.echo(f"error: --config {other}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        differences = settings_differences(settings, sources(), other_settings, other_sources)
+        other_policy = Policy.from_settings(other_settings)
 
     if events is not None:
         try:
@@ -54,8 +79,11 @@ def replay(
         if other_policy is not None:
             other_policy = msgspec.structs.replace(other_policy, models=seen)
             diff = backtest(evs, policy, other_policy)
-            print(json.dumps({k: [msgspec.to_builtins(d) for d in v if start is None or d.at >= start]
-                              for k, v in diff.items()}, indent=2))
+            doc = {k: [msgspec.to_builtins(d) for d in v if start is None or d.at >= start] for k, v in diff.items()}
+            doc["settings"] = [msgspec.to_builtins(d) for d in differences]
+            if not any(d.policy for d in differences):
+                doc["note"] = _NO_POLICY_DIFFERENCE
+            print(json.dumps(doc, indent=2))
             raise typer.Exit(0)
         states, effects = fold(evs, policy)
         print(json.dumps({
@@ -65,7 +93,29 @@ def replay(
         }, indent=2, sort_keys=True))
         raise typer.Exit(0)
 
-    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since, start)))
+    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since, start, differences)))
+
+
+#: What a backtest says when the two configurations share every policy setting.
+_NO_POLICY_DIFFERENCE = ("no policy setting differs between the current configuration and the other one: "
+                         "the backtest compares a policy with itself, so it finds no difference by construction")
+
+
+def _print_differences(other: Path, differences) -> None:
+    print(f"\nbacktest: current = what the services run with (defaults, CANARY_CONFIG file, environment); "
+          f"other = {other} alone on top of the defaults (the environment is not read for it)")
+    policy = [d for d in differences if d.policy]
+    rest = [d for d in differences if not d.policy]
+    if policy:
+        print("policy settings that differ (the log is folded under each):")
+    else:
+        print(_NO_POLICY_DIFFERENCE)
+    for d in policy:
+        print(f"  {d.name:<26} current {d.current!r} ({d.current_source})  other {d.other!r} ({d.other_source})")
+    if rest:
+        print("other settings that differ (the backtest does not use them):")
+        for d in rest:
+            print(f"  {d.name:<26} current {d.current!r} ({d.current_source})  other {d.other!r} ({d.other_source})")
 
 
 def _since(since: str | None) -> datetime | None:
@@ -85,7 +135,7 @@ def _since(since: str | None) -> datetime | None:
 
 
 async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
-                       start: datetime | None) -> int:
+                       start: datetime | None, differences=None) -> int:
     import nats
 
     from reverie_canary.services.judge.replay import backtest, diff_states, read_log, refold
@@ -125,8 +175,9 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     if other_policy is not None:
         other_policy = msgspec.structs.replace(other_policy, models=policy.models)
         diff = backtest([e.event for e in logged], policy, other_policy)
-        print(f"\nbacktest against {other}: {len(diff['only_current'])} decision(s) only with the current "
-              f"thresholds, {len(diff['only_other'])} only with the other ones")
+        _print_differences(other, differences or [])
+        print(f"{len(diff['only_current'])} decision(s) only with the current configuration, "
+              f"{len(diff['only_other'])} only with the other one")
         for d in diff["only_current"]:
             print("  - " + _decision_line(None, d))
         for d in diff["only_other"]:
@@ -191,9 +242,18 @@ def _replay_router(settings, everything, record) -> int:
 def explain(
     provider: Annotated[str, typer.Argument(help="provider (endpoint tag)")],
     model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the provider's view as JSON (the read model)")]
+    = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Why a provider is in its current state: streaks, the cycles and results behind them, the ladder."""
+    """Why a provider is in its current state: streaks, the cycles and results behind them, the ladder, decisions.
+
+    The judge's state comes from Redis; the ignore list and the recent decisions
+    (each with the mode it was made in) from the KV bucket and the log.  When
+    those cannot be read, the judge's part is still printed, with a note.
+    """
+    from reverie_canary.services.dashboard.core import provider_detail, to_json
+    from reverie_canary.services.dashboard.sources import FleetReader, SourceError
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import explain_provider
     from reverie_canary.services.judge.store import RedisJudgeStore
@@ -201,15 +261,23 @@ def explain(
 
     settings = _settings(config)
     target = model or settings.models[0]
+    policy = Policy.from_settings(settings)
 
     async def load():
         client = redis_client(settings)
         try:
-            return await RedisJudgeStore(client, settings.namespace).load(target)
+            record = await RedisJudgeStore(client, settings.namespace).load(target)
         finally:
             await client.aclose()
+        try:
+            async with FleetReader(settings) as reader:
+                await reader.follow()
+                status = (await reader.status([target])).models[0]
+                return record, status, reader.window.models.get(target), None
+        except SourceError as exc:
+            return record, None, None, str(exc)
 
-    record = asyncio.run(load())
+    record, status, window, problem = asyncio.run(load())
     if provider not in record.state.providers:
         kinds = sorted(kind for kind, tag in settings.controls.items() if tag == provider)
         if kinds:
@@ -219,29 +287,131 @@ def explain(
         known = ", ".join(sorted(record.state.providers)) or "none yet"
         typer.echo(f"{provider} is unknown to the judge for {target} (known: {known})", err=True)
         raise typer.Exit(1)
-    print(explain_provider(record.state, provider, Policy.from_settings(settings)))
+    if problem:
+        typer.echo(f"note: {problem}; the ignore list and the decisions are left out", err=True)
+    if as_json:
+        if status is None:
+            typer.echo("error: --json needs the read model (the log and the KV bucket)", err=True)
+            raise typer.Exit(1)
+        detail = provider_detail(status, provider, state=record.state, window=window, policy=policy)
+        print(json.dumps(json.loads(to_json(detail)), indent=2))
+        return
+    decisions = []
+    if window is not None and provider in window.providers:
+        decisions = window.providers[provider].decisions
+    print(explain_provider(record.state, provider, policy, kinds=settings.kinds, decisions=decisions))
+    row = next((p for p in status.providers if p.provider == provider), None) if status is not None else None
+    if row is not None:
+        layers = ", ".join(row.layers) if row.layers else "none"
+        print(f"  now: {row.state.replace('_', ' ')}; in the ignore list v{status.ignore_list.version}: "
+              f"{'yes' if row.ignored else 'no'} (layers: {layers})")
 
 
 @app.command()
 def report(
     model: Annotated[Optional[str], typer.Option(help="model id (default: every configured)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Observe mode's record: how many would-be suspensions turned out right or wrong."""
-    from reverie_canary.services.judge.explain import shadow_report
+    """Observe mode's record: how many would-be suspensions turned out right or wrong, folded from the log.
+
+    The record is the fold of the event log (like ``canary replay``), not what
+    Redis holds: after a Redis flush it is still right.  Exit status 1 when the
+    log holds no events of a model (its source is gone: the stream was replaced,
+    or the events expired), saying so.
+    """
+    import nats
+
+    from reverie_canary.services.judge.core import Policy
+    from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
+    from reverie_canary.services.judge.replay import read_log, refold
     from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.events import Decision
     from reverie_canary.shared.service import redis_client
 
     settings = _settings(config)
-    models = [model] if model else settings.models
+    models = [model] if model else list(settings.models)
+    policy = Policy.from_settings(settings)
 
     async def load():
+        kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
         client = redis_client(settings)
         try:
             store = RedisJudgeStore(client, settings.namespace)
-            return [(await store.load(m)).state for m in models]
+            known = set(await store.models())
+            stored = {m: ((await store.load(m)).state if m in known else None) for m in models}
         finally:
             await client.aclose()
+        try:
+            nc = await nats.connect(settings.nats_url, allow_reconnect=False, **kwargs)
+        except Exception as exc:
+            raise _ReportError(f"cannot read the log: NATS at {settings.nats_url}: {exc!r}") from exc
+        try:
+            js = nc.jetstream()
+            try:
+                logged = await read_log(js)
+            except Exception as exc:  # no stream (never initialised), a permission, a timeout
+                raise _ReportError(f"cannot read the log: {exc!r}") from exc
+            start = await _log_start(js)
+        finally:
+            await nc.close()
+        return stored, logged, start
 
-    for state in asyncio.run(load()):
-        print(shadow_report(state))
+    try:
+        stored, logged, log_start = asyncio.run(load())
+    except _ReportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    seen = {m for e in logged if (m := getattr(e.event, "model", "*")) != "*"}
+    folded_policy = msgspec.structs.replace(policy, models=tuple(sorted(seen | set(models))))
+    states, effects = refold(logged, folded_policy)
+    modes = {e.decision_id: e.mode for _, e in effects if isinstance(e, Decision)}
+    reports, gone = [], []
+    for m in models:
+        events = sum(1 for e in logged if getattr(e.event, "model", None) == m)
+        if not events:
+            gone.append(m)
+            continue
+        reports.append(shadow_scorecard(states[m], policy, kinds=settings.kinds, modes_by_decision=modes,
+                                        events=events, log_start=log_start[0] if log_start else None,
+                                        stored=stored.get(m)))
+    if as_json:
+        print(json.dumps({"reports": [msgspec.to_builtins(r) for r in reports],
+                          "gone": [{"model": m, "redis_calls": len(stored[m].shadow_calls) if stored.get(m) else None}
+                                   for m in gone]}, indent=2))
+    else:
+        for r in reports:
+            print(shadow_report(states[r.model], report=r))
+            expired = log_start is not None and log_start[1] > 1
+            print(f"  source: the log, {r.events} event(s) of this model folded"
+                  + (f", from {r.log_start.strftime('%Y-%m-%dT%H:%M:%SZ')} on (older events expired: calls "
+                     "before that are not counted)" if expired and r.log_start is not None else ""))
+            if r.redis_calls is None:
+                print("  Redis holds no state of this model (flushed or lost): the judge rebuilds it from the log")
+            elif not r.redis_agrees:
+                print(f"  Redis DIFFERS: it holds {r.redis_calls} call(s); canary replay shows where")
+    for m in gone:
+        held = stored.get(m)
+        extra = (f"; Redis still holds {len(held.shadow_calls)} call(s), which cannot be checked against it"
+                 if held is not None and held.shadow_calls else "")
+        typer.echo(f"error: the log holds no events of {m}: the source of its record is gone (the stream was "
+                   f"replaced or its events expired) or the canary has not run yet{extra}", err=True)
+    if gone:
+        raise typer.Exit(1)
+
+
+class _ReportError(Exception):
+    """The report's source cannot be read."""
+
+
+async def _log_start(js):
+    """``(time, sequence)`` of the log's oldest stored message (``None``: empty or unknown)."""
+    from reverie_canary.shared.streams import LOG
+
+    try:
+        info = await js.stream_info(LOG)
+        if not info.state.messages:
+            return None
+        return (await js.get_msg(LOG, info.state.first_seq)).time, info.state.first_seq
+    except Exception:
+        return None

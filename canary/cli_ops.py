@@ -490,22 +490,38 @@ def override_remove(
 def override_list(
     model: Annotated[Optional[str],
                      typer.Option("--model", help="one model (default: every model with a snapshot)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (the read model's ignore-list "
+                                                         "view per model)")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Print the current ignore list(s): each entry with its layers, reasons, actor and expiry."""
+    """Print the current ignore list(s): each entry with its layers, reasons, actor and expiry.
+
+    With ``--json``: ``{"at": ..., "models": [{"model", "version", "at", "ignored", "layers", "entries"}]}``,
+    ``ignored`` and ``layers`` as of ``at`` (expired layers left out), ``entries`` as the snapshot has them.
+    """
     settings = _settings(config)
 
-    async def main() -> list[str]:
+    async def main() -> tuple[datetime, list[tuple[str, Any]]]:
         async with Bus(settings) as bus:
             models = [model] if model else (await bus.models() or list(settings.models))
             now = datetime.now(timezone.utc)
-            lines: list[str] = []
-            for m in models:
-                lines += snapshot_lines(m, await bus.snapshot(m), now)
-            return lines
+            return now, [(m, await bus.snapshot(m)) for m in models]
 
-    for line in _run(main(), settings):
-        typer.echo(line)
+    now, snapshots = _run(main(), settings)
+    if as_json:
+        import json
+
+        import msgspec
+
+        from reverie_canary.services.dashboard.core import ignore_list_view
+
+        doc = {"at": now, "models": [{"model": m, **msgspec.to_builtins(ignore_list_view(snap, now))}
+                                     for m, snap in snapshots]}
+        typer.echo(json.dumps(msgspec.to_builtins(doc), indent=2))
+        return
+    for m, snap in snapshots:
+        for line in snapshot_lines(m, snap, now):
+            typer.echo(line)
 
 
 # -- lift, mode ----------------------------------------------------------------------------------

@@ -231,6 +231,37 @@ class Settings(Struct, kw_only=True):
         return _convert(data)
 
 
+def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike[str] | None = None,
+            **overrides: Any) -> dict[str, str]:
+    """Where each setting of ``Settings.load(env, config_path, **overrides)`` comes from.
+
+    Returns:
+        Field name -> ``default``, ``file <path>`` (the TOML file: ``config_path``
+        or ``$CANARY_CONFIG``), ``environment <VARIABLE>`` or ``argument``; the
+        last source that sets a value wins, as in :meth:`Settings.load`.
+
+    Raises:
+        ConfigError: when the file is unreadable or has unknown keys.
+    """
+    env = os.environ if env is None else env
+    out = {name: "default" for name in _FIELDS}
+    path = config_path or env.get("CANARY_CONFIG")
+    if path:
+        for name in read_toml(path):
+            out[name] = f"file {path}"
+    for name, field_name in _BARE_ENV.items():
+        if env.get(name):
+            out[field_name] = f"environment {name}"
+    for field_name in _FIELDS:
+        key = f"CANARY_{field_name.upper()}"
+        if env.get(key, "") != "":
+            out[field_name] = f"environment {key}"
+    for name, value in overrides.items():
+        if value is not None:
+            out[name] = "argument"
+    return out
+
+
 _URL_SCHEMES = {
     "nats_url": ("nats://", "tls://", "ws://", "wss://"),
     "redis_url": ("redis://", "rediss://", "unix://"),

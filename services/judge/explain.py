@@ -1,31 +1,76 @@
-"""Plain-text explanations of judge state for operators (``canary explain``, ``canary report``)."""
+"""Plain-text explanations of judge state for operators (``canary explain``, ``canary report``).
+
+Headers name the mode per probe kind whenever the kinds are not all in one mode
+(:func:`modes_text`), and every decision line says the mode it was made in.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from msgspec import Struct
 
 from reverie_canary.services.judge.core import ModelState, Policy, human_duration, mode_of
+from reverie_canary.shared.events import PROBE_KINDS, Mode
 
 
 def _t(dt) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else "-"
 
 
-def explain_provider(state: ModelState, provider: str, policy: Policy) -> str:
+def modes_text(modes: dict[str, Mode]) -> str:
+    """``mode: enforce`` when every kind has one mode, else ``modes: enforce for ttft, echo; observe for refusal``."""
+    if not modes:
+        return "mode: unknown"
+    values = sorted(set(modes.values()))
+    if len(values) == 1:
+        return f"mode: {values[0]}"
+    parts = [f"{m} for {', '.join(k for k, v in modes.items() if v == m)}" for m in ("enforce", "observe")
+             if m in values]
+    return "modes: " + "; ".join(parts)
+
+
+def modes_of(state: ModelState, policy: Policy, kinds: Iterable[str] = PROBE_KINDS) -> dict[str, Mode]:
+    """The mode the judge runs each probe kind in for this model (:func:`~reverie_canary.services.judge.core.mode_of`)."""
+    return {kind: mode_of(state, policy, kind) for kind in kinds}
+
+
+def decision_line(d: Any) -> str:
+    """One decision (a :class:`~reverie_canary.shared.events.Decision` or a view of one), with the mode it was made in."""
+    until = f" until {_t(d.until)}" if getattr(d, "until", None) else ""
+    kind = f" ({d.kind})" if getattr(d, "kind", None) else ""
+    return f"{_t(d.at)}  {d.action:<14} [{d.mode}]{kind}{until}  {d.reason}: {d.detail}"
+
+
+def explain_provider(state: ModelState, provider: str, policy: Policy, *, kinds: Iterable[str] = PROBE_KINDS,
+                     decisions: Sequence[Any] = ()) -> str:
     """Why ``provider`` is where it is: streaks, suspension, ladder, recent cycles and their results.
+
+    Args:
+        state: the model's judge state.
+        provider: the provider tag.
+        policy: the thresholds (and default modes).
+        kinds: the configured probe kinds, for the header's modes.
+        decisions: the provider's recent decisions from the log (oldest first), shown with their modes.
 
     Raises:
         KeyError: the provider is unknown to this model's state.
     """
     ps = state.providers[provider]
-    lines = [f"{provider} on {state.model} (mode: {mode_of(state, policy)})"]
+    modes = modes_of(state, policy, kinds)
+    mixed = len(set(modes.values())) > 1
+    lines = [f"{provider} on {state.model} ({modes_text(modes)})"]
     if ps.suspension is not None:
         s = ps.suspension
-        kind = "SUSPENDED" if s.enforced else "would be suspended (observe mode)"
+        kind = "SUSPENDED [enforce]" if s.enforced else "would be suspended [observe]"
         lines.append(f"  {kind} since {_t(s.since)} until {_t(s.until)} (ladder step {s.level}, decision {s.decision_id})")
         lines.append(f"    because of cycles: {', '.join(s.cycles)}")
         for r in s.evidence:
-            lines.append(f"    - {r.cycle}  {r.kind}: {r.outcome} {r.reason}  (task {r.task_id})")
+            now_in = f" [{modes.get(r.kind, mode_of(state, policy, r.kind))} now]" if mixed else ""
+            lines.append(f"    - {r.cycle}  {r.kind}: {r.outcome} {r.reason}  (task {r.task_id}){now_in}")
         lines.append(f"    it ends early after {policy.passed_cycles_to_recover} passed cycles in a row "
                      f"(now {ps.passed_streak})")
     else:
@@ -45,19 +90,80 @@ def explain_provider(state: ModelState, provider: str, policy: Policy) -> str:
             lines.append(f"    {_t(h.at)}  {h.verdict:<7} {why}")
             for r in h.results:
                 if r.outcome != "pass":
-                    lines.append(f"        {r.kind}: {r.outcome} {r.reason} ({r.task_id})")
+                    now_in = f" [{modes.get(r.kind, mode_of(state, policy, r.kind))} now]" if mixed else ""
+                    lines.append(f"        {r.kind}: {r.outcome} {r.reason} ({r.task_id}){now_in}")
+    if decisions:
+        lines.append("  recent decisions (the mode each was made in):")
+        for d in decisions:
+            lines.append("    " + decision_line(d))
     return "\n".join(lines)
 
 
-def shadow_report(state: ModelState) -> str:
-    """Observe mode's scorecard: would-be suspensions that proved right, wrong, or are pending."""
+class ShadowCallView(Struct, frozen=True, kw_only=True):
+    """One observe-mode would-be suspension and how it turned out (UTC times)."""
+
+    decision_id: str
+    provider: str
+    at: datetime
+    outcome: str
+    resolved_at: datetime | None = None
+    mode: Mode = "observe"
+
+
+class ShadowReport(Struct, frozen=True, kw_only=True):
+    """Observe mode's record for one model (``canary report --json``).
+
+    ``source`` says what it was folded from (``log``); ``events`` how many log
+    events; ``log_start`` when the log's oldest event was stored (calls before it
+    are not counted); ``redis_calls`` how many calls the judge's stored state
+    holds (``None``: no state in Redis), ``redis_agrees`` whether it holds the same.
+    """
+
+    model: str
+    modes: dict[str, Mode]
+    calls: list[ShadowCallView]
+    right: int
+    wrong: int
+    pending: int
+    precision: float | None
+    source: str = "log"
+    events: int = 0
+    log_start: datetime | None = None
+    redis_calls: int | None = None
+    redis_agrees: bool | None = None
+
+
+def shadow_scorecard(state: ModelState, policy: Policy, *, kinds: Iterable[str] = PROBE_KINDS,
+                     modes_by_decision: dict[str, Mode] | None = None, events: int = 0,
+                     log_start: datetime | None = None, stored: ModelState | None = None) -> ShadowReport:
+    """Observe mode's scorecard of ``state`` (folded from the log), compared with the ``stored`` one.
+
+    Args:
+        modes_by_decision: decision id -> the mode its decision was made in (from the fold's effects).
+    """
+    modes_by_decision = modes_by_decision or {}
+    calls = [ShadowCallView(decision_id=c.decision_id, provider=c.provider, at=c.at, outcome=c.outcome,
+                            resolved_at=c.resolved_at, mode=modes_by_decision.get(c.decision_id, "observe"))
+             for c in state.shadow_calls]
     counts = Counter(c.outcome for c in state.shadow_calls)
-    total = sum(counts.values())
-    lines = [f"{state.model}: {total} would-be suspension(s): {counts['right']} right (kept failing), "
-             f"{counts['wrong']} wrong (passed the next cycles), {counts['pending']} pending"]
-    if counts["right"] + counts["wrong"]:
-        share = counts["right"] / (counts["right"] + counts["wrong"])
-        lines.append(f"  precision so far: {share:.0%} of the resolved calls were right")
-    for c in state.shadow_calls[-20:]:
-        lines.append(f"  {_t(c.at)}  {c.provider:<28} {c.outcome:<8} resolved {_t(c.resolved_at)}")
+    resolved = counts["right"] + counts["wrong"]
+    return ShadowReport(
+        model=state.model, modes=modes_of(state, policy, kinds), calls=calls, right=counts["right"],
+        wrong=counts["wrong"], pending=counts["pending"],
+        precision=round(counts["right"] / resolved, 4) if resolved else None, events=events, log_start=log_start,
+        redis_calls=len(stored.shadow_calls) if stored is not None else None,
+        redis_agrees=(stored.shadow_calls == state.shadow_calls) if stored is not None else None,
+    )
+
+
+def shadow_report(state: ModelState, policy: Policy | None = None, *, report: ShadowReport | None = None) -> str:
+    """Observe mode's scorecard as text: would-be suspensions that proved right, wrong, or are pending."""
+    r = report or shadow_scorecard(state, policy or Policy())
+    total = len(r.calls)
+    lines = [f"{r.model} ({modes_text(r.modes)}): {total} would-be suspension(s): {r.right} right (kept failing), "
+             f"{r.wrong} wrong (passed the next cycles), {r.pending} pending"]
+    if r.precision is not None:
+        lines.append(f"  precision so far: {r.precision:.0%} of the resolved calls were right")
+    for c in r.calls[-20:]:
+        lines.append(f"  {_t(c.at)}  {c.provider:<28} [{c.mode}] {c.outcome:<8} resolved {_t(c.resolved_at)}")
     return "\n".join(lines)

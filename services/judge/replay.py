@@ -17,6 +17,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
+from reverie_canary.shared.settings import SECRET_FIELDS, Settings
 from reverie_canary.shared import codec, eventlog, subjects
 from reverie_canary.shared.errors import Undecodable
 from reverie_canary.shared.eventlog import LoggedEvent
@@ -127,4 +128,42 @@ def read_events_file(lines: Iterable[str]) -> list[Any]:
             out.append(codec.LOG_EVENT.decode(text))
         except Undecodable as exc:
             raise Undecodable(f"line {number}: {exc}") from exc
+    return out
+
+
+#: The settings the judge's policy is made of (:meth:`Policy.from_settings`), but ``models``: a
+#: backtest folds every model of the log under both configurations.
+POLICY_SETTINGS: tuple[str, ...] = tuple(
+    f.name for f in msgspec.structs.fields(Policy)
+    if f.name != "models" and f.name in {g.name for g in msgspec.structs.fields(Settings)})
+
+
+class SettingDifference(msgspec.Struct, frozen=True, kw_only=True):
+    """One setting whose value differs between the current and the other configuration.
+
+    ``policy``: the judge's policy uses it (it can change the backtest's
+    decisions); the sources say where each value came from (``default``,
+    ``file <path>``, ``environment <VARIABLE>``).  Secrets are masked.
+    """
+
+    name: str
+    current: Any
+    current_source: str
+    other: Any
+    other_source: str
+    policy: bool
+
+
+def settings_differences(current: Settings, current_sources: dict[str, str], other: Settings,
+                         other_sources: dict[str, str]) -> list[SettingDifference]:
+    """Every setting whose value differs between two configurations, policy settings first, then by name."""
+    a, b = msgspec.structs.asdict(current), msgspec.structs.asdict(other)
+    out = []
+    for name in sorted(a, key=lambda n: (n not in POLICY_SETTINGS, n)):
+        if a[name] == b[name]:
+            continue
+        shown = ("***" if a[name] else "", "***" if b[name] else "") if name in SECRET_FIELDS else (a[name], b[name])
+        out.append(SettingDifference(name=name, current=shown[0], current_source=current_sources.get(name, "default"),
+                                     other=shown[1], other_source=other_sources.get(name, "default"),
+                                     policy=name in POLICY_SETTINGS))
     return out

@@ -1,0 +1,273 @@
+"""``canary status``: the fleet at a glance, one rich table per model.
+
+Everything shown comes from the read model
+(:mod:`reverie_canary.services.dashboard.core`, read by
+:mod:`reverie_canary.services.dashboard.sources`); ``--json`` prints the same
+view as one JSON document, so that a script and an operator see the same.
+``--watch`` follows the log and prints again on every closed cycle, decision
+and new snapshot (at least every ``--interval`` seconds, so that the ages stay
+true), ``--count N`` times at most; Ctrl-C stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.services.dashboard.core import (
+    FleetStatus,
+    KindResult,
+    ModelStatus,
+    ProviderStatus,
+    SpendView,
+    modes_text,
+    to_json,
+)
+
+#: How often ``--watch`` looks for new events in the log (s).
+WATCH_POLL_S = 1.0
+
+_STATE_STYLE = {
+    "active": "green", "suspended": "bold red", "excluded": "magenta", "overridden": "yellow",
+    "floor_held": "bold yellow", "blind": "bold red", "would_suspend": "yellow", "not_listed": "dim",
+}
+_OUTCOME_TEXT = {
+    "pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "transport_error": ("transport", "yellow"),
+    "inconclusive": ("inconclusive", "yellow"), "missing": ("missing", "yellow"),
+    "not_applicable": ("n/a", "dim"), "blind": ("BLIND", "bold red"),
+}
+
+
+def fmt_time(at: datetime | None) -> str:
+    """``2026-06-11T18:00:00Z`` (UTC, to the second), or ``never``."""
+    return "never" if at is None else at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fmt_age(seconds: float | None) -> str:
+    """``4 s``, ``12 min``, ``3.5 h``, ``2.0 d`` (``-`` for none)."""
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}".removesuffix(".0") + " h"
+    return f"{seconds / 86400:.1f}".removesuffix(".0") + " d"
+
+
+def fmt_usd(usd: float) -> str:
+    """``$0.0123`` with four significant digits for small sums."""
+    if usd == 0:
+        return "$0"
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    return f"${usd:.4g}"
+
+
+def state_text(p: ProviderStatus, now: datetime) -> Text:
+    """``suspended until 12:34:56Z (3.2 h)``, ``floor held``, ``active`` ... coloured by state."""
+    label = p.state.replace("_", " ")
+    if p.until is not None:
+        label += f" until {fmt_time(p.until)} ({fmt_age((p.until - now).total_seconds())})"
+    elif p.state in ("excluded", "overridden"):
+        label += " (no end)"
+    own = {"excluded": "exclusion", "overridden": "override", "suspended": "suspension"}.get(p.state)
+    extra = [layer for layer in p.layers if layer != own]
+    if p.state in ("excluded", "overridden", "suspended") and extra:
+        label += f" + {', '.join(extra)}"
+    return Text(label, style=_STATE_STYLE.get(p.state, ""))
+
+
+def kind_cell(result: KindResult | None) -> Text:
+    """One probe kind's last-cycle result: ``pass``, ``FAIL ttft_exceeded`` ..."""
+    if result is None:
+        return Text("-", style="dim")
+    word, style = _OUTCOME_TEXT.get(result.outcome, (result.outcome, ""))
+    text = Text(word, style=style)
+    if result.reasons:
+        text.append(" " + ", ".join(result.reasons[:3]) + (" …" if len(result.reasons) > 3 else ""))
+    return text
+
+
+def spend_text(spend: SpendView | None) -> str:
+    """``41 probes, 12,345 tokens, $0.0123 in the last 24 h`` with the coverage and the per-day figure."""
+    if spend is None:
+        return "spend: nothing read from the log"
+    t = spend.total
+    text = (f"spend (last {fmt_age(spend.window_s)}): {t.probes} probes, {t.requests} requests, "
+            f"{t.tokens:,} tokens, {fmt_usd(t.usd)}")
+    if t.unpriced_tokens:
+        text += f" (+{t.unpriced_tokens:,} tokens without a listed price)"
+    if spend.projected:
+        text += (f"; the log covers {fmt_age(spend.covered_s)} of it: about {fmt_usd(spend.usd_per_day)}/day "
+                 "projected")
+    else:
+        text += f" = {fmt_usd(spend.usd_per_day)}/day"
+    if spend.cut:
+        text += " (the read was cut: the oldest probes are not counted)"
+    return text
+
+
+def model_header(m: ModelStatus) -> list[Text]:
+    """The header lines of one model: modes, last cycle, health, ignore list, spend, controls."""
+    lines = [Text.assemble((m.model, "bold"), "   ", modes_text(m.modes))]
+    if m.last_cycle_closed is not None:
+        number = f" #{m.last_cycle_no}" if m.last_cycle_no is not None else ""
+        cycle = (f"last cycle{number} closed {fmt_time(m.last_cycle_closed)} ({fmt_age(m.last_cycle_age_s)} ago; "
+                 f"a cycle every {fmt_age(m.cycle_interval_s)})")
+    else:
+        cycle = "no cycle closed yet"
+    health = {"sees": ("sees", "green"), "blind": ("BLIND", "bold red"), "stale": ("STALE", "bold yellow"),
+              "unknown": ("unknown", "dim")}[m.health.state]
+    health_line = Text.assemble(cycle, "   canary: ", (health[0], health[1]))
+    if m.health.cause or m.health.detail:
+        health_line.append(f" ({'; '.join(x for x in (m.health.cause, m.health.detail) if x)})")
+    lines.append(health_line)
+    il = m.ignore_list
+    layers = ", ".join(f"{layer} {len(names)}" for layer, names in il.layers.items())
+    lines.append(Text(f"ignore list v{il.version}: {len(il.ignored)} ignored now"
+                      + (f" ({layers})" if layers else "") + (f": {', '.join(il.ignored)}" if il.ignored else "")))
+    lines.append(Text(spend_text(m.spend)))
+    if m.controls:
+        bits = []
+        for c in m.controls:
+            what = "no result yet" if c.outcome is None else f"{c.outcome} {c.reason}".strip()
+            verdict = {True: "the probe can fail", False: "PASSED: that kind proved nothing",
+                       None: ""}[c.proves]
+            bits.append(f"{c.provider} ({c.kind}): {what}" + (f", {verdict}" if verdict else ""))
+        lines.append(Text("positive controls: " + "; ".join(bits)))
+    if m.unproven or m.common_mode:
+        lines.append(Text(f"last cycle could not judge: unproven {m.unproven or '-'}, "
+                          f"common-mode {m.common_mode or '-'}", style="yellow"))
+    for problem in m.problems:
+        lines.append(Text(problem, style="yellow"))
+    return lines
+
+
+def model_table(m: ModelStatus, kinds: list[str]) -> Table:
+    """One row per provider: state, streaks, the last cycle per kind, time to first token, ladder, last judged."""
+    mixed = len(set(m.modes.values())) > 1
+    table = Table(show_edge=False, pad_edge=False, header_style="bold", expand=False)
+    table.add_column("provider", no_wrap=True)
+    table.add_column("state")
+    table.add_column("streaks F/P/Z", justify="right", no_wrap=True)
+    for kind in kinds:
+        table.add_column(f"{kind} ({m.modes.get(kind, '?')})" if mixed else kind)
+    table.add_column("ttft p50", justify="right", no_wrap=True)
+    table.add_column("ladder", justify="right", no_wrap=True)
+    table.add_column("last judged", no_wrap=True)
+    for p in m.providers:
+        by_kind = {r.kind: r for r in p.results}
+        ttft = f"{p.ttft_ms:.0f} ms" if p.ttft_ms is not None else "-"
+        if p.ttft_missing:
+            ttft += f", {p.ttft_missing} no text"
+        judged = "never" if p.last_judged is None else \
+            f"{fmt_age((m.at - p.last_judged).total_seconds())} ago ({p.last_verdict})"
+        table.add_row(p.provider, state_text(p, m.at), f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}",
+                      *[kind_cell(by_kind.get(k)) for k in kinds], ttft, str(p.ladder_step), judged)
+    return table
+
+
+def render(console: Console, fleet: FleetStatus, kinds: list[str]) -> None:
+    """Print every model's header and table, then the fleet's spend when there is more than one model."""
+    for m in fleet.models:
+        console.print(Group(*model_header(m)))
+        console.print(model_table(m, kinds))
+        console.print()
+    if len(fleet.models) > 1:
+        console.print(Text("all models: " + spend_text(fleet.spend)))
+
+
+def _console() -> Console:
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped or captured: wide enough for every column
+        console = Console(width=220, soft_wrap=False)
+    return console
+
+
+@app.command()
+def status(
+    model: Annotated[Optional[str], typer.Option(help="one model (default: every configured)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the view as JSON (with --watch: one line each)")]
+    = False,
+    watch: Annotated[bool, typer.Option(help="print again on every closed cycle, decision and new snapshot; "
+                                             "Ctrl-C stops")] = False,
+    interval: Annotated[float, typer.Option(min=1.0, help="with --watch: print again at least this often (s)")]
+    = 30.0,
+    count: Annotated[Optional[int], typer.Option(min=1, help="with --watch: stop after this many prints")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """The fleet at a glance: per model its modes, last cycle, health, ignore list and spend; per provider its state.
+
+    Reads the judge's state (Redis), the ignore list (KV bucket) and the last day
+    of the log, as the ``operator`` NATS user.  Exit status 1 when a source
+    cannot be read (the message says which).
+    """
+    from reverie_canary.services.dashboard.sources import FleetReader, SourceError
+
+    settings = _settings(config)
+    models = [model] if model else None
+    kinds = list(settings.kinds)
+    console = _console()
+
+    def show(fleet: FleetStatus) -> None:
+        if as_json:
+            text = to_json(fleet).decode()
+            if watch:
+                print(text, flush=True)
+            else:
+                import json
+
+                print(json.dumps(json.loads(text), indent=2))
+            return
+        if watch and console.is_terminal:
+            console.clear()
+        elif watch:
+            console.rule(f"canary status at {fmt_time(fleet.at)}")
+        render(console, fleet, kinds)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # not in the main thread (a test runs the command in one): Ctrl-C then ends asyncio.run
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        async with FleetReader(settings) as reader:
+            await reader.follow()
+            show(await reader.status(models))
+            printed = 1
+            while watch and not stop.is_set() and (count is None or printed < count):
+                due = loop.time() + interval
+                while not stop.is_set() and loop.time() < due:
+                    events = await reader.follow()
+                    if any(type(e).__name__ in REFRESH_ON for e in events):
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=min(WATCH_POLL_S, max(0.0, due - loop.time())))
+                if stop.is_set():
+                    break
+                show(await reader.status(models))
+                printed += 1
+
+    from reverie_canary.services.dashboard.sources import REFRESH_ON
+
+    try:
+        asyncio.run(main())
+    except SourceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt:
+        pass
+    sys.stdout.flush()
