@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import stat
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -42,3 +43,58 @@ async def test_keep_env_files_let_the_operator_and_the_backend_in(tmp_path):
     assert added.exit_code == 0 and "override added: fireworks" in added.output, added.output
     assert watched.exit_code == 0 and '"fireworks"' in watched.output, watched.output
     assert refused.exit_code == 1, refused.output  # the chat backend's credential may not publish commands
+
+
+async def test_status_against_a_kept_demo_names_every_provider_with_the_summarys_state(tmp_path):
+    """``canary demo --keep`` as a process; ``canary status --json`` with its printed operator.env; Ctrl-C; compare.
+
+    The status is read right after a cycle closed (the demo prints each one), and the
+    demo is stopped at once, so that both describe the same cycle.
+    """
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "NATS_", "REDIS_", "OPENROUTER_"))}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", "demo", "--keep",
+                                                "--cycles", "2", "--json", env=env, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    operator_env = None
+    progress: list[str] = []
+    try:
+        async def line() -> str:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "the kept demo did not print its operator.env and a later cycle within 120 s:\n" \
+                + "".join(progress[-20:])
+            text = (await asyncio.wait_for(proc.stderr.readline(), timeout=remaining)).decode()
+            assert text, "the demo ended early:\n" + "".join(progress[-20:])
+            progress.append(text)
+            return text
+
+        while operator_env is None:
+            text = await line()
+            if text.strip().endswith("this demo's settings") and "operator.env" in text:
+                operator_env = text.split()[1]
+        while not (await line()).startswith("-- cycle"):
+            pass
+        await asyncio.sleep(0.5)  # the cycle's decisions reach the router (as the demo's own summary waits)
+        status = await asyncio.to_thread(CliRunner().invoke, app, ["status", "--json"],
+                                         env=read_env(Path(operator_env)))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    summary = json.loads(out)
+    assert status.exit_code == 0, status.output
+    (model,) = json.loads(status.stdout)["models"]
+    rows = {row["provider"]: row for row in model["providers"]}
+    assert model["last_cycle_no"] == summary["probes"][-1]["cycle_no"]  # the same cycle on both sides
+    assert set(rows) == set(summary["providers"]) and len(rows) >= 8
+    for provider, info in summary["providers"].items():
+        expected = "suspended" if info["suspended"] else "active"
+        assert rows[provider]["state"] == expected, (provider, rows[provider]["state"], info)
+    assert model["ignore_list"]["ignored"] == summary["ignore"]
