@@ -207,6 +207,28 @@ class ControlStatus(Struct, frozen=True, kw_only=True):
     proves: bool | None = None
 
 
+class CycleSummary(Struct, frozen=True, kw_only=True):
+    """One recent cycle of a model as the log tells it (oldest first in :attr:`ModelStatus.cycles`).
+
+    ``planned`` probes, ``results`` received (redeliveries counted once),
+    ``by_prober`` the results each prober published; ``verdicts`` each
+    provider's verdict (``passed``, ``failed``, ``frozen`` ...), empty until the
+    judge closed it; ``unproven``/``common_mode`` the kinds it could not judge.
+    Times UTC.
+    """
+
+    cycle: str
+    cycle_no: int
+    opened_at: datetime
+    closed_at: datetime | None = None
+    planned: int = 0
+    results: int = 0
+    by_prober: dict[str, int] = {}
+    verdicts: dict[str, str] = {}
+    unproven: list[str] = []
+    common_mode: list[str] = []
+
+
 class CanaryHealth(Struct, frozen=True, kw_only=True):
     """Whether the canary itself can see, for one model.
 
@@ -238,7 +260,8 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     ``modes`` is the mode per probe kind (``mode`` when they are all the same,
     else ``None``); ``last_cycle_closed`` (UTC) and ``last_cycle_age_s`` say how
     fresh it is; ``unproven`` and ``common_mode`` are the kinds the last cycle
-    could not judge (a positive control passed; most providers failed at once).
+    could not judge (a positive control passed; most providers failed at once);
+    ``cycles`` the recent cycles the log read holds (:class:`CycleSummary`).
     ``problems`` says what the read could not find (no judge state, no snapshot).
     """
 
@@ -258,6 +281,7 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     controls: list[ControlStatus] = []
     unproven: list[str] = []
     common_mode: list[str] = []
+    cycles: list[CycleSummary] = []
     problems: list[str] = []
 
 
@@ -352,6 +376,7 @@ class ModelWindow(Struct, kw_only=True):
     """The log's facts about one model, bounded (the constants above)."""
 
     model: str
+    cycle_memory: int = CYCLE_MEMORY
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     controls: dict[str, str] = {}
@@ -371,19 +396,21 @@ class LogWindow(Struct, kw_only=True):
     ``since`` is where the read started (UTC), ``log_start`` the time of the
     log's first message (older facts are gone), ``last_seq`` the last stream
     sequence folded (so that a follower reads on from there), ``events`` how
-    many events it folded.
+    many events it folded; ``cycle_memory`` how many cycles per model it keeps
+    (:data:`CYCLE_MEMORY`; a view over more cycles, the dashboard's, asks for more).
     """
 
     since: datetime | None = None
     log_start: datetime | None = None
     last_seq: int = 0
     events: int = 0
+    cycle_memory: int = CYCLE_MEMORY
     models: dict[str, ModelWindow] = {}
 
     def model(self, model: str) -> ModelWindow:
         mw = self.models.get(model)
         if mw is None:
-            mw = self.models[model] = ModelWindow(model=model)
+            mw = self.models[model] = ModelWindow(model=model, cycle_memory=self.cycle_memory)
         return mw
 
     def add(self, event: Any, seq: int = 0) -> None:
@@ -418,7 +445,7 @@ def _cycle(mw: ModelWindow, cycle: str, cycle_no: int, at: datetime) -> CycleFac
     facts = mw.cycles.get(cycle)
     if facts is None:
         facts = mw.cycles[cycle] = CycleFacts(cycle=cycle, cycle_no=cycle_no, opened_at=at)
-        for old, _ in sorted(mw.cycles.items(), key=lambda kv: kv[1].opened_at)[:-CYCLE_MEMORY]:
+        for old, _ in sorted(mw.cycles.items(), key=lambda kv: kv[1].opened_at)[:-mw.cycle_memory]:
             del mw.cycles[old]
     return facts
 
@@ -777,6 +804,19 @@ def health_of(window: ModelWindow | None, last_closed: datetime | None, now: dat
     return CanaryHealth(state="sees", since=since)
 
 
+def _cycles(window: ModelWindow | None) -> list[CycleSummary]:
+    out = []
+    for facts in sorted(window.cycles.values() if window is not None else [], key=lambda f: f.opened_at):
+        v = facts.verdict
+        out.append(CycleSummary(cycle=facts.cycle, cycle_no=facts.cycle_no, opened_at=facts.opened_at,
+                                closed_at=facts.closed_at, planned=len(facts.planned), results=facts.results,
+                                by_prober=dict(sorted(facts.by_prober.items())),
+                                verdicts={pv.provider: pv.verdict for pv in v.verdicts} if v is not None else {},
+                                unproven=list(v.unproven) if v is not None else [],
+                                common_mode=list(v.common_mode) if v is not None else []))
+    return out
+
+
 def _controls(window: ModelWindow | None, controls: dict[str, str]) -> list[ControlStatus]:
     out = []
     listed = dict(window.controls) if window is not None else {}
@@ -853,6 +893,7 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         controls=_controls(window, controls),
         unproven=list(lv.unproven) if lv is not None else [],
         common_mode=list(lv.common_mode) if lv is not None else [],
+        cycles=_cycles(window),
         problems=problems,
     )
 

@@ -320,3 +320,19 @@ def test_the_json_form_decodes_back_to_the_same_view():
     status = view(events)
     fleet = fleet_status([status], now=status.at, window=None)
     assert msgspec.json.decode(msgspec.json.encode(fleet), type=FleetStatus) == fleet
+
+
+def test_recent_cycles_say_what_was_planned_received_and_judged_per_provider():
+    """Each kept cycle: planned probes, results, the verdict of each provider; the oldest beyond the memory go."""
+    events = []
+    for n in range(10):
+        out = healthy(*FLEET)
+        if n == 9:
+            out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+        events += cycle_events(n, out, missing={("b/fp8", "structured")} if n == 9 else frozenset())
+    cycles = view(events).cycles
+    assert [c.cycle_no for c in cycles] == list(range(2, 10))  # CYCLE_MEMORY = 8
+    last = cycles[-1]
+    assert (last.planned, last.results) == (8, 7)
+    assert last.verdicts == {"a/fp8": "failed", "b/fp8": "frozen", "c/fp8": "passed", "d/fp8": "passed"}
+    assert last.closed_at == T0 + 9 * CYCLE + WINDOW
