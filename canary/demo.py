@@ -11,9 +11,11 @@ one JSON summary to stdout.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
+import secrets
 import shlex
 import signal
 import sys
@@ -23,15 +25,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
 from nats.js.errors import KeyNotFoundError
 
 from reverie_canary.canary import embedded
 from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
-from reverie_canary.shared import clock, codec, subjects
+from reverie_canary.shared import clock, codec, ids, subjects
 from reverie_canary.shared.auth import generate_passwords, server_config, server_env
-from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
@@ -73,7 +76,44 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         duplicate_window_s=120.0,
         exclusions_file="",
         log_level="WARNING",
+        # the operator's own channels never get demo notices: only the demo's receiver (Pipeline)
+        webhook_url="",
+        webhook_secret="",
+        notify_urls={},
+        notify_severity={},
+        notify_secrets={},
+        notify_remind_s=6 * 3600.0 * SCALE,
+        notify_retry_base_s=0.05,
+        notify_retry_max_s=1.0,
+        notify_give_up_s=86400.0 * SCALE,
+        notify_timeout_s=2.0,
+        notify_poll_s=0.25,
     )
+
+
+def notice_receiver(secret: str, on_notice):
+    """The demo's webhook receiver: verify each POST's Standard Webhooks signature, hand the notice on.
+
+    Answers 401 to a request whose signature does not verify (it is not recorded).
+    """
+    from standardwebhooks import Webhook, WebhookVerificationError
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    verifier = Webhook(secret)
+    decoder = msgspec.json.Decoder(Notice)
+
+    async def hook(request) -> Response:
+        body = await request.body()
+        try:
+            data = verifier.verify(body, dict(request.headers))
+        except (WebhookVerificationError, ValueError):
+            return Response(status_code=401)
+        await on_notice(decoder.decode(msgspec.json.encode({**data["data"], "notice_id": data["data"]["id"]})))
+        return Response(status_code=204)
+
+    return Starlette(routes=[Route("/notices", hook, methods=["POST"])])
 
 
 class Observer:
@@ -98,12 +138,37 @@ class Observer:
         self.closed = asyncio.Event()
         self.first_cycle_at: float | None = None
         self.cycle_times: list[float] = []
+        self.notices: list[Notice] = []
+        self.cycle_nos: set[int] = set()
 
     def print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
+    async def on_notice(self, notice: Notice) -> None:
+        """A notice the demo's receiver got (signature verified)."""
+        from reverie_canary.services.notifier.core import label
+
+        if any(n.notice_id == notice.notice_id for n in self.notices):
+            return
+        self.notices.append(notice)
+        who = notice.provider or notice.model
+        self.print(f"   >> notice [{notice.severity}] {label(notice)} {who}: {notice.title}")
+
+    def notice_entries(self, interval_s: float) -> list[dict[str, Any]]:
+        """``{cycle, severity, action, provider}`` per notice; cycle 1 is the demo's first cycle."""
+        from reverie_canary.services.notifier.core import label
+
+        first = min(self.cycle_nos | set(self.cycles), default=None)
+        out = []
+        for n in self.notices:
+            number = ids.cycle_no(n.at.timestamp(), interval_s)
+            out.append({"cycle": max(1, number - first + 1) if first is not None else None,
+                        "severity": n.severity, "action": label(n), "provider": n.provider or None})
+        return out
+
     async def on_verdict(self, msg) -> None:
         v: CycleVerdict = codec.VERDICT.decode(msg.data)
+        self.cycle_nos.add(v.cycle_no)
         if v.cycle_no in self.cycles:
             return
         self.cycles.append(v.cycle_no)
@@ -130,6 +195,7 @@ class Observer:
 
     async def on_discovery(self, msg) -> None:
         event = codec.ENDPOINTS_OR_CLOSE.decode(msg.data)
+        self.cycle_nos.add(event.cycle_no)  # numbers the demo's cycles for the notices
         if isinstance(event, EndpointsDiscovered):
             self.planned[event.cycle] = len(event.planned)
 
@@ -239,6 +305,7 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
         base: settings to start from (default: from the environment).
         **overrides: settings that replace the demo's.
     """
+    from reverie_canary.services.notifier.channels import SECRET_BYTES
     from reverie_canary.simulator.gateway import create_app as create_gateway
     from reverie_canary.simulator.scenario import load_scenario
     from reverie_canary.simulator.server import serve
@@ -251,15 +318,19 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     try:
         async with embedded.aservers(workdir, server_config(), server_env(passwords)) as (nats_server, redis_server):
             gateway = create_gateway(loaded, sentences_dir=sentences)
-            async with serve(gateway) as gateway_url:
+            observer = Observer(sink, model, probers)
+            notice_secret = "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES[0])).decode()
+            async with serve(gateway) as gateway_url, \
+                    serve(notice_receiver(notice_secret, observer.on_notice)) as receiver_url:
                 settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
                                          redis_url=redis_server.url, gateway_url=gateway_url, model=model,
                                          controls=controls)
-                settings = settings.replace(nats_user="admin", nats_password=passwords["admin"], **overrides)
+                settings = settings.replace(nats_user="admin", nats_password=passwords["admin"],
+                                            notify_urls={"demo": receiver_url.removesuffix("/api/v1") + "/notices"},
+                                            notify_secrets={"demo": notice_secret}, **overrides)
                 if out is not None:
                     _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
                 await ensure_streams(settings)
-                observer = Observer(sink, model, probers)
                 nc = await nats_connect(settings)
                 await nc.subscribe(subjects.ALL_DISCOVERY, cb=observer.on_discovery)
                 await nc.subscribe(subjects.ALL_RESULTS, cb=observer.on_result)
@@ -407,6 +478,7 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
                    for n, (cycle, cycle_no) in enumerate(observer.cycle_ids, 1)],
         "decisions": [{"action": d.action, "provider": d.provider, "reason": d.reason,
                        "until": d.until.isoformat() if d.until else None} for d in observer.decisions],
+        "notices": observer.notice_entries(settings.cycle_interval_s),
     }
 
 
@@ -445,6 +517,9 @@ def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
     if len(totals) > 1:
         split = ", ".join(f"{prober} {count}" for prober, count in totals.most_common())
         print(f"   probes by prober over {len(summary['probes'])} cycles: {split}", file=out)
+    by_severity = {s: sum(1 for n in summary["notices"] if n["severity"] == s) for s in ("critical", "warning", "info")}
+    print(f"   notices delivered (signed webhook, verified): {len(summary['notices'])} "
+          f"({', '.join(f'{v} {k}' for k, v in by_severity.items())})", file=out)
     if summary.get("cycle_seconds"):
         print(f"   one cycle took {summary['cycle_seconds']} s on average", file=out)
     out.flush()

@@ -46,6 +46,10 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
         assert providers[slug]["suspended"] is True
     suspends = [d for d in summary["decisions"] if d["action"] == "suspend"]
     assert sorted(d["provider"] for d in suspends) == sorted([BROKEN, SLOW])
+    # each reached the demo's signed webhook once, critical, in the cycle it was decided (the second)
+    critical = [(n["action"], n["provider"], n["cycle"]) for n in summary["notices"] if n["severity"] == "critical"]
+    assert sorted(critical) == sorted([("suspend", BROKEN, 2), ("suspend", SLOW, 2)])
+    assert {tuple(sorted(n)) for n in summary["notices"]} == {("action", "cycle", "provider", "severity")}
     # transport-only failures freeze: never a failed cycle, never a streak
     assert "failed" not in providers[FLAKY]["verdicts"]
     assert providers[FLAKY]["failed_streak"] == 0 and providers[FLAKY]["suspended"] is False
