@@ -19,11 +19,13 @@ BENCHMARKS = {
     "judge_bench.py": [],
     "prober_bench.py": [],
     "routing_bench.py": [],
+    "notifier_bench.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
     "judge_bench.py": ["--cycles", "12", "--repeat", "2"],
     "prober_bench.py": ["--probes", "200"],
+    "notifier_bench.py": ["--notices", "100", "--burst", "200"],
 }
 
 

@@ -203,11 +203,10 @@ class AppriseSender:
 
         kind = "success" if notice.phase == "end" else _APPRISE_TYPE[notice.severity]
         try:
-            result = await asyncio.wait_for(
-                self._apprise.async_notify(body=notice.text or notice.title, title=_title(notice),
-                                           notify_type=apprise.NotifyType(kind)),
-                timeout=self.timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.timeout_s):  # not wait_for: it can swallow a cancellation (shared/aio.py)
+                result = await self._apprise.async_notify(body=notice.text or notice.title, title=_title(notice),
+                                                          notify_type=apprise.NotifyType(kind))
+        except TimeoutError:
             raise DeliveryFailed(f"apprise: no answer within {self.timeout_s:g} s") from None
         if not result:
             raise DeliveryFailed(self.channel.mask(_why(result))[:500])

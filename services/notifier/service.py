@@ -29,6 +29,7 @@ Counts per channel (``delivered``, ``failed``, ``dead_lettered``) are in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
@@ -57,8 +58,9 @@ from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 NOTIFIER_INPUT = Codec(Decision | CycleVerdict | IgnoreSnapshot | OperatorCommand,
                        "decision, cycle verdict, snapshot or operator command")
-#: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds).
-LEASE_MARGIN_S = 30.0
+#: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds); a
+#: notifier that stops gives its claims back at once, one that dies leaves them for this long.
+LEASE_MARGIN_S = 5.0
 #: Dead letters looked at to resolve a ``msg_…`` webhook id, per channel.
 RESOLVE_LIMIT = 1000
 
@@ -97,6 +99,7 @@ class Notifier:
         self.counts: dict[str, Counter[str]] = {ch.name: Counter() for ch in channels}
         self.failing_since: dict[str, float] = {}
         self._wake = {ch.name: asyncio.Event() for ch in channels}
+        self._record: BookRecord | None = None  # the last record this replica saved (the CAS guards it)
 
     # -- folding --------------------------------------------------------------------------
 
@@ -109,7 +112,7 @@ class Notifier:
         Raises:
             Transient: the book is unreachable or another replica saved first.
         """
-        record = await self.book.load()
+        record = self._record if self._record is not None else await self.book.load()
         seq = delivery.stream_seq
         if seq is not None and seq <= record.position:
             return []  # folded already, together with its notices
@@ -120,7 +123,12 @@ class Notifier:
                   for n in notices]
         new = BookRecord(state=state, position=seq if seq is not None else record.position,
                          revision=record.revision + 1)
-        created = await self.book.save(new, expected_revision=record.revision, queued=queued, now=self.now())
+        try:
+            created = await self.book.save(new, expected_revision=record.revision, queued=queued, now=self.now())
+        except Transient:
+            self._record = None  # another replica saved, or Redis is away: read it again on redelivery
+            raise
+        self._record = new
         for q in queued:
             n = q.notice
             self.log.info("notice", notice_id=n.notice_id, severity=n.severity, action=n.action, phase=n.phase,
@@ -158,13 +166,27 @@ class Notifier:
             await asyncio.gather(*(self.run_channel(ch) for ch in self.channels))
 
     async def deliver_due(self, channel: Channel) -> int:
-        """Try the entries of ``channel`` due now, up to ``concurrency`` at once; returns how many."""
-        claimed = await self.book.claim(channel.name, self.now(), self.concurrency, self.timeout_s + LEASE_MARGIN_S)
+        """Try the entries of ``channel`` due now, up to ``concurrency`` at once; returns how many.
+
+        While the channel is failing, one attempt at a time: a down receiver
+        is probed, not hammered (and a hung one holds one connection, not many).
+        """
+        limit = 1 if channel.name in self.failing_since else self.concurrency
+        claimed = await self.book.claim(channel.name, self.now(), limit, self.timeout_s + LEASE_MARGIN_S)
         if claimed:
             await asyncio.gather(*(self._attempt(channel, entry, notice) for entry, notice in claimed))
         return len(claimed)
 
     async def _attempt(self, channel: Channel, entry: Entry, notice: Notice | None) -> None:
+        due_before = entry.due_at
+        try:
+            await self._try(channel, entry, notice)
+        except asyncio.CancelledError:  # stopping: the attempt did not happen, the entry is due as it was
+            with contextlib.suppress(Transient, asyncio.CancelledError):
+                await self.book.release(entry, due_before)
+            raise
+
+    async def _try(self, channel: Channel, entry: Entry, notice: Notice | None) -> None:
         started = self.now()
         entry.attempts += 1
         entry.first_at = entry.first_at if entry.first_at is not None else started

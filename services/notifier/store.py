@@ -119,6 +119,10 @@ class DeliveryBook(Protocol):
         """Record that the schedule is exhausted: the entry leaves the queue."""
         ...
 
+    async def release(self, entry: Entry, due_at: float) -> None:
+        """Give back a claimed entry unattempted (the notifier is stopping): due again at ``due_at``."""
+        ...
+
     async def expedite(self, channel: str, now: float) -> int:
         """Make every pending entry of ``channel`` due at ``now`` (it answered again); returns how many moved."""
         ...
@@ -185,8 +189,8 @@ class MemoryDeliveryBook:
                       if c == channel and e.status == "pending" and e.due_at <= now), key=lambda e: e.due_at)[:limit]
         out = []
         for e in due:
-            e.due_at = now + lease_s
             out.append((msgspec.structs.replace(e), await self.notice(e.notice_id)))
+            e.due_at = now + lease_s
         return out
 
     def _stored(self, entry: Entry) -> Entry | None:
@@ -214,6 +218,11 @@ class MemoryDeliveryBook:
         stored.status, stored.attempts, stored.first_at = "dead", entry.attempts, entry.first_at
         stored.last_at = stored.dead_at = now
         stored.last_error = error
+
+    async def release(self, entry: Entry, due_at: float) -> None:
+        stored = self._stored(entry)
+        if stored is not None and stored.status == "pending":
+            stored.due_at = due_at
 
     async def expedite(self, channel: str, now: float) -> int:
         moved = 0
@@ -415,6 +424,12 @@ class RedisDeliveryBook:
             return
         await self._write(msgspec.structs.replace(entry, status="dead", last_at=now, dead_at=now, last_error=error),
                           dead=now)
+
+    async def release(self, entry: Entry, due_at: float) -> None:
+        try:
+            await self.client.zadd(self.prefix + "due:" + entry.channel, {entry.notice_id: due_at}, xx=True)
+        except RedisError as exc:
+            raise Transient(f"redis release {entry.channel} entry: {exc!r}") from exc
 
     async def expedite(self, channel: str, now: float) -> int:
         try:

@@ -125,6 +125,15 @@ async def test_dead_entries_leave_the_queue_and_requeue_starts_a_fresh_schedule(
     assert [e.notice_id for e, _ in await book.claim("hook", 500.0, 10, 30.0)] == [notice(1).notice_id]
 
 
+async def test_a_released_claim_is_due_again_at_once(book):
+    """A notifier that stops mid-attempt gives its claim back: the entry is due as it was, not after the lease."""
+    await queue(book, notice(1), channels=["hook"], now=100.0)
+    (entry, _), = await book.claim("hook", 100.0, 1, 30.0)
+    assert entry.due_at == 100.0
+    await book.release(entry, entry.due_at)
+    assert [e.notice_id for e, _ in await book.claim("hook", 101.0, 1, 30.0)] == [notice(1).notice_id]
+
+
 async def test_expedite_makes_waiting_entries_due_now(book):
     """When a channel answers again, every entry waiting for a later attempt becomes due at once."""
     await queue(book, notice(1), notice(2), channels=["hook"])
