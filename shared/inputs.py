@@ -20,7 +20,15 @@ from typing import Union
 
 from reverie_canary.shared.codec import ORIGINS, Codec
 from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import CycleClosed, Decision, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.events import (
+    CommandApplied,
+    CommandRefused,
+    CycleClosed,
+    CycleVerdict,
+    Decision,
+    EndpointsDiscovered,
+    ProbeResult,
+)
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.subjects import PREFIX
 
@@ -40,6 +48,14 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
         "decisions": (Decision,),
         "ops": (AddOverride, RemoveOverride, ReloadExclusions),
         "discovery": (EndpointsDiscovered,),
+    },
+    # issue 9 section 3: the notifier tells every decision, folds persisting states with the
+    # cycle verdicts, tells each new ignore list, and each operator command by its answer.
+    "notifier": {
+        "decisions": (Decision,),
+        "verdicts": (CycleVerdict,),
+        "routing": (IgnoreSnapshot,),
+        "answers": (CommandApplied, CommandRefused),
     },
 }
 

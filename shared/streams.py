@@ -240,22 +240,24 @@ def router_consumer(settings: Settings) -> ConsumerSpec:
     )
 
 
-#: The notifier's durable before it read verdicts in order; ``notifier_consumer`` takes over its position.
-NOTIFIER_PREVIOUS_DURABLES = ("notifier-v2",)
+#: The notifier's earlier durables, newest first; ``notifier_consumer`` takes over the position of the
+#: first one found (v2: decisions only, unordered; v3: read raw operator commands, not their answers).
+NOTIFIER_PREVIOUS_DURABLES = ("notifier-v3", "notifier-v2")
 
 
 def notifier_consumer(settings: Settings) -> ConsumerSpec:
-    """Decisions, cycle verdicts, routing snapshots and operator commands, strictly in log order.
+    """Decisions, cycle verdicts, routing snapshots and command answers, strictly in log order.
 
-    One message in flight: folding persisting states (a start before its
-    reminders and its end) needs the log's order.  Delivery runs apart from
-    this consumer, so a slow channel never holds it up.  A new durable starts
-    where :data:`NOTIFIER_PREVIOUS_DURABLES` stopped, else with new messages.
+    Its filter is what the notifier folds (:data:`reverie_canary.shared.inputs.READS`).  One
+    message in flight: folding persisting states (a start before its reminders
+    and its end) needs the log's order.  Delivery runs apart from this
+    consumer, so a slow channel never holds it up.  A new durable starts where
+    one of :data:`NOTIFIER_PREVIOUS_DURABLES` stopped, else with new messages.
     """
     return ConsumerSpec(
         stream=LOG,
-        durable="notifier-v3",
-        filter_subjects=[subjects.ALL_DECISIONS, subjects.ALL_VERDICTS, subjects.ALL_ROUTING, subjects.ALL_OPS],
+        durable="notifier-v4",
+        filter_subjects=inputs.filters("notifier"),
         max_ack_pending=1,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,

@@ -39,8 +39,17 @@ from typing import Any, Literal, get_args
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import CycleVerdict, Decision, DecisionAction, Notice, ProviderVerdict, Severity
+from reverie_canary.shared.commands import VERBS, AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.events import (
+    CommandApplied,
+    CommandRefused,
+    CycleVerdict,
+    Decision,
+    DecisionAction,
+    Notice,
+    ProviderVerdict,
+    Severity,
+)
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 
 #: Severities in rising order of urgency.
@@ -65,22 +74,22 @@ SEVERITY: dict[str, Severity] = {
     "mode_changed": "warning",      # observe/enforce switched: routing behaviour changes
     # router facts
     "ignore_list_changed": "info",
-    # operator commands (announced as they are published)
+    # operator commands, told by the owning service's answer (CommandApplied / CommandRefused)
     "override_added": "warning",    # a provider leaves live traffic by hand
     "override_removed": "warning",  # ... and comes back
-    "lift_requested": "info",       # the judge's `end` decision carries the outcome
-    "mode_requested": "info",       # the judge's `mode_changed` decision carries the outcome
-    "exclusions_reload_requested": "info",
-    "command_refused": "warning",
-    "floor_broken_by_operator": "critical",  # an operator left fewer than min_hosts usable hosts
+    "exclusions_reloaded": "warning",
+    "suspension_lifted": "info",    # the judge's `end` decision (lifted, by whom) is told too
+    "mode_set": "info",             # the judge's `mode_changed` decision is told too
+    "command_refused": "warning",   # a typo or a guard rail: nothing changed
+    "floor_broken_by_operator": "critical",  # an operator forced fewer than min_hosts usable hosts
 }
-#: The notice action of each operator command type (today's announcement of a published command).
-COMMAND_ACTIONS: dict[type, str] = {
-    AddOverride: "override_added",
-    RemoveOverride: "override_removed",
-    LiftSuspension: "lift_requested",
-    SetMode: "mode_requested",
-    ReloadExclusions: "exclusions_reload_requested",
+#: The notice action of each applied command, by its verb (``shared/commands.py``, VERBS).
+APPLIED_ACTIONS: dict[str, str] = {
+    VERBS[AddOverride]: "override_added",
+    VERBS[RemoveOverride]: "override_removed",
+    VERBS[ReloadExclusions]: "exclusions_reloaded",
+    VERBS[LiftSuspension]: "suspension_lifted",
+    VERBS[SetMode]: "mode_set",
 }
 #: Every decision action the judge can publish (derived from the wire type, not repeated).
 DECISION_ACTIONS: tuple[str, ...] = get_args(DecisionAction)
@@ -296,29 +305,34 @@ def snapshot_notice(s: IgnoreSnapshot) -> Notice:
                   title=title[:400], text=(title + (f" - {layers}" if layers else ""))[:4000])
 
 
-def command_notice(c: Any) -> Notice:
-    """The notice of an operator command as it was published (who asked what, why)."""
-    action = COMMAND_ACTIONS[type(c)]
-    provider = getattr(c, "provider", "")
-    model = getattr(c, "model", "")
-    match c:
-        case AddOverride():
-            until = f" until {_fmt(c.expires_at)}" if c.expires_at else ""
-            what = f"override added: ignore {c.provider} on {c.model}{until}: {c.reason}"
-        case RemoveOverride():
-            what = f"override removed: {c.provider} on {c.model}" + (f": {c.reason}" if c.reason else "")
-        case LiftSuspension():
-            what = f"suspension lift asked: {c.provider} on {c.model}: {c.reason}"
-        case SetMode():
-            scope = f"kind {c.kind}" if c.kind else "all kinds"
-            what = f"mode set to {c.mode} for {c.model} ({scope})" + (f": {c.reason}" if c.reason else "")
-        case _:
-            what = "reviewed exclusions reload asked" + (f": {c.reason}" if getattr(c, "reason", "") else "")
-    text = f"{c.actor}: {what}"
-    return Notice(notice_id=f"cmd|{c.command_id}", source_id=c.command_id, at=c.at, severity=SEVERITY[action],
-                  action=action, model=model, provider=provider, kind=getattr(c, "kind", None),
-                  title=text[:400], text=text[:4000], reason=str(getattr(c, "reason", ""))[:64],
-                  until=getattr(c, "expires_at", None), mode=getattr(c, "mode", ""), actor=c.actor)
+def answer_notice(a: CommandApplied | CommandRefused) -> Notice:
+    """The notice of an operator command, from the owning service's answer (keyed ``cmd|<command id>``).
+
+    An applied command that left a model below the capacity floor (``--force``)
+    is ``floor_broken_by_operator``, critical, naming the hosts still usable.
+    """
+    scope = " ".join(x for x in (a.provider, f"on {a.model}" if a.model else "") if x)
+    if isinstance(a, CommandRefused):
+        action = "command_refused"
+        what = f"{a.command} {scope} refused by the {a.service} ({a.code}): {a.reason}"
+        if a.force_applies:
+            what += " (--force would apply it)"
+        reason = a.code
+    else:
+        action = "floor_broken_by_operator" if a.floor_broken else APPLIED_ACTIONS.get(a.command, "command_applied")
+        what = f"{a.command} {scope} applied by the {a.service}" + (f": {a.detail}" if a.detail else "")
+        for snap in a.snapshots:
+            what += f"; {snap.model} ignore list v{snap.version}: {', '.join(snap.ignore) or '(empty)'}"
+        for breach in a.floor_broken:
+            what += (f"; CAPACITY FLOOR BROKEN by an operator on {breach.model}: {len(breach.usable)} usable host(s) "
+                     f"({', '.join(breach.usable) or 'none'}), floor {breach.min_hosts}")
+        if a.warnings:
+            what += "; forced past: " + "; ".join(a.warnings)
+        reason = "forced" if a.forced else "applied"
+    text = f"{a.actor}: {what}"
+    return Notice(notice_id=f"cmd|{a.command_id}", source_id=a.command_id, at=a.at,
+                  severity=SEVERITY.get(action, "warning"), action=action, model=a.model,  # type: ignore[arg-type]
+                  provider=a.provider, title=text[:400], text=text[:4000], reason=reason[:64], actor=a.actor)
 
 
 def _held_notice(held: Held, *, phase: str, notice_id: str, at: datetime, why: str = "") -> Notice:
@@ -353,8 +367,8 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
 
     Args:
         state: the folded state (not modified).
-        event: a ``Decision``, ``CycleVerdict``, ``IgnoreSnapshot`` or an
-            operator command; anything else changes nothing.
+        event: a ``Decision``, ``CycleVerdict``, ``IgnoreSnapshot``,
+            ``CommandApplied`` or ``CommandRefused``; anything else changes nothing.
         policy: the reminder interval.
 
     Returns:
@@ -369,8 +383,8 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
             return _verdict(state, event, policy)
         case IgnoreSnapshot():
             return state, [snapshot_notice(event)]
-        case _ if type(event) in COMMAND_ACTIONS:
-            return state, [command_notice(event)]
+        case CommandApplied() | CommandRefused():
+            return state, [answer_notice(event)]
     return state, []
 
 

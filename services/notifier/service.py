@@ -2,8 +2,9 @@
 
 Two halves, apart so that a down channel never holds anything up:
 
-- **Folding** (durable ``notifier-v3``, one message at a time, in log order):
-  decisions, cycle verdicts, ignore-list versions and operator commands are
+- **Folding** (durable ``notifier-v4``, one message at a time, in log order):
+  decisions, cycle verdicts, ignore-list versions and the answers to operator
+  commands (``CommandApplied`` / ``CommandRefused``) are
   folded by :func:`reverie_canary.services.notifier.core.fold`; the new state,
   the stream position and the notices, with one pending delivery entry per
   channel that wants them, are saved in one compare-and-set
@@ -44,20 +45,17 @@ from nats.js.errors import NotFoundError
 from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, mask_all, open_channels
 from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
 from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
-from reverie_canary.shared import codec, metrics, streams, subjects
+from reverie_canary.shared import codec, inputs, metrics, streams, subjects
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.broker import Delivery, Publisher
-from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.commands import OperatorCommand, ResendNotices
+from reverie_canary.shared.commands import ResendNotices
 from reverie_canary.shared.errors import ConfigError, Transient
-from reverie_canary.shared.events import CycleVerdict, Decision, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
+from reverie_canary.shared.events import Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreSnapshot
 
-NOTIFIER_INPUT = Codec(Decision | CycleVerdict | IgnoreSnapshot | OperatorCommand,
-                       "decision, cycle verdict, snapshot or operator command")
+NOTIFIER_INPUT = inputs.decoder("notifier")
 #: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds); a
 #: notifier that stops gives its claims back at once, one that dies leaves them for this long.
 LEASE_MARGIN_S = 5.0
@@ -308,9 +306,9 @@ class Notifier:
 
 
 async def prepare(settings: Settings) -> None:
-    """Check the notices stream exists; let ``notifier-v3`` take over an older durable's position.
+    """Check the notices stream exists; let the notifier's durable take over an older one's position.
 
-    An older notifier durable (``notifier-v2``: decisions only, unordered) is
+    An older notifier durable (``streams.NOTIFIER_PREVIOUS_DURABLES``) is
     replaced by a new one that starts right after the last message the old
     one acknowledged, so an upgrade neither loses nor repeats notices.
 

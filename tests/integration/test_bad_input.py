@@ -27,6 +27,7 @@ GARBAGE = [
     ("judge", subjects.routing(MODEL), None),
     ("router", subjects.decision(MODEL, "a/fp8"), None),
     ("discovery", subjects.retest(MODEL), None),
+    ("notifier", subjects.verdicts(MODEL), None),
 ]
 
 
@@ -75,9 +76,12 @@ async def test_garbage_on_every_subject_is_dead_lettered_and_services_keep_worki
 
     for service, subject, _ in GARBAGE:
         assert any(dl.subject == subject and dl.reason == "undecodable" for dl in letters[service]), (service, subject)
-    # the ops garbage is refused by each of its consumers: judge, router and notifier
+    # the ops garbage is refused by each of its consumers: judge and router (the notifier reads
+    # commands' answers, not the commands); the decision garbage by both of its own: router and notifier
     assert {dl.service for ls in letters.values() for dl in ls if dl.subject == subjects.ops("lift")} == {
-        "judge", "router", "notifier"}
+        "judge", "router"}
+    assert {dl.service for ls in letters.values() for dl in ls if dl.subject == subjects.decision(MODEL, "a/fp8")} \
+        == {"router", "notifier"}
     judge_letter = next(dl for dl in letters["judge"] if dl.subject == subjects.result(MODEL, "a/fp8"))
     assert "task_id" in judge_letter.error and judge_letter.payload.startswith('{"type": "probe_result"')
 

@@ -300,3 +300,34 @@ async def test_a_hanging_channel_does_not_delay_a_healthy_one(infra):
             slow.hold.set()
             assert await slow.wait_for(10, 15)
     assert sorted(slow.ids()) == sorted(ok.ids())
+
+
+async def test_operator_commands_are_told_from_the_routers_answers(infra):
+    """Refused (unknown provider), applied, and forced past the capacity floor: told as such, once each."""
+    from reverie_canary.shared.commands import VERBS, AddOverride
+
+    secret = new_secret()
+    async with receiving(secret) as hook:
+        settings = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret}, min_hosts=2,
+                                     notify_severity={"hook": "warning"})
+        await ensure_streams(settings)
+        async with running(settings, ["router", "notifier"]), bus(infra) as js:
+            await publish_events(js, cycle_events(0, healthy("a/fp8", "b/fp8", "c/fp8")))
+            commands = [
+                AddOverride(command_id="cmd-typo", actor="alice", at=T0, provider="nosuch/fp8", model=MODEL,
+                            reason="INC-1"),
+                AddOverride(command_id="cmd-a", actor="alice", at=T0, provider="a/fp8", model=MODEL, reason="INC-1"),
+                AddOverride(command_id="cmd-b", actor="bob", at=T0, provider="b/fp8", model=MODEL, reason="INC-2",
+                            force=True),
+            ]
+            for c in commands:
+                await js.publish(subjects.ops(VERBS[AddOverride]), codec.encode(c), stream=LOG,
+                                 headers={"Nats-Msg-Id": c.command_id})
+            assert await hook.wait_for(3, 20), [r.data["data"]["action"] for r in hook.received]
+    got = {r.data["data"]["id"]: r.data["data"] for r in hook.received}
+    assert [(got[k]["action"], got[k]["severity"], got[k]["actor"]) for k in ("cmd|cmd-typo", "cmd|cmd-a",
+                                                                             "cmd|cmd-b")] == [
+        ("command_refused", "warning", "alice"), ("override_added", "warning", "alice"),
+        ("floor_broken_by_operator", "critical", "bob")]
+    assert "CAPACITY FLOOR BROKEN by an operator" in got["cmd|cmd-b"]["text"]
+    assert len(hook.received) == 3  # the ignore-list versions are info: below this channel's minimum

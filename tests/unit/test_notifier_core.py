@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from reverie_canary.services.notifier.core import (
-    COMMAND_ACTIONS,
+    APPLIED_ACTIONS,
     DECISION_ACTIONS,
     PERSISTING,
     SEVERITY,
@@ -22,8 +22,17 @@ from reverie_canary.services.notifier.core import (
     wants,
     webhook_id,
 )
-from reverie_canary.shared.commands import AddOverride, SetMode
-from reverie_canary.shared.events import CycleVerdict, Decision, ProviderVerdict, ResultRef
+from reverie_canary.shared.commands import VERBS
+from reverie_canary.shared.events import (
+    CommandApplied,
+    CommandRefused,
+    CycleVerdict,
+    Decision,
+    FloorBreach,
+    ProviderVerdict,
+    ResultRef,
+    SnapshotVersion,
+)
 
 MODEL = "acme/chat-1.5"
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -68,7 +77,8 @@ def test_every_decision_action_and_command_has_one_severity():
     """The severity table names every decision action the judge can publish and every command notice."""
     missing = [a for a in DECISION_ACTIONS if a not in SEVERITY]
     assert missing == []
-    assert all(action in SEVERITY for action in COMMAND_ACTIONS.values())
+    assert sorted(APPLIED_ACTIONS) == sorted(VERBS.values())
+    assert all(action in SEVERITY for action in APPLIED_ACTIONS.values())
     assert set(SEVERITY.values()) <= {"info", "warning", "critical"}
     assert (SEVERITY["suspend"], SEVERITY["floor_held"], SEVERITY["would_suspend"]) == ("critical", "critical", "info")
     assert SEVERITY["canary_blind"] == SEVERITY["canary_sees"] == "critical"
@@ -212,14 +222,27 @@ def test_canary_blind_is_told_once_and_canary_sees_is_its_end():
     assert PERSISTING["canary_blind"].own_end
 
 
-def test_operator_commands_and_snapshots_are_one_notice_each():
-    """A published command is one notice keyed by its command id, naming the actor."""
-    cmd = AddOverride(command_id="c-1", actor="alice", at=T0, provider="p/fp8", model=MODEL, reason="INC-7")
-    mode = SetMode(command_id="c-2", actor="bob", at=T0, mode="enforce", model=MODEL)
-    _, notices = run([cmd, mode, cmd])
+def answer(cls, command_id: str, command: str = "override-add", **kw):
+    return cls(at=T0, answer_id=f"answer|{command_id}", command_id=command_id, command=command, service="router",
+               actor="alice", model=MODEL, provider="p/fp8", **kw)
+
+
+def test_operator_commands_are_told_by_their_answer_keyed_by_the_command_id():
+    """Applied, refused and forced-past-the-floor answers: one notice each, keyed cmd|<command id>, naming the actor."""
+    applied = answer(CommandApplied, "c-1", snapshots=[SnapshotVersion(model=MODEL, version=4, ignore=["p/fp8"])])
+    refused = answer(CommandRefused, "c-2", code="unknown_provider", reason="the gateway lists no p/fp9",
+                     force_applies=True)
+    broken = answer(CommandApplied, "c-3", forced=True, warnings=["only 1 usable host would remain"],
+                    floor_broken=[FloorBreach(model=MODEL, min_hosts=2, usable=["q/fp8"])])
+    lift = answer(CommandApplied, "c-4", command="lift")
+    _, notices = run([applied, refused, broken, lift, applied])
     assert [(n.notice_id, n.action, n.severity, n.actor) for n in notices] == [
-        ("cmd|c-1", "override_added", "warning", "alice"), ("cmd|c-2", "mode_requested", "info", "bob"),
+        ("cmd|c-1", "override_added", "warning", "alice"), ("cmd|c-2", "command_refused", "warning", "alice"),
+        ("cmd|c-3", "floor_broken_by_operator", "critical", "alice"), ("cmd|c-4", "suspension_lifted", "info", "alice"),
         ("cmd|c-1", "override_added", "warning", "alice")]
+    assert "ignore list v4: p/fp8" in notices[0].text
+    assert "(unknown_provider)" in notices[1].text and "--force would apply it" in notices[1].text
+    assert "CAPACITY FLOOR BROKEN by an operator" in notices[2].text and "q/fp8" in notices[2].text
 
 
 def test_webhook_payload_shape():
