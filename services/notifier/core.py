@@ -64,6 +64,7 @@ SEVERITY: dict[str, Severity] = {
     "floor_held": "critical",       # a proven-bad provider stays in live traffic (capacity floor)
     "canary_blind": "critical",     # the canary cannot see: nothing is being judged
     "canary_sees": "critical",      # ends canary_blind on every channel that heard it
+    "suspension_held": "warning",   # a suspension came due while blind: kept until judged again
     "end": "info",                  # a suspension ended (recovered, expired, lifted)
     "would_suspend": "info",        # observe mode: routing untouched
     "would_end": "info",
@@ -152,6 +153,8 @@ def _unjudgeable(held: Held, verdict: CycleVerdict) -> Verdict:
         return "end", "no longer probed (not listed this cycle)"
     if pv.verdict == "frozen":
         return "renew", ""
+    if pv.verdict == "blind":
+        return "none", ""  # the canary could not see: says nothing about the provider
     return "end", f"judged again: {pv.verdict}"
 
 
@@ -265,6 +268,10 @@ def _decision_text(d: Decision) -> str:
         text += f": {d.detail}"
     if d.actor:
         text += f" (by {d.actor})"
+    held = getattr(d, "held", None) or []  # suspensions blindness holds (canary_blind, suspension_held)
+    if held:
+        text += "; suspensions held until judged again: " + ", ".join(
+            f"{h.provider} (due {_fmt(h.until)})" for h in held[:20])
     return text
 
 

@@ -189,6 +189,8 @@ def test_unjudgeable_lasts_while_frozen_and_ends_when_judged():
     _, notices = run(events)
     assert [(label(n), n.count) for n in notices] == [("unjudgeable", 1), ("unjudgeable_ended", 4)]
     assert "judged again: failed" in notices[-1].text
+    _, blind = run([decision("unjudgeable", 6), verdict(7, {"p/fp8": "blind"}), verdict(8, {"p/fp8": "frozen"})])
+    assert [(label(n), n.count) for n in blind] == [("unjudgeable", 1)]  # a blind cycle neither ends nor counts
     _, gone = run([decision("unjudgeable", 6), verdict(7, {"q/fp8": "passed"})])
     assert [label(n) for n in gone] == ["unjudgeable", "unjudgeable_ended"] and "no longer probed" in gone[-1].text
 
