@@ -77,6 +77,14 @@ class Settings(Struct, kw_only=True):
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
         prober_concurrency: probes one prober runs at once.
+        reply_max_bytes: text plus reasoning a probe keeps of one reply (UTF-8
+            bytes); a reply past it ignored its budget and fails
+            ``reply_too_large``.  At least 256 bytes per ``max_tokens``.
+        response_max_bytes: bytes a probe reads from the network per response
+            (stream or body); past it: ``transport_error`` /
+            ``response_too_large``.
+        sse_line_max_bytes: bytes of one SSE line; past it: ``transport_error``
+            / ``line_too_long`` (issue 11 §2).
         max_retests_per_cycle: at most this many retest languages (the judge's
             RetestRequested) per provider per cycle, on top of the rotation; a
             provider failing in many languages takes turns instead of adding one
@@ -107,6 +115,9 @@ class Settings(Struct, kw_only=True):
     request_timeout_s: float = 60.0
     max_tokens: int = 320
     language_confirmations: int = 2
+    reply_max_bytes: int = 256 * 1024
+    response_max_bytes: int = 8 * 1024 * 1024
+    sse_line_max_bytes: int = 1024 * 1024
 
     failed_cycles_to_suspend: int = 2
     passed_cycles_to_recover: int = 2
@@ -296,6 +307,12 @@ def _problems(s: Settings) -> list[str]:
                         ("max_deliver", 1), ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least}")
+    if s.reply_max_bytes < 256 * s.max_tokens:
+        problems.append(f"reply_max_bytes must be >= 256 bytes per max_tokens ({256 * s.max_tokens})")
+    if s.response_max_bytes < s.reply_max_bytes:
+        problems.append("response_max_bytes must be >= reply_max_bytes")
+    if not 64 * 1024 <= s.sse_line_max_bytes <= s.response_max_bytes:
+        problems.append("sse_line_max_bytes must be >= 65536 and <= response_max_bytes")
     unknown = sorted(set(s.kinds) - set(PROBE_KINDS))
     if unknown or not s.kinds:
         problems.append(f"kinds: unknown or none {unknown}; known: {list(PROBE_KINDS)}")

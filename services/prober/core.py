@@ -22,7 +22,8 @@ from datetime import datetime
 
 from reverie_canary.services.prober.checks import Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
-from reverie_canary.services.prober.reply import Reply
+from reverie_canary.services.prober.bounds import label
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
 
 #: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
@@ -31,6 +32,14 @@ REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 
 Send = Callable[[ProbeTask, ProbeRequest], Awaitable[Reply]]
+#: Judges one reply (:func:`reverie_canary.services.prober.checks.evaluate`); the shell
+#: may run it off the event loop.
+Judge = Callable[[Reply, ProbeSpec], Awaitable[Evaluation]]
+
+
+async def judge_inline(reply: Reply, spec: ProbeSpec) -> Evaluation:
+    """Run the checks on this thread (the default :data:`Judge`)."""
+    return evaluate(reply, spec)
 
 
 def gate(task: ProbeTask) -> CheckResult | None:
@@ -64,19 +73,26 @@ def verify_pin(task: ProbeTask, reply: Reply) -> CheckResult | None:
 
 
 def evidence_of(reply: Reply) -> ReplyEvidence:
-    """The evidence kept from a reply: status, finish reasons, timings, first bytes."""
+    """The evidence kept from a reply: status, finish reasons, timings, first bytes.
+
+    Every field is bounded (labels 128 characters, ``first_bytes`` 160,
+    ``error`` 300, ``usage`` three token counts), whatever the reply's size.
+    What a cap cut is in the deciding check's evidence (``bounds.reply_size``:
+    ``output_bytes``, ``kept_chars``; ``transport``: ``cut``, ``wire_bytes``).
+    """
     return ReplyEvidence(
         http_status=reply.http_status,
-        finish_reason=reply.finish_reason,
-        native_finish_reason=reply.native_finish_reason,
-        served_by=reply.served_by,
-        generation_id=reply.generation_id,
+        finish_reason=label(reply.finish_reason),
+        native_finish_reason=label(reply.native_finish_reason),
+        served_by=label(reply.served_by),
+        generation_id=label(reply.generation_id),
         ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),
         total_ms=None if reply.total_ms is None else round(reply.total_ms, 1),
         first_bytes=reply.text[:160],
         output_chars=len(reply.text),
         error=(reply.transport_error or (str(reply.error)[:300] if reply.error else None)),
-        usage={k: v for k, v in reply.usage.items() if k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+        usage={k: v for k, v in reply.usage.items()
+               if k in ("prompt_tokens", "completion_tokens", "total_tokens") and isinstance(v, int)},
     )
 
 
@@ -89,6 +105,7 @@ async def run_probe(
     ttft_threshold_s: float,
     confirmations: int,
     prober: str,
+    judge: Judge = judge_inline,
 ) -> ProbeResult:
     """Run ``task`` and return its result.
 
@@ -100,16 +117,17 @@ async def run_probe(
         ttft_threshold_s: latency bar (DESIGN.md, contract 1).
         confirmations: extra tries on a language anomaly (DESIGN.md: 2).
         prober: this prober's id, recorded in the result.
+        judge: runs the checks on a reply (default: inline).
     """
     started = now()
     gated = gate(task)
     if gated is not None:
         return _result(task, started, now(), "not_applicable", gated.reason, [gated], ReplyEvidence(), [], prober)
     probe = build(task.kind, task.language, max_tokens=max_tokens, ttft_threshold_s=ttft_threshold_s)
-    attempts = [await _attempt(task, probe, send)]
+    attempts = [await _attempt(task, probe, send, judge)]
     first = attempts[0]
     if task.kind == "language" and first[1].outcome != "pass" and first[1].reason in LANGUAGE_ANOMALIES:
-        attempts.extend(await asyncio.gather(*(_attempt(task, probe, send) for _ in range(confirmations))))
+        attempts.extend(await asyncio.gather(*(_attempt(task, probe, send, judge) for _ in range(confirmations))))
     outcome, reason, chosen = _majority(attempts)
     reply, evaluation = chosen
     kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r))
@@ -117,9 +135,9 @@ async def run_probe(
     return _result(task, started, now(), outcome, reason, evaluation.checks, evidence_of(reply), kept, prober)
 
 
-async def _attempt(task: ProbeTask, probe: ProbeRequest, send: Send) -> tuple[Reply, Evaluation]:
+async def _attempt(task: ProbeTask, probe: ProbeRequest, send: Send, judge: Judge) -> tuple[Reply, Evaluation]:
     reply = await send(task, probe)
-    evaluation = evaluate(reply, probe.spec)
+    evaluation = await judge(reply, probe.spec)
     pin = verify_pin(task, reply)
     if pin is not None and evaluation.outcome != "transport_error":
         evaluation = Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])

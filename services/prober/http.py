@@ -1,12 +1,28 @@
-"""Send one pinned probe to the gateway and assemble the finished :class:`Reply`.
+"""Send one pinned probe to the gateway and read the reply, bounded in time and size.
 
-Streaming chat completions per openrouter-api.md section 3, read with
-``httpx-sse`` (SSE comments such as ``: OPENROUTER PROCESSING`` are skipped by
-the decoder and never start the clock).  The request is pinned to one endpoint
-with fallbacks off (section 2: ``order`` + ``only`` + ``allow_fallbacks:
-false``), turns off everything that could hide a provider's defect (no
-caching header, no plugins such as response-healing, no session) and asks for
-router metadata so the serving provider can be verified (section 9).
+Streaming chat completions per openrouter-api.md section 3, read line by line
+from the response bytes by :class:`reverie_canary.services.prober.chunks.ChunkReader`
+(the one reader of this wire; SSE comments such as ``: OPENROUTER PROCESSING``
+are counted and never start the clock).  The request is pinned to one
+endpoint with fallbacks off (section 2: ``order`` + ``only`` +
+``allow_fallbacks: false``), turns off everything that could hide a
+provider's defect (no caching header, no plugins such as response-healing, no
+session) and asks for router metadata so the serving provider can be verified
+(section 9).
+
+Bounds (issue 11 §2, :class:`ReadLimits`): text plus reasoning kept up to
+``reply_max_bytes``; bytes read per response up to ``response_max_bytes``
+(stream or body); one SSE line up to ``sse_line_max_bytes``; an error body up
+to ``error_body_max_bytes``.  Hitting a cap stops the read at once (the
+connection is closed) and says so in ``Reply.cut``; the outcome follows from
+the checks (``reply_too_large``) or is a transport error
+(``response_too_large``, ``line_too_long``).  Time: the whole exchange within
+``total_timeout_s`` (the caller passes the lesser of the request timeout and
+the task's deadline); no visible token within ``ttft_deadline_s``: stop
+waiting (``timed_out``); after a finish reason, at most ``finish_grace_s``
+more for the usage chunk and ``[DONE]``.  A body larger than
+``offload_bytes`` is decoded in a worker thread, so that other probes on the
+event loop keep honest times.
 
 Classification happens later, in the pure checks; this module only records
 what happened, with times in ms from the request start.
@@ -15,15 +31,52 @@ what happened, with times in ms from the request start.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
+from msgspec import Struct
 
+from reverie_canary.services.prober.chunks import ChunkReader, LineSplitter, error_body
 from reverie_canary.services.prober.prompts import ProbeRequest
 from reverie_canary.services.prober.reply import Reply
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+class ReadLimits(Struct, frozen=True, kw_only=True):
+    """Caps on one reply (issue 11 §2); bytes unless the name says otherwise.
+
+    Attributes:
+        reply_max_bytes: text plus reasoning kept (UTF-8).  256 KiB is more
+            than 800 bytes per token of the default 320-token budget: no
+            tokenizer has tokens that long, so a reply past it ignored its
+            budget (``Settings`` checks the ratio).
+        response_max_bytes: bytes read from the network per response, stream
+            or body (a 320-token stream is about 100 kB of SSE).
+        sse_line_max_bytes: bytes of one SSE line (one chunk).
+        error_body_max_bytes: bytes read of a non-200 body.
+        finish_grace_s: seconds to wait after a finish reason for the usage
+            chunk and ``[DONE]`` (they follow at once on the real gateway).
+        offload_bytes: a body larger than this is decoded in a worker thread.
+    """
+
+    reply_max_bytes: int = 256 * KIB
+    response_max_bytes: int = 8 * MIB
+    sse_line_max_bytes: int = 1 * MIB
+    error_body_max_bytes: int = 64 * KIB
+    finish_grace_s: float = 1.0
+    offload_bytes: int = 256 * KIB
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ReadLimits:
+        """The limits of ``settings`` (``reply_max_bytes``, ``response_max_bytes``, ``sse_line_max_bytes``)."""
+        return cls(reply_max_bytes=settings.reply_max_bytes, response_max_bytes=settings.response_max_bytes,
+                   sse_line_max_bytes=settings.sse_line_max_bytes)
+
+
+DEFAULT_LIMITS = ReadLimits()
 
 
 def request_body(model: str, provider: str, probe: ProbeRequest, *, require_parameters: bool) -> dict[str, Any]:
@@ -60,46 +113,45 @@ async def send_probe(
     *,
     ttft_deadline_s: float | None,
     total_timeout_s: float,
+    limits: ReadLimits = DEFAULT_LIMITS,
 ) -> Reply:
     """POST ``body`` as a streaming request and return what came back.
 
     Args:
         client: an AsyncClient whose base URL is the gateway (``.../api/v1/``).
         body: from :func:`request_body`.
-        ttft_deadline_s: stop waiting when no content or reasoning arrived
-            within this many seconds (the latency probe need not wait longer);
-            ``None`` to wait up to ``total_timeout_s``.
+        ttft_deadline_s: stop waiting when no visible content or reasoning
+            arrived within this many seconds of the request (the latency probe
+            need not wait longer); ``None`` to wait up to ``total_timeout_s``.
         total_timeout_s: give up on the whole exchange after this many seconds.
+        limits: the caps of :class:`ReadLimits`.
 
     Returns:
         A :class:`Reply`; never raises for network or protocol trouble (it is
-        recorded in ``transport_error``).
+        recorded in ``transport_error``; a cap in ``cut``).
     """
-    state = _StreamState(time.perf_counter())
+    t0 = time.perf_counter()
+    reader = ChunkReader(reply_max_bytes=limits.reply_max_bytes)
+    state = _Exchange()
+    loop = asyncio.get_running_loop()
+    end = loop.time() + max(0.0, total_timeout_s)
+    first_end = min(end, loop.time() + ttft_deadline_s) if ttft_deadline_s is not None else end
     try:
-        async with asyncio.timeout(total_timeout_s):
-            async with aconnect_sse(client, "POST", "chat/completions", json=body,
-                                    headers={"X-OpenRouter-Metadata": "enabled"}) as source:
-                response = source.response
-                state.status = response.status_code
-                state.generation_id = response.headers.get("x-generation-id")
-                state.cache_hit = response.headers.get("x-openrouter-cache-status", "").upper() == "HIT"
-                if response.status_code != 200:
-                    raw = await response.aread()
-                    state.error = _error_body(raw)
-                    return state.reply()
-                ctype = response.headers.get("content-type", "")
-                if "text/event-stream" not in ctype:
-                    # A non-stream JSON answer to a stream request: read it as one.
-                    raw = await response.aread()
-                    state.read_json_body(raw)
-                    return state.reply()
-                await _consume(source, state, ttft_deadline_s)
+        async with asyncio.timeout_at(first_end) as timer:
+            request = client.build_request("POST", "chat/completions", json=body,
+                                           headers={"X-OpenRouter-Metadata": "enabled"})
+            response = await client.send(request, stream=True)
+            try:
+                await _read(response, reader, state, timer, t0, end, limits)
+            finally:
+                await response.aclose()
     except TimeoutError:
-        if state.status is None:
+        if state.grace:
+            pass  # finished: only the usage chunk or [DONE] did not come in time
+        elif state.status is None:
             state.transport_error = "headers_timeout"
-        elif state.ttft_ms is None:
-            state.timed_out = True  # 200 and nothing at all: a latency failure, not transport
+        elif reader.ttft_ms is None:
+            state.timed_out = True  # 200 and nothing visible: a latency failure, not transport
         else:
             state.transport_error = "stream_timeout"  # it started, then stalled
     except httpx.ConnectError:
@@ -110,142 +162,114 @@ async def send_probe(
         state.transport_error = "connection_lost" if state.status is None else "stream_cut"
     except httpx.HTTPError as exc:
         state.transport_error = f"http_error:{type(exc).__name__}"
-    except SSEError:
-        state.transport_error = "not_event_stream"
-    return state.reply()
+    return reader.reply(
+        http_status=state.status,
+        transport_error=state.transport_error or reader.transport_error,
+        error=reader.error if reader.error is not None else state.error,
+        total_ms=(time.perf_counter() - t0) * 1000.0,
+        timed_out=state.timed_out,
+        generation_id=reader.generation_id or state.generation_id,
+        cache_hit=state.cache_hit,
+        wire_bytes=state.wire_bytes,
+        cut=state.cut or reader.cut,
+        content_type=state.content_type,
+    )
 
 
-async def _consume(source: Any, state: _StreamState, ttft_deadline_s: float | None) -> None:
-    iterator = source.aiter_sse().__aiter__()
-    while True:
-        if state.ttft_ms is None and ttft_deadline_s is not None:
-            remaining = ttft_deadline_s - (time.perf_counter() - state.t0)
-            if remaining <= 0:
-                state.timed_out = True
-                return
-            try:
-                sse = await asyncio.wait_for(iterator.__anext__(), timeout=remaining)
-            except TimeoutError:
-                state.timed_out = True
-                return
-            except StopAsyncIteration:
-                break
-        else:
-            try:
-                sse = await iterator.__anext__()
-            except StopAsyncIteration:
-                break
-        if sse.data == "[DONE]":
-            state.done = True
-            break
-        if not sse.data:
-            continue
-        try:
-            chunk = json.loads(sse.data)
-        except ValueError:
-            state.transport_error = "body_parse"
-            return
-        state.read_chunk(chunk)
-        if state.error is not None:
-            return
-    if not state.done and state.finish_reason is None and state.transport_error is None:
-        state.transport_error = "stream_cut"
+class _Exchange:
+    """What the HTTP layer learns beside the chunks: status, headers, caps, how it ended."""
 
+    __slots__ = ("status", "generation_id", "cache_hit", "content_type", "error", "transport_error",
+                 "timed_out", "grace", "wire_bytes", "cut")
 
-class _StreamState:
-    """Accumulates one streamed (or plain) chat completion."""
-
-    def __init__(self, t0: float) -> None:
-        self.t0 = t0
+    def __init__(self) -> None:
         self.status: int | None = None
         self.generation_id: str | None = None
         self.cache_hit = False
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.finish_reason: str | None = None
-        self.native_finish_reason: str | None = None
+        self.content_type: str | None = None
         self.error: dict[str, Any] | None = None
         self.transport_error: str | None = None
-        self.ttft_ms: float | None = None
-        self.first_content_ms: float | None = None
-        self.first_reasoning_ms: float | None = None
-        self.served_by: str | None = None
-        self.usage: dict[str, Any] = {}
         self.timed_out = False
-        self.done = False
+        self.grace = False
+        self.wire_bytes = 0
+        self.cut: str | None = None
 
-    def _ms(self) -> float:
-        return (time.perf_counter() - self.t0) * 1000.0
 
-    def read_chunk(self, chunk: dict[str, Any]) -> None:
-        if not isinstance(chunk, dict):
-            self.transport_error = "body_parse"
+async def _read(response: httpx.Response, reader: ChunkReader, state: _Exchange, timer: asyncio.Timeout,
+                t0: float, end: float, limits: ReadLimits) -> None:
+    state.status = response.status_code
+    headers = response.headers
+    state.generation_id = headers.get("x-generation-id")
+    state.cache_hit = headers.get("x-openrouter-cache-status", "").upper() == "HIT"
+    state.content_type = (headers.get("content-type") or "")[:128] or None
+    if response.status_code != 200:
+        raw = await _read_body(response, state, limits.error_body_max_bytes, cap_name=None)
+        state.error = error_body(raw)
+        return
+    if "text/event-stream" not in (state.content_type or ""):
+        # a non-stream answer to a stream request (a JSON body, or an HTML page): read it as one body
+        raw = await _read_body(response, state, limits.response_max_bytes, cap_name="response_max_bytes")
+        if state.cut is not None:
+            state.transport_error = "response_too_large"
+        elif len(raw) > limits.offload_bytes:
+            await asyncio.to_thread(reader.body, raw, _ms(t0))
+        else:
+            reader.body(raw, _ms(t0))
+        if reader.transport_error == "body_parse":
+            reader.text = [raw[:300].decode("utf-8", errors="replace")]  # evidence: what came instead
+        return
+    await _read_stream(response, reader, state, timer, t0, end, limits)
+
+
+async def _read_body(response: httpx.Response, state: _Exchange, cap: int, *, cap_name: str | None) -> bytes:
+    """Read a body up to ``cap`` bytes; past it, stop and note ``cap_name`` in ``state.cut``."""
+    parts: list[bytes] = []
+    size = 0
+    async for data in response.aiter_bytes():
+        size += len(data)
+        state.wire_bytes += len(data)
+        if size > cap:
+            parts.append(data[: len(data) - (size - cap)])
+            if cap_name is not None:
+                state.cut = cap_name
+            break
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def _read_stream(response: httpx.Response, reader: ChunkReader, state: _Exchange, timer: asyncio.Timeout,
+                       t0: float, end: float, limits: ReadLimits) -> None:
+    """Feed the SSE body to ``reader`` line by line until it ends, stops or hits a cap."""
+    splitter = LineSplitter(limits.sse_line_max_bytes)
+    wire_max = limits.response_max_bytes
+    started = False  # the first visible token came: only the total deadline applies now
+    async for data in response.aiter_bytes():
+        now = _ms(t0)
+        state.wire_bytes += len(data)
+        if state.wire_bytes > wire_max:
+            state.cut, state.transport_error = "response_max_bytes", "response_too_large"
             return
-        if chunk.get("provider"):
-            self.served_by = str(chunk["provider"])
-        if chunk.get("id") and not self.generation_id:
-            self.generation_id = str(chunk["id"])
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        if isinstance(chunk.get("error"), dict):
-            self.error = chunk["error"]
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or choice.get("message") or {}
-            content = delta.get("content")
-            reasoning = delta.get("reasoning")
-            now = self._ms()
-            if isinstance(reasoning, str) and reasoning:
-                self.reasoning.append(reasoning)
-                if self.first_reasoning_ms is None:
-                    self.first_reasoning_ms = now
-            if isinstance(content, str) and content:
-                self.text.append(content)
-                if self.first_content_ms is None:
-                    self.first_content_ms = now
-            if self.ttft_ms is None and ((isinstance(content, str) and content) or (isinstance(reasoning, str) and reasoning)):
-                self.ttft_ms = now
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
-            if choice.get("native_finish_reason"):
-                self.native_finish_reason = str(choice["native_finish_reason"])
-            if isinstance(choice.get("error"), dict):
-                self.error = choice["error"]
-
-    def read_json_body(self, raw: bytes) -> None:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            self.transport_error = "body_parse"
-            self.text = [raw[:200].decode("utf-8", errors="replace")]
+        for line in splitter.feed(data):
+            if not reader.line(line, now):
+                return
+        if splitter.too_long:
+            state.cut, state.transport_error = "sse_line_max_bytes", "line_too_long"
             return
-        self.read_chunk(data)
-
-    def reply(self) -> Reply:
-        return Reply(
-            text="".join(self.text),
-            reasoning_text="".join(self.reasoning),
-            finish_reason=self.finish_reason,
-            native_finish_reason=self.native_finish_reason,
-            http_status=self.status,
-            error=self.error,
-            transport_error=self.transport_error,
-            ttft_ms=self.ttft_ms,
-            first_content_ms=self.first_content_ms,
-            first_reasoning_ms=self.first_reasoning_ms,
-            total_ms=self._ms(),
-            timed_out=self.timed_out,
-            served_by=self.served_by,
-            generation_id=self.generation_id,
-            usage=self.usage,
-            cache_hit=self.cache_hit,
-        )
+        if state.grace:
+            continue
+        if reader.finish_reason is not None:
+            state.grace = True
+            timer.reschedule(min(end, asyncio.get_running_loop().time() + limits.finish_grace_s))
+        elif not started and reader.ttft_ms is not None:
+            started = True
+            timer.reschedule(end)
+    last = splitter.end()
+    if last and not reader.line(last, _ms(t0)):
+        return
+    if not reader.done and reader.finish_reason is None and reader.transport_error is None \
+            and reader.error is None and reader.cut is None:
+        state.transport_error = "stream_cut"
 
 
-def _error_body(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {"message": raw[:300].decode("utf-8", errors="replace")}
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        return data["error"]
-    return {"message": str(data)[:300]}
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0

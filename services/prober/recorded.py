@@ -34,6 +34,7 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 from reverie_canary.services.prober.checks import evaluate
+from reverie_canary.services.prober.chunks import ChunkReader
 from reverie_canary.services.prober.prompts import SENTINEL
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 
@@ -48,7 +49,6 @@ KIND_MAP = {
 }
 
 _ECHO_PROMPT = re.compile(r"^\s*Repeat exactly(?:,? without any other text)?\s*:\s*(?P<text>.+?)\s*$", re.S | re.I)
-_LENIENT_DELTA = re.compile(r"""(?:content|reasoning(?:_content)?)['"]?\s*[:=]\s*(['"])(?P<value>.*?)\1""")
 
 
 class CaseError(ValueError):
@@ -66,16 +66,6 @@ class RecordedCase:
     accept: tuple[str, ...] = ()
 
 
-@dataclass
-class _Stream:
-    first_content_ms: float | None = None
-    first_reasoning_ms: float | None = None
-    keepalives: int = 0
-    error: dict[str, Any] | None = None
-    finish_reason: str | None = None
-    last_ms: float | None = None
-
-
 def _seconds(value: Any, field: str) -> float | None:
     if value is None:
         return None
@@ -84,69 +74,45 @@ def _seconds(value: Any, field: str) -> float | None:
     return float(value)
 
 
-def parse_events(events: Any) -> _Stream:
-    """Read recorded SSE lines with their times (``[{"t_s", "line"}, ...]``).
+def parse_events(events: Any) -> ChunkReader:
+    """Read recorded SSE lines with their times (``[{"t_s", "line"}, ...]``) with the prober's reader.
 
-    Keep-alive comments (``: OPENROUTER PROCESSING``) are counted and never
-    start the clock; ``data:`` lines with a non-empty content or reasoning
-    delta do (FP-01).  A line that is not valid JSON is read leniently
+    The same :class:`~reverie_canary.services.prober.chunks.ChunkReader` as
+    live probes, so the same time-to-first-token rule: keep-alive comments
+    (``: OPENROUTER PROCESSING``) are counted and never start the clock, the
+    first content or reasoning delta with a visible character does (FP-01,
+    FP-09).  A data line that is not valid JSON is read leniently
     (``{delta.content:'Paris.'}``).  An ``error`` object is an in-band error.
+
+    Returns:
+        The reader after the last line (``last_ms``: the latest time seen).
 
     Raises:
         CaseError: ``events`` is not a list of objects with a ``line``.
     """
     if not isinstance(events, list):
         raise CaseError("meta.events must be a list")
-    out = _Stream()
+    reader = ChunkReader(lenient=True)
+    latest: float | None = None
     for item in events:
         if not isinstance(item, dict) or not isinstance(item.get("line"), str):
             raise CaseError("meta.events items need a 'line' string")
         t = _seconds(item.get("t_s", item.get("t")), "events.t_s")
         t_ms = None if t is None else t * 1000.0
         if t_ms is not None:
-            out.last_ms = t_ms if out.last_ms is None else max(out.last_ms, t_ms)
+            latest = t_ms if latest is None else max(latest, t_ms)
         line = item["line"].strip()
-        if line.startswith(":"):
-            out.keepalives += 1
-            continue
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            continue
-        content = reasoning = ""
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            m = _LENIENT_DELTA.search(payload)
-            if m and m.group(0).lstrip("'\"").startswith("reasoning"):
-                reasoning = m.group("value")
-            elif m:
-                content = m.group("value")
-        else:
-            if isinstance(chunk, dict):
-                if isinstance(chunk.get("error"), dict):
-                    out.error = chunk["error"]
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content += delta.get("content") or ""
-                    reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
-                    out.finish_reason = choice.get("finish_reason") or out.finish_reason
-        if content.strip() and out.first_content_ms is None:
-            out.first_content_ms = t_ms
-        if reasoning.strip() and out.first_reasoning_ms is None:
-            out.first_reasoning_ms = t_ms
-    return out
+        if line:
+            reader.line(line.encode("utf-8", "surrogatepass"), t_ms)
+    reader.last_ms = latest
+    return reader
 
 
-def _raw_body(text: str) -> tuple[str, str | None, str | None]:
-    """Parse a raw non-streamed body: ``(content, finish_reason, transport_error)``."""
-    try:
-        body = json.loads(text)
-        choice = body["choices"][0]
-        return (choice.get("message") or {}).get("content") or "", choice.get("finish_reason"), None
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return "", None, "body_parse"
+def _raw_body(text: str) -> ChunkReader:
+    """Read a raw non-streamed body with the prober's reader (``body_parse`` when it is not one)."""
+    reader = ChunkReader()
+    reader.body(text.encode("utf-8", "surrogatepass"), None)
+    return reader
 
 
 def parse_case(obj: Any) -> RecordedCase:
@@ -185,8 +151,10 @@ def parse_case(obj: Any) -> RecordedCase:
     stream = parse_events(meta["events"]) if "events" in meta and meta["events"] is not None else None
     transport_error = None
     if meta.get("raw_body"):
-        text, body_finish, transport_error = _raw_body(text)
-        finish = finish or body_finish
+        body = _raw_body(text)
+        transport_error = body.transport_error
+        text = "" if transport_error else "".join(body.text)
+        finish = finish or body.finish_reason
     error = meta.get("error")
     if error is not None and not isinstance(error, dict):
         error = {"message": str(error)}
@@ -216,6 +184,9 @@ def parse_case(obj: Any) -> RecordedCase:
     http_status = meta.get("http_status")
     if http_status is not None and (isinstance(http_status, bool) or not isinstance(http_status, int)):
         raise CaseError("meta.http_status must be an integer")
+    recorded_calls = meta.get("tool_calls") or []
+    if not isinstance(recorded_calls, list):
+        raise CaseError("meta.tool_calls must be a list")
 
     reply = Reply(
         text=text,
@@ -234,6 +205,10 @@ def parse_case(obj: Any) -> RecordedCase:
         served_by=meta.get("provider") if isinstance(meta.get("provider"), str) else None,
         usage=usage,
         keepalives=stream.keepalives if stream is not None else 0,
+        done=bool(stream is not None and stream.done),
+        tool_calls=max(len(recorded_calls), stream.tool_calls_seen if stream is not None else 0),
+        tool_names=tuple(stream.tool_names) if stream is not None else (),
+        invalid_utf8=stream.invalid_utf8 if stream is not None else 0,
     )
 
     prompt = meta.get("prompt") or ""

@@ -28,13 +28,29 @@ class Reply(Struct, frozen=True, kw_only=True):
         transport_error: why the exchange broke below the content level
             (``connect_error``, ``headers_timeout``, ``stream_cut``,
             ``body_parse`` ...), ``None`` if it did not.
-        ttft_ms: first non-empty content **or** reasoning delta; keep-alive
-            comments and empty deltas never start it (DESIGN.md, contract 1).
+        ttft_ms: first content **or** reasoning delta with a visible
+            (non-whitespace) character; keep-alive comments, empty and
+            whitespace-only deltas never start it (DESIGN.md, contract 1; the
+            rule of :mod:`reverie_canary.services.prober.chunks`).
         timed_out: the client stopped waiting after the response opened
             (200) because nothing, or not all, arrived in time.
         served_by: provider display name the response named.
         keepalives: SSE comment lines seen (``: OPENROUTER PROCESSING``); ``None``
-            when not counted (the live SSE reader skips comments).
+            when not counted (a recorded case without its SSE lines).
+        done: the reply ended as a whole: ``data: [DONE]`` came, or a complete
+            JSON body was read (a finish reason alone also ends a reply).
+        tool_calls: tool calls the reply made (``delta.tool_calls`` entries by
+            index); ``tool_names`` their function names (at most 8, 64 chars each).
+        output_bytes: UTF-8 bytes of text and reasoning received, including
+            any beyond ``reply_max_bytes`` in the chunk that crossed it.
+        wire_bytes: bytes of the response body read from the network.
+        cut: the cap that stopped the read (``reply_max_bytes``,
+            ``response_max_bytes``, ``sse_line_max_bytes``), ``None`` when the
+            reply was read whole.  ``text`` and ``reasoning_text`` then hold the
+            first bytes only; the rest was never read (bounded reads, issue 11).
+        invalid_utf8: data lines whose bytes were not valid UTF-8 (read with
+            U+FFFD in place of the bad bytes).
+        content_type: the response's ``Content-Type``.
     """
 
     text: str = ""
@@ -54,6 +70,14 @@ class Reply(Struct, frozen=True, kw_only=True):
     usage: dict[str, Any] = {}
     keepalives: int | None = None
     cache_hit: bool = False
+    done: bool = False
+    tool_calls: int = 0
+    tool_names: tuple[str, ...] = ()
+    output_bytes: int = 0
+    wire_bytes: int = 0
+    cut: str | None = None
+    invalid_utf8: int = 0
+    content_type: str | None = None
 
 
 ResponseFormat = Literal["json_schema", "json_object"]

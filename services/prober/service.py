@@ -6,6 +6,14 @@ across probers and a dead prober's tasks are redelivered after ``ack_wait``
 as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
 result is dropped by JetStream.  A task past its cycle's deadline is dropped
 unprobed: its result could not count any more.
+
+Every request is bounded by the task's deadline as well as the request
+timeout (issue 11 §1, §2): it gets the lesser of ``request_timeout_s`` and the
+time left before ``task.deadline`` less :data:`DEADLINE_MARGIN_S` (to judge
+the reply and publish its result), and reads are capped
+(:class:`reverie_canary.services.prober.http.ReadLimits`).  A reply of more
+than :data:`OFFLOAD_CHARS` characters is judged in a worker thread, so that
+the event loop that times every other probe's tokens is never busy for long.
 """
 
 from __future__ import annotations
@@ -14,15 +22,17 @@ import asyncio
 import os
 import socket
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from faststream import FastStream
 
 from reverie_canary.services.prober.checks.language import warm_up
+from reverie_canary.services.prober.checks import Evaluation, evaluate
 from reverie_canary.services.prober.core import run_probe
-from reverie_canary.services.prober.http import request_body, send_probe
+from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest
-from reverie_canary.services.prober.reply import Reply
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared import clock, codec, metrics, streams, subjects
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.events import ProbeTask
@@ -32,6 +42,11 @@ from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG
 
 CAPABILITY_KINDS = frozenset({"structured"})
+#: Seconds kept before a task's deadline to judge the reply and publish the result.
+DEADLINE_MARGIN_S = 0.25
+#: Replies longer than this (characters of text and reasoning) are judged in a
+#: worker thread: about 1 ms of checks per 2 kB, a whole capped reply 20-40 ms.
+OFFLOAD_CHARS = 8 * 1024
 
 
 class Prober:
@@ -41,14 +56,39 @@ class Prober:
         self.settings = settings
         self.client = client
         self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.limits = ReadLimits.from_settings(settings)
+        self._checks_pool: ThreadPoolExecutor | None = None
 
     async def send(self, task: ProbeTask, probe: ProbeRequest) -> Reply:
-        """Send one pinned request for ``task`` (the port :mod:`reverie_canary.services.prober.core` uses)."""
+        """Send one pinned request for ``task`` (the port :mod:`reverie_canary.services.prober.core` uses).
+
+        The request gets ``min(request_timeout_s, time left before task.deadline
+        - DEADLINE_MARGIN_S)``; none left: ``transport_error`` / ``task_deadline``
+        without a request.
+        """
         assert self.client is not None, "Prober.send before start"
         body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS)
+        left_s = (task.deadline - clock.now()).total_seconds() - DEADLINE_MARGIN_S
+        total_s = min(self.settings.request_timeout_s, left_s)
+        if total_s <= 0:
+            return Reply(transport_error="task_deadline", total_ms=0.0)
         ttft_deadline = self.settings.ttft_threshold_s * 1.05 if task.kind == "ttft" else None
-        return await send_probe(self.client, body, ttft_deadline_s=ttft_deadline,
-                                total_timeout_s=self.settings.request_timeout_s)
+        return await send_probe(self.client, body, ttft_deadline_s=ttft_deadline, total_timeout_s=total_s,
+                                limits=self.limits)
+
+    async def judge(self, reply: Reply, spec: ProbeSpec) -> Evaluation:
+        """Run the checks on ``reply``; a long one in the checks thread (the event loop keeps timing tokens)."""
+        if len(reply.text) + len(reply.reasoning_text) <= OFFLOAD_CHARS:
+            return evaluate(reply, spec)
+        if self._checks_pool is None:
+            self._checks_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prober-checks")
+        return await asyncio.get_running_loop().run_in_executor(self._checks_pool, evaluate, reply, spec)
+
+    def close(self) -> None:
+        """Stop the checks thread (after the last probe)."""
+        if self._checks_pool is not None:
+            self._checks_pool.shutdown(wait=False, cancel_futures=True)
+            self._checks_pool = None
 
     async def probe(self, task: ProbeTask):
         """Run ``task`` and return its ProbeResult."""
@@ -61,6 +101,7 @@ class Prober:
                 ttft_threshold_s=self.settings.ttft_threshold_s,
                 confirmations=self.settings.language_confirmations,
                 prober=self.prober_id,
+                judge=self.judge,
             )
         metrics.PROBES.labels(task.kind, result.outcome).inc()
         return result
@@ -81,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     async def close_client() -> None:
         if prober.client is not None:
             await prober.client.aclose()
+        prober.close()
 
     async def apply(task: ProbeTask, delivery: Delivery) -> None:
         if clock.now() >= task.deadline:

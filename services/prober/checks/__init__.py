@@ -11,7 +11,8 @@ Order in which the checks run:
 2. the kind's checks (:data:`KIND_CHECKS`), the finish-reason filter and the
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply;
-3. behavioural integrity (:mod:`.behaviour`) on every reply;
+3. behavioural integrity (:mod:`.behaviour`) and the size bound
+   (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
    probe (it only means something on intact text) and truncation for the
    filtering probe.
@@ -39,14 +40,22 @@ rank  failing reason                                   why it comes first
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
 6     ``repetition``                                   a runaway explains a cut, a broken JSON
-                                                       value, a failed echo
-7     ``empty_output``                                 nothing visible, and nothing more specific
+                                                       value, a failed echo, a reply too large
+7     ``reply_too_large``                              output past every budget (the prober's
+                                                       cap) explains what the kind finds in it
+8     ``empty_output``                                 nothing visible, and nothing more specific
                                                        says why
-8     the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
+9     the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-9     ``truncated``, ``echo_mismatch``                 consequences of many defects: last
+10    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
+
+A reply the prober stopped reading at a cap (``Reply.cut``) is not whole:
+the checks that need the whole reply (:data:`NEEDS_WHOLE_REPLY`: structure,
+echo, truncation, language) say ``not_applicable`` / ``reply_cut`` without
+running (what they would find ranks below ``reply_too_large`` anyway, and the
+language check alone took 5 s of CPU on a capped 256 KiB reply).
 
 No check turns what another calls inconclusive into a counted failure: a
 check that needs the whole reply says ``not_applicable`` / ``no_text`` on a
@@ -62,20 +71,23 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``too_short``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``bytelevel_tokens``, ``control_characters``,
-``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``no_text``
-(``not_applicable``); transport:
+``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
+``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
-HTTP layer's own (``connect_error``, ``headers_timeout``, ``body_parse`` ...).
+HTTP layer's own (``connect_error``, ``headers_timeout``, ``stream_timeout``,
+``body_parse``, ``response_too_large``, ``line_too_long`` ...).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import msgspec
 from msgspec import Struct
 
-from reverie_canary.services.prober.checks.behaviour import BEHAVIOUR_CHECKS
+from reverie_canary.services.prober.bounds import clamp
+from reverie_canary.services.prober.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
 from reverie_canary.services.prober.checks.encoding import check_encoding
 from reverie_canary.services.prober.checks.language import check_language
 from reverie_canary.services.prober.checks.latency import check_ttft
@@ -85,6 +97,7 @@ from reverie_canary.services.prober.checks.refusal import (
     check_refusal_phrasing,
     check_truncation,
 )
+from reverie_canary.services.prober.checks.size import check_reply_size
 from reverie_canary.services.prober.checks.structured import check_structured
 from reverie_canary.services.prober.checks.transport import check_transport
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
@@ -127,19 +140,49 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
 
     Returns:
         The folded :class:`Evaluation` (see the module docstring for order and
-        folding).
+        folding); every check's evidence is bounded
+        (:func:`reverie_canary.services.prober.bounds.clamp`: a reply of any size
+        gives a result of bounded size).
     """
     transport = check_transport(reply, spec)
     if transport.outcome != "pass":
+        transport = _bounded(transport)
         return Evaluation(outcome=transport.outcome, reason=transport.reason, checks=[transport])
     kind_checks = KIND_CHECKS.get(spec.kind, DEFAULT_CHECKS)
     if reply.timed_out and check_ttft not in kind_checks:
         kind_checks = (check_ttft, *kind_checks)
-    checks = [check(reply, spec) for check in kind_checks]
-    checks.extend(check(reply, spec) for check in BEHAVIOUR_CHECKS)
-    checks.extend(check(reply, spec) for check in LATE_CHECKS.get(spec.kind, ()))
-    return fold(checks)
+    run = _run if reply.cut is None else _run_cut
+    checks = [run(check, reply, spec) for check in kind_checks]
+    checks.extend(run(check, reply, spec) for check in BEHAVIOUR_CHECKS)
+    checks.append(check_reply_size(reply, spec))
+    checks.extend(run(check, reply, spec) for check in LATE_CHECKS.get(spec.kind, ()))
+    return fold([_bounded(c) for c in checks])
 
+
+def _bounded(result: CheckResult) -> CheckResult:
+    """``result`` with its evidence cut to :func:`reverie_canary.services.prober.bounds.clamp`'s limits."""
+    if not result.evidence:
+        return result
+    return msgspec.structs.replace(result, evidence=clamp(result.evidence))
+
+
+def _run(check: Check, reply: Reply, spec: ProbeSpec) -> CheckResult:
+    return check(reply, spec)
+
+
+def _run_cut(check: Check, reply: Reply, spec: ProbeSpec) -> CheckResult:
+    name = NEEDS_WHOLE_REPLY.get(check)
+    if name is None:
+        return check(reply, spec)
+    return CheckResult(check=name, outcome="not_applicable", reason="reply_cut", evidence={"cut": reply.cut})
+
+
+#: Checks that need the whole reply, with the ``check`` name they report: on a
+#: reply whose read stopped at a cap they are not run and say ``not_applicable``
+#: / ``reply_cut``.  A new check family that parses or compares the whole reply
+#: adds itself here.
+NEEDS_WHOLE_REPLY: dict[Check, str] = {check_structured: "structured", check_echo: "corruption.echo",
+                                       check_truncation: "refusal.truncation", check_language: "language"}
 
 #: Failing reasons in order of precedence (module docstring): the first row
 #: that holds a failing check's reason gives the probe's reason.  Reasons not
@@ -151,11 +194,12 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("encoding_broken", "bytelevel_tokens", "control_tokens", "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
     ("repetition",),
+    ("reply_too_large",),
     ("empty_output",),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
     ("truncated", "echo_mismatch"),
 )
-DEFAULT_RANK = 7
+DEFAULT_RANK = 8
 _RANK: dict[str, int] = {reason: rank for rank, row in enumerate(FAIL_PRECEDENCE) for reason in row}
 
 

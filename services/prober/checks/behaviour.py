@@ -298,10 +298,19 @@ def _longest_run(tokens: list[str], min_share: float) -> tuple[int, int, int] | 
     return best
 
 
+#: Characters of a reply the repetition check scans: a runaway shows long before
+#: (a 320-token reply is about 2 kB), and scanning a capped 256 KiB reply took
+#: 230 ms of CPU (issue 11 §2: bounded work per probe).
+REPETITION_SCAN_CHARS = 16 * 1024
+
+
 def check_repetition(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail runaway repetition (:func:`find_repetition`); short requested repetition passes."""
+    """Fail runaway repetition (:func:`find_repetition`) in the first :data:`REPETITION_SCAN_CHARS` characters.
+
+    Short requested repetition passes (FP-11).
+    """
     name = "corruption.repetition"
-    found = find_repetition(reply.text)
+    found = find_repetition(reply.text[:REPETITION_SCAN_CHARS])
     if found is None:
         return CheckResult(check=name, outcome="pass")
     return CheckResult(check=name, outcome="fail", reason="repetition", evidence=found)
@@ -359,11 +368,18 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail ``finish_reason: tool_calls`` on a probe that offered no tools (FC-11)."""
+    """Fail tool calls on a probe that offered no tools (FC-11, issue 16).
+
+    ``finish_reason: tool_calls`` or ``delta.tool_calls`` in the stream: the
+    probes never send ``tools``.  Evidence: ``finish_reason``; with calls
+    seen, ``tool_calls`` (how many) and ``tools`` (their names).
+    """
     name = "corruption.tool_calls"
-    if reply.finish_reason == "tool_calls":
-        return CheckResult(check=name, outcome="fail", reason="unexpected_tool_calls",
-                           evidence={"finish_reason": reply.finish_reason})
+    if reply.finish_reason == "tool_calls" or reply.tool_calls:
+        evidence: dict = {"finish_reason": reply.finish_reason}
+        if reply.tool_calls:
+            evidence.update(tool_calls=reply.tool_calls, tools=list(reply.tool_names))
+        return CheckResult(check=name, outcome="fail", reason="unexpected_tool_calls", evidence=evidence)
     return CheckResult(check=name, outcome="pass")
 
 

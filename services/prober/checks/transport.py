@@ -6,7 +6,10 @@ error body, an in-band error chunk, ``finish_reason: error`` or an error in
 FC-26, FC-27, FC-28; openrouter-api.md §3, §4, §6).  A ``200`` stream that
 stopped without a finish reason (no ``[DONE]``) was cut; one the client gave
 up on after output had started stalled.  Content cannot be judged in either
-case.
+case.  A read the prober stopped at a cap on bytes on the wire
+(``response_too_large``, ``line_too_long``; issue 11 §2) is a transport error
+too; one it stopped at the cap on text (``Reply.cut == "reply_max_bytes"``) is
+not cut: the checks judge it (``reply_too_large``).
 
 One exception is a quality ``fail``: a ``403`` moderation refusal of the
 benign canary prompt (openrouter-api.md §6, "Moderation (403)") is a filter
@@ -56,8 +59,16 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         or ``fail`` / ``content_filter`` for a 403 moderation refusal.
     """
     if reply.transport_error:
+        evidence: dict[str, Any] = {"http_status": reply.http_status}
+        for key in ("content_type", "cut"):
+            if getattr(reply, key) is not None:
+                evidence[key] = getattr(reply, key)
+        if reply.cut is not None:
+            evidence["wire_bytes"] = reply.wire_bytes
+        if reply.transport_error == "body_parse" and reply.text:
+            evidence["first_bytes"] = reply.text[:120]
         return CheckResult(check=CHECK, outcome="transport_error", reason=reply.transport_error,
-                           evidence={"http_status": reply.http_status})
+                           evidence=evidence)
     status = reply.http_status
     if status is not None and status != 200:
         evidence = {"http_status": status, "error": reply.error}
@@ -81,7 +92,7 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         if spec is None or first is None or first <= spec.ttft_threshold_ms:
             return CheckResult(check=CHECK, outcome="transport_error", reason="stream_stalled",
                                evidence={"ttft_ms": first, "total_ms": reply.total_ms})
-    elif status == 200 and reply.finish_reason is None and produced:
+    elif status == 200 and reply.finish_reason is None and produced and reply.cut is None:
         return CheckResult(check=CHECK, outcome="transport_error", reason="stream_cut",
                            evidence={"output_chars": len(reply.text)})
     return CheckResult(check=CHECK, outcome="pass")
