@@ -195,7 +195,7 @@ def watch(
 
 @app.command()
 def simulator(
-    scenario: Annotated[str, typer.Option(help="'default', 'full' or a scenario TOML file")] = "default",
+    scenario: Annotated[str, typer.Option(help="'default', 'full', 'hostile' or a scenario TOML file")] = "default",
     port: Annotated[int, typer.Option(help="TCP port (0: a free one)")] = 8080,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
     sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,

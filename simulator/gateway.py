@@ -11,6 +11,11 @@ same client code runs against both:
   ``X-OpenRouter-Metadata: enabled`` (§9)
 - ``GET  /api/v1/generation?id=`` (§7)
 
+A hostile gateway (scenario ``HOSTILE_KINDS``, issue 11 §2) plays on the same
+wire: keep-alives forever, tokens forever, headers then silence, an HTML page
+with 200, bytes that are not UTF-8 split across writes, a stream without
+``[DONE]``, a 20 MB reply (as SSE deltas or as one JSON body).
+
 Test hooks, not OpenRouter (prefixed ``/_sim``):
 
 - ``PUT /_sim/faults?provider=<tag>[&model=<id>]`` with ``{"faults": [...]}``
@@ -58,7 +63,22 @@ from reverie_canary.simulator.model import (
     split_pieces,
 )
 from reverie_canary.simulator.routing import NoRoute, request_parameters, route
-from reverie_canary.simulator.scenario import Endpoint, Flaky, Model, Scenario, Slow, check_faults, decode_faults
+from reverie_canary.simulator.scenario import (
+    BadUtf8,
+    Endpoint,
+    Flaky,
+    Html200,
+    HugeReply,
+    KeepaliveForever,
+    Model,
+    NoDone,
+    Scenario,
+    SilentAfterHeaders,
+    Slow,
+    TokensForever,
+    check_faults,
+    decode_faults,
+)
 from reverie_canary.simulator.text import TextSource
 from reverie_canary.simulator.wire import (
     Architecture,
@@ -340,6 +360,10 @@ class Gateway:
                 referer=request.headers.get("http-referer"), user_agent=request.headers.get("user-agent"),
             )
             headers = {"X-Generation-Id": ex.gen_id}
+            if plan.hostile is not None:
+                hostile = self._hostile(ex, headers, stream=chat.stream)
+                if hostile is not None:
+                    return hostile
             if chat.stream:
                 headers |= {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
                 return StreamingResponse(self._stream(ex), media_type="text/event-stream", headers=headers)
@@ -449,9 +473,25 @@ class Gateway:
         ))
 
     async def _stream(self, ex: _Exchange) -> AsyncIterator[bytes]:
-        """The SSE body (§3): keep-alives, reasoning, content, usage chunk, ``[DONE]``."""
+        """The SSE body (§3), written in pieces that split characters when the plan says ``bad_utf8``."""
+        hostile = ex.plan.hostile
+        if not isinstance(hostile, BadUtf8):
+            async for data in self._events(ex):
+                yield data
+            return
+        step = hostile.piece_bytes
+        async for data in self._events(ex):
+            if hostile.mode == "invalid" and b'"content":"' in data:
+                data = data.replace(_BAD_MARK, b"\xff", 1).replace(_BAD_MARK, b"\xc3")
+            for i in range(0, len(data), step):
+                yield data[i:i + step]
+                await asyncio.sleep(0)
+
+    async def _events(self, ex: _Exchange) -> AsyncIterator[bytes]:
+        """The SSE events (§3): keep-alives, reasoning, content, usage chunk, ``[DONE]``."""
         loop = asyncio.get_running_loop()
         plan = ex.plan
+        no_done = plan.hostile if isinstance(plan.hostile, NoDone) else None
         base = ex.attempt_started
         served = ex.served.provider_name
 
@@ -482,7 +522,10 @@ class Gateway:
                     yield chunk(Delta(content="", reasoning=piece))
                 reasoning_tokens = plan.reasoning_tokens
             await _sleep_until(base + plan.content_at_s)
-            pieces = split_pieces(plan.content)
+            content = plan.content
+            if isinstance(plan.hostile, BadUtf8) and plan.hostile.mode == "invalid":
+                content = _mark_bad_bytes(content)
+            pieces = split_pieces(content)
             midstream = plan.failure is not None and plan.failure.kind == "midstream"
             if midstream:
                 pieces = pieces[: max(1, len(pieces) // 2)]
@@ -492,9 +535,11 @@ class Gateway:
                 if first_token is None:
                     first_token = loop.time()
                 sent.append(piece)
-                last = i == len(pieces) - 1 and not midstream
+                last = i == len(pieces) - 1 and not midstream and not (no_done and no_done.mode == "cut")
                 yield chunk(Delta(content=piece), plan.finish_reason if last else None,
                             plan.native_finish_reason if last else None)
+            if no_done is not None and no_done.mode == "cut":
+                return  # no finish reason, no usage, no [DONE]: the connection closes
             if midstream:
                 await asyncio.sleep(plan.chunk_interval_s)
                 yield _sse(Chunk(
@@ -519,6 +564,10 @@ class Gateway:
                                                               _strategy(ex.request))
             yield _sse(Chunk(id=ex.gen_id, created=ex.created, model=ex.model.id, provider=served, choices=[],
                              usage=self._usage(ex, plan.completion_tokens, plan.reasoning_tokens), **extra))
+            if no_done is not None:
+                if no_done.mode == "hold":
+                    await asyncio.Event().wait()  # held open and silent until the client leaves
+                return
             yield DONE
             finished = True
             self._record(ex, streamed=True, cancelled=False, finish=plan.finish_reason,
@@ -528,6 +577,84 @@ class Gateway:
             if not finished:
                 self._record(ex, streamed=True, cancelled=True, finish=None, native=None, first_token=first_token,
                              completion_tokens=_tokens(sent), reasoning_tokens=reasoning_tokens)
+
+    def _hostile(self, ex: _Exchange, headers: dict[str, str], *, stream: bool) -> Response | None:
+        """The response of a hostile-gateway fault (scenario.HOSTILE_KINDS), or ``None`` to answer normally."""
+        fault = ex.plan.hostile
+        sse = {**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if isinstance(fault, KeepaliveForever):
+            return StreamingResponse(self._keepalives_forever(), media_type="text/event-stream", headers=sse)
+        if isinstance(fault, SilentAfterHeaders):
+            return StreamingResponse(_silence(), media_type="text/event-stream", headers=sse)
+        if isinstance(fault, Html200):
+            return Response(_html_page(fault.size_kb), status_code=200, media_type="text/html", headers=headers)
+        if isinstance(fault, TokensForever):
+            if not stream:
+                return None
+            return StreamingResponse(self._tokens_forever(ex, fault), media_type="text/event-stream", headers=sse)
+        if isinstance(fault, HugeReply):
+            if fault.body or not stream:
+                return StreamingResponse(self._huge_body(ex, fault), media_type="application/json", headers=headers)
+            return StreamingResponse(self._huge_stream(ex, fault), media_type="text/event-stream", headers=sse)
+        return None  # bad_utf8, no_done: the normal stream plays them
+
+    async def _keepalives_forever(self) -> AsyncIterator[bytes]:
+        while True:
+            yield KEEPALIVE
+            await asyncio.sleep(self.keepalive_s)
+
+    def _prose(self, ex: _Exchange, size: int) -> str:
+        """``size`` characters of the requested language's sentences (a block of about 16 kB, repeated)."""
+        rng = random.Random(f"{self.scenario.seed}|prose|{ex.instructions.language}")
+        out: list[str] = []
+        total = 0
+        while total < min(size, 16 * 1024):
+            for sentence in self.text.sentences(ex.instructions.language, rng, 4):
+                out.append(sentence + " ")
+                total += len(sentence) + 1
+        block = "".join(out)
+        return (block * (size // len(block) + 1))[:size]
+
+    def _delta(self, ex: _Exchange, content: str, finish: str | None = None) -> bytes:
+        return _sse(Chunk(id=ex.gen_id, created=ex.created, model=ex.model.id, provider=ex.served.provider_name,
+                          choices=[StreamChoice(delta=Delta(content=content), finish_reason=finish,
+                                                native_finish_reason=finish)]))
+
+    async def _tokens_forever(self, ex: _Exchange, fault: TokensForever) -> AsyncIterator[bytes]:
+        yield KEEPALIVE
+        await _sleep_until(ex.attempt_started + ex.plan.content_at_s)
+        block = self._prose(ex, max(fault.chunk_chars * 8, 4096))
+        i = 0
+        while True:
+            start = (i * fault.chunk_chars) % len(block)
+            yield self._delta(ex, (block + block)[start:start + fault.chunk_chars])
+            i += 1
+            await asyncio.sleep(fault.interval_s)
+
+    async def _huge_stream(self, ex: _Exchange, fault: HugeReply) -> AsyncIterator[bytes]:
+        yield KEEPALIVE
+        await _sleep_until(ex.attempt_started + ex.plan.content_at_s)
+        piece = self._delta(ex, self._prose(ex, fault.piece_kb * 1024))
+        for _ in range(max(1, int(fault.megabytes * 1024 * 1024) // (fault.piece_kb * 1024))):
+            yield piece
+            await asyncio.sleep(0)
+        yield self._delta(ex, "", finish="stop")
+        yield _sse(Chunk(id=ex.gen_id, created=ex.created, model=ex.model.id, provider=ex.served.provider_name,
+                         choices=[], usage=self._usage(ex, ex.plan.completion_tokens, 0)))
+        yield DONE
+
+    async def _huge_body(self, ex: _Exchange, fault: HugeReply) -> AsyncIterator[bytes]:
+        await _sleep_until(ex.attempt_started + ex.plan.content_at_s)
+        head = (b'{"id":' + encode(ex.gen_id) + b',"object":"chat.completion","created":' + str(ex.created).encode()
+                + b',"model":' + encode(ex.model.id) + b',"provider":' + encode(ex.served.provider_name)
+                + b',"choices":[{"index":0,"message":{"role":"assistant","content":"')
+        yield head
+        piece = encode(self._prose(ex, fault.piece_kb * 1024))[1:-1]
+        for _ in range(max(1, int(fault.megabytes * 1024 * 1024) // len(piece))):
+            yield piece
+            await asyncio.sleep(0)
+        yield (b'"},"finish_reason":"stop","native_finish_reason":"stop"}],"usage":'
+               + encode(self._usage(ex, ex.plan.completion_tokens, 0)) + b"}")
 
     async def _complete(self, ex: _Exchange, headers: dict[str, str]) -> Response:
         """A non-streamed ``chat.completion`` (§3-§6); a mid-generation failure is a 200 with a choice error."""
@@ -639,6 +766,38 @@ async def _sleep_until(deadline: float) -> None:
     delay = deadline - asyncio.get_running_loop().time()
     if delay > 0:
         await asyncio.sleep(delay)
+
+
+#: A private-use character the ``bad_utf8`` fault writes into content; on the wire its
+#: UTF-8 bytes are replaced by bytes that are not UTF-8.
+_BAD_CHAR = "\ue000"
+_BAD_MARK = _BAD_CHAR.encode("utf-8")
+
+
+def _mark_bad_bytes(content: str) -> str:
+    """Put a bad-byte marker after the first word and in the middle of ``content``."""
+    if not content:
+        return content
+    first = content.find(" ")
+    first = first if first > 0 else len(content) // 2
+    middle = max(first + 1, len(content) // 2)
+    return content[:first] + _BAD_CHAR + content[first:middle] + _BAD_CHAR + content[middle:]
+
+
+async def _silence() -> AsyncIterator[bytes]:
+    """A body that never sends a byte (the client's disconnect or the server's shutdown ends it)."""
+    await asyncio.Event().wait()
+    yield b""
+
+
+def _html_page(size_kb: int) -> bytes:
+    """An HTML challenge page of about ``size_kb`` KiB, as a CDN in front of an API sends one."""
+    head = (b"<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title>"
+            b"<meta http-equiv=\"refresh\" content=\"390\"></head><body><div class=\"main-wrapper\">"
+            b"<h1>Checking if the site connection is secure</h1>")
+    filler = b"<p>This process is automatic. Your browser will redirect to your requested content shortly.</p>"
+    body = head + filler * max(1, (size_kb * 1024 - len(head)) // len(filler))
+    return body + b"</div></body></html>"
 
 
 async def _hang(request: Request, hang_s: float) -> bool:

@@ -27,6 +27,7 @@ from msgspec import Struct
 
 from reverie_canary.simulator import jsongen
 from reverie_canary.simulator.scenario import (
+    HOSTILE_KINDS,
     BrokenStructured,
     ByteLevel,
     ControlTokens,
@@ -114,6 +115,9 @@ class Plan(Struct, frozen=True, kw_only=True):
         completion_tokens: output tokens, reasoning included.
         reasoning_tokens: reasoning part of ``completion_tokens``.
         faults: kinds of the faults that acted (for ``/_sim`` introspection).
+        hostile: the hostile-gateway fault that shapes the wire
+            (:data:`reverie_canary.simulator.scenario.HOSTILE_KINDS`), or ``None``;
+            the gateway plays it, the rest of the plan is the healthy reply.
     """
 
     failure: Failure | None = None
@@ -127,6 +131,7 @@ class Plan(Struct, frozen=True, kw_only=True):
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     faults: tuple[str, ...] = ()
+    hostile: Any = None
 
 
 def count_tokens(text: str) -> int:
@@ -269,6 +274,7 @@ def plan_attempt(
     active = active_faults([f for f in faults if not isinstance(f, PinBypass)], instructions, rng)
     kinds = tuple(type(f).__struct_config__.tag for f in active)
     interval = endpoint.chunk_interval_s if endpoint.chunk_interval_s is not None else chunk_interval_s
+    hostile = next((f for f in active if type(f).__struct_config__.tag in HOSTILE_KINDS), None)
 
     flaky: Flaky | None = _first(active, Flaky)
     failure = None
@@ -349,7 +355,7 @@ def plan_attempt(
         content=content, content_at_s=content_at, chunk_interval_s=interval,
         finish_reason=finish, native_finish_reason=native,
         completion_tokens=count_tokens(content) + reasoning_tokens, reasoning_tokens=reasoning_tokens,
-        faults=kinds,
+        faults=kinds, hostile=hostile,
     )
 
 

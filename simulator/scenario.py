@@ -23,6 +23,12 @@ requests it applies to: ``json`` (the request has ``response_format``),
 ``languages`` (requested languages), ``prompt_contains`` (substrings of the
 last user message, case-insensitive).
 
+Two families of faults: **provider defects** (:data:`FAULT_KINDS`: what the
+canary must catch and judge; the ``full`` scenario has one endpoint per kind)
+and a **hostile gateway** (:data:`HOSTILE_KINDS`: what the canary must
+survive, bounded in time and memory, issue 11 §2; the ``hostile`` scenario
+has one endpoint per kind).  Both speak the real wire format.
+
 Decoding is strict (unknown fields and wrong types are errors) and every error
 names the field: ``scenario default.toml: Expected `float`, got `str` - at
 `$.models[0].endpoints[6].faults[0].ttft_s```.
@@ -230,13 +236,91 @@ class PinBypass(FaultBase, tag="pin_bypass", kw_only=True):
     serve_as: str
 
 
-Fault = (
+# -- a hostile gateway (issue 11 §2): what the canary must survive, on the real wire ------------
+
+
+class KeepaliveForever(FaultBase, tag="keepalive_forever", kw_only=True):
+    """HTTP 200, ``text/event-stream``, then ``: OPENROUTER PROCESSING`` comments every
+    ``keepalive_s`` until the client leaves: never a data line."""
+
+
+class TokensForever(FaultBase, tag="tokens_forever", kw_only=True):
+    """Content deltas without end: no finish reason, no usage, no ``[DONE]``.
+
+    Attributes:
+        chunk_chars: characters of prose per delta.
+        interval_s: seconds between deltas (0: as fast as the client reads).
+    """
+
+    chunk_chars: Annotated[int, Meta(ge=1, le=1 << 20)] = 2048
+    interval_s: Seconds = 0.0
+
+
+class SilentAfterHeaders(FaultBase, tag="silent_after_headers", kw_only=True):
+    """HTTP 200 and ``text/event-stream`` headers, then not one byte until the client leaves."""
+
+
+class Html200(FaultBase, tag="html_200", kw_only=True):
+    """HTTP 200 with an HTML page (``text/html``) where the completion should be: a
+    proxy's or CDN's challenge page, about ``size_kb`` KiB."""
+
+    size_kb: Annotated[int, Meta(ge=1, le=1 << 16)] = 8
+
+
+class BadUtf8(FaultBase, tag="bad_utf8", kw_only=True):
+    """The stream is written in pieces of ``piece_bytes`` bytes, which split
+    multi-byte characters across writes; with ``mode = "invalid"`` the content
+    also holds bytes that are not UTF-8 (a lone lead byte, ``0xFF``).
+
+    Attributes:
+        mode: ``invalid`` (bad bytes and split writes) or ``split`` (only valid
+            characters, split across writes: must read as healthy).
+        piece_bytes: bytes per write.
+    """
+
+    mode: Literal["invalid", "split"] = "invalid"
+    piece_bytes: Annotated[int, Meta(ge=1, le=4096)] = 7
+
+
+class NoDone(FaultBase, tag="no_done", kw_only=True):
+    """A stream that never sends ``data: [DONE]``.
+
+    Attributes:
+        mode: ``hold`` (finish reason and usage, then the connection is held
+            open and silent), ``close`` (finish reason and usage, then the
+            connection closes) or ``cut`` (content without a finish reason,
+            then the connection closes).
+    """
+
+    mode: Literal["hold", "close", "cut"] = "hold"
+
+
+class HugeReply(FaultBase, tag="huge_reply", kw_only=True):
+    """A reply of ``megabytes`` MB of prose, then a normal ending.
+
+    Attributes:
+        megabytes: size of the content.
+        piece_kb: KiB of content per SSE delta (or per write of a body).
+        body: answer even a stream request with one ``application/json`` body
+            (non-stream requests always get one).
+    """
+
+    megabytes: Annotated[float, Meta(gt=0.0, le=1024.0)] = 20.0
+    piece_kb: Annotated[int, Meta(ge=1, le=1 << 16)] = 16
+    body: bool = False
+
+
+DefectFault = (
     Slow | BrokenStructured | LeadingJunk | LanguageDrift | Filter | Flaky | Truncate | ByteLevel
     | Mojibake | ControlTokens | Repetition | Inject | NativeError | PinBypass
 )
+HostileFault = KeepaliveForever | TokensForever | SilentAfterHeaders | Html200 | BadUtf8 | NoDone | HugeReply
+Fault = DefectFault | HostileFault
 
-#: Every fault kind, by its ``kind`` tag.
-FAULT_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in Fault.__args__}  # type: ignore[attr-defined]
+#: Every provider-defect kind, by its ``kind`` tag (the ``full`` scenario has each).
+FAULT_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in DefectFault.__args__}  # type: ignore[attr-defined]
+#: Every hostile-gateway kind, by its ``kind`` tag (the ``hostile`` scenario has each).
+HOSTILE_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in HostileFault.__args__}  # type: ignore[attr-defined]
 
 
 class Pricing(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

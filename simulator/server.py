@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reverie_canary.simulator",
                                      description="Simulated OpenRouter gateway with a scripted provider fleet.")
     parser.add_argument("--scenario", default="default",
-                        help="packaged scenario name (default, full) or a TOML file path")
+                        help="packaged scenario name (default, full, hostile) or a TOML file path")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=_port, default=8080, help="TCP port, 0 for a free one")
     parser.add_argument("--sentences", default=None, help="directory of <lang>.txt real sentences")
