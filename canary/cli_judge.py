@@ -14,15 +14,16 @@ import typer
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.errors import ConfigError
 from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.timefmt import utc_text
 
 
 def _decision_line(seq: int | None, d) -> str:
     """One decision of the timeline, with the mode it was made in (``[enforce]`` / ``[observe]``)."""
-    until = f" until {d.until.strftime('%Y-%m-%dT%H:%M:%SZ')}" if d.until else ""
+    until = f" until {utc_text(d.until)}" if d.until else ""
     where = f"#{seq} " if seq is not None else ""
     who = d.provider or "(model)"
     kind = f" ({d.kind})" if d.kind else ""
-    return (f"{where}{d.at.strftime('%Y-%m-%dT%H:%M:%SZ')}  {d.action:<14} [{d.mode}] {d.model}  {who}{kind}{until}  "
+    return (f"{where}{utc_text(d.at)}  {d.action:<14} [{d.mode}] {d.model}  {who}{kind}{until}  "
             f"{d.reason}: {d.detail}")
 
 
@@ -384,7 +385,7 @@ def report(
             print(shadow_report(states[r.model], report=r))
             expired = log_start is not None and log_start[1] > 1
             print(f"  source: the log, {r.events} event(s) of this model folded"
-                  + (f", from {r.log_start.strftime('%Y-%m-%dT%H:%M:%SZ')} on (older events expired: calls "
+                  + (f", from {utc_text(r.log_start)} on (older events expired: calls "
                      "before that are not counted)" if expired and r.log_start is not None else ""))
             if r.redis_calls is None:
                 print("  Redis holds no state of this model (flushed or lost): the judge rebuilds it from the log")

@@ -24,6 +24,7 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.canary.cli_ops import WAIT_S, ActorOpt, Bus, OpsError, _command_fields, _run, _validated
+from reverie_canary.shared.timefmt import utc_text
 
 notices_app = typer.Typer(no_args_is_help=True,
                           help="Notices: dead letters, pending and recent deliveries (list); resend dead letters.")
@@ -33,7 +34,7 @@ app.add_typer(notices_app, name="notices")
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(datetime.fromtimestamp(epoch, timezone.utc))
 
 
 def _row(entry, notice, mask) -> dict[str, Any]:

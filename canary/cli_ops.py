@@ -42,6 +42,7 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.timefmt import utc_text
 
 override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
 exclusions_app = typer.Typer(no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
@@ -112,11 +113,6 @@ def default_actor(env: dict[str, str] | None = None) -> str:
         return "operator"
 
 
-def fmt_time(at: datetime | None) -> str:
-    """``2026-06-11T18:00:00Z`` (UTC, to the second), or ``never``."""
-    return "never" if at is None else at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _quoted(items: list[str]) -> str:
     return "[" + ", ".join(f'"{p}"' for p in items) + "]"
 
@@ -131,7 +127,7 @@ def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
     if snapshot is None:
         return [f"{model}: no snapshot yet"]
     live = snapshot.ignore_at(now)
-    lines = [f"{model}: snapshot v{snapshot.version} at {fmt_time(snapshot.at)}, "
+    lines = [f"{model}: snapshot v{snapshot.version} at {utc_text(snapshot.at)}, "
              f"{len(live)} ignored now: {_quoted(live)}"]
     if not snapshot.entries:
         lines.append("  (no entries)")
@@ -143,9 +139,9 @@ def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
             if r.actor:
                 bits.append(f"actor {r.actor}")
             if r.since is not None:
-                bits.append(f"since {fmt_time(r.since)}")
+                bits.append(f"since {utc_text(r.since)}")
             expired = r.until is not None and r.until <= now
-            bits.append(f"until {fmt_time(r.until)}" + (" (expired)" if expired else ""))
+            bits.append(f"until {utc_text(r.until)}" + (" (expired)" if expired else ""))
             if r.reference:
                 bits.append(f"ref {r.reference}")
             lines.append("  ".join(bits))
@@ -154,9 +150,9 @@ def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
 
 def exclusion_line(e) -> str:
     """One reviewed exclusion, for ``canary exclusions check``."""
-    until = f", expires {fmt_time(e.until)}" if e.until else ""
+    until = f", expires {utc_text(e.until)}" if e.until else ""
     scope = "every model (*)" if e.model == "*" else e.model
-    return f"line {e.line}: {e.provider} on {scope}: {e.reason} ({e.reference}); reviewed {fmt_time(e.since)}{until}"
+    return f"line {e.line}: {e.provider} on {scope}: {e.reason} ({e.reference}); reviewed {utc_text(e.since)}{until}"
 
 
 def _scope(model: str) -> str:
@@ -456,13 +452,13 @@ def override_add(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if expires_at is not None and expires_at <= fields["at"]:
-        typer.echo(f"error: --expires {fmt_time(expires_at)} is not in the future", err=True)
+        typer.echo(f"error: --expires {utc_text(expires_at)} is not in the future", err=True)
         raise typer.Exit(2)
     settings = _settings(config)
     command = _validated(AddOverride, **fields, provider=provider, model=model, reason=reason,
                          expires_at=expires_at, reference=reference, force=force)
     seq, answer = _run(_send(settings, command, timeout), settings)
-    until = f" until {fmt_time(expires_at)}" if expires_at else ""
+    until = f" until {utc_text(expires_at)}" if expires_at else ""
     _report(command, seq, answer, f"override added: {provider} on {_scope(model)}: {reason} ({command.actor}){until}",
             timeout)
 
@@ -549,7 +545,7 @@ def lift(
     _refused_or_late(command, seq, answer, timeout, prefix="lifted nothing: ")
     for d in answer.decisions:
         verb = "lifted" if d.action == "end" else "would be lifted (observe mode)"
-        typer.echo(f"suspension {verb}: {d.provider} on {d.model} — decision {d.action} at {fmt_time(d.at)}: "
+        typer.echo(f"suspension {verb}: {d.provider} on {d.model} — decision {d.action} at {utc_text(d.at)}: "
                    f"{d.detail}")
 
 

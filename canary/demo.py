@@ -38,6 +38,7 @@ from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscov
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.timefmt import utc_text
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import ROUTING_BUCKET
 
@@ -180,7 +181,7 @@ class Observer:
         if v.common_mode:
             extra.append(f"common-mode frozen: {', '.join(v.common_mode)}")
         self.cycle_ids.append((v.cycle, v.cycle_no))
-        self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {v.at.strftime('%H:%M:%S')}"
+        self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {utc_text(v.at, precision='clock')}"
                    + (f"  [{'; '.join(extra)}]" if extra else ""))
         if self.probers > 1:
             split = self.split(v.cycle)
@@ -214,7 +215,7 @@ class Observer:
         if any(x.decision_id == d.decision_id for x in self.decisions):
             return
         self.decisions.append(d)
-        until = f" until {d.until.strftime('%H:%M:%S')}" if d.until else ""
+        until = f" until {utc_text(d.until, precision='clock')}" if d.until else ""
         who = d.provider or "(model-wide)"
         self.print(f"   >> decision: {d.action.upper()} [{d.mode}] {who}{until} - {d.reason}: {d.detail}")
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
+from reverie_canary.shared.timefmt import utc_text
+
 
 def cycle_id(model: str, start: datetime) -> str:
     """``<model>@<start UTC ISO-8601>``: names one probe cycle of one model."""
-    return f"{model}@{start.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+    return f"{model}@{utc_text(start, precision='us')}"
 
 
 def cycle_no(epoch_s: float, interval_s: float) -> int:

@@ -59,11 +59,22 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
     },
 }
 
-for _service, _families in READS.items():
-    for _family, _types in _families.items():
-        _stray = [t.__name__ for t in _types if t not in ORIGINS.get(_family, ())]
-        if _stray:
-            raise TypeError(f"{_service} reads {_stray} on canary.{_family}, where they never arrive (codec.ORIGINS)")
+
+
+def check(reads: dict[str, dict[str, tuple[type, ...]]]) -> None:
+    """Refuse a table in which a service reads a type on a family where it never arrives.
+
+    Raises:
+        TypeError: naming the service, the types and the family.
+    """
+    for service, families in reads.items():
+        for family, types in families.items():
+            stray = [t.__name__ for t in types if t not in ORIGINS.get(family, ())]
+            if stray:
+                raise TypeError(f"{service} reads {stray} on canary.{family}, where they never arrive (codec.ORIGINS)")
+
+
+check(READS)
 
 
 def filters(service: str) -> list[str]:

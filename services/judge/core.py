@@ -43,12 +43,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.shared import ids
+from reverie_canary.shared import ids, inputs
 from reverie_canary.shared.commands import LiftSuspension, SetMode
 from reverie_canary.shared.events import (
     LANGUAGE_ANOMALIES,
@@ -66,6 +66,7 @@ from reverie_canary.shared.events import (
 )
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.timefmt import utc_text
 
 #: How many closed cycles a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64
@@ -220,7 +221,8 @@ def initial(model: str) -> ModelState:
 
 
 Effect = CycleVerdict | Decision | RetestRequested
-JudgeInput = EndpointsDiscovered | ProbeResult | CycleClosed | IgnoreSnapshot | LiftSuspension | SetMode
+#: What :func:`decide` folds: the judge's row of :data:`reverie_canary.shared.inputs.READS` (one table).
+JudgeInput = Union[inputs.folded("judge")]  # noqa: UP007 (a tuple of types)
 
 #: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``
 #: grows, ``0`` resets, ``None`` keeps (DESIGN.md: frozen neither grows nor resets).
@@ -581,7 +583,7 @@ def _expire(state: ModelState, at: datetime, policy: Policy) -> list[Effect]:
         if s is not None and s.until <= at:
             action = "end" if s.enforced else "would_end"
             out.append(_decision(state, name, action, s.until, anchor=s.decision_id, reason="expired",
-                                 detail=f"suspension ended at its expiry ({_fmt(s.until)})",
+                                 detail=f"suspension ended at its expiry ({utc_text(s.until)})",
                                  cycles=s.cycles, ladder_level=s.level, policy=policy))
             ps.suspension = None
             ps.failed_streak = ps.enforce_streak = 0
@@ -773,10 +775,6 @@ def human_duration(seconds: float) -> str:
     if seconds >= 3600:
         return f"{seconds / 3600:g} h"
     return f"{seconds:g} s"
-
-
-def _fmt(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def suspended(state: ModelState, at: datetime | None = None) -> dict[str, Suspension]:

@@ -15,10 +15,7 @@ from msgspec import Struct
 
 from reverie_canary.services.judge.core import ModelState, Policy, human_duration, mode_of
 from reverie_canary.shared.events import PROBE_KINDS, Mode
-
-
-def _t(dt) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt else "-"
+from reverie_canary.shared.timefmt import utc_text
 
 
 def modes_text(modes: dict[str, Mode]) -> str:
@@ -40,9 +37,9 @@ def modes_of(state: ModelState, policy: Policy, kinds: Iterable[str] = PROBE_KIN
 
 def decision_line(d: Any) -> str:
     """One decision (a :class:`~reverie_canary.shared.events.Decision` or a view of one), with the mode it was made in."""
-    until = f" until {_t(d.until)}" if getattr(d, "until", None) else ""
+    until = f" until {utc_text(d.until, missing='-')}" if getattr(d, "until", None) else ""
     kind = f" ({d.kind})" if getattr(d, "kind", None) else ""
-    return f"{_t(d.at)}  {d.action:<14} [{d.mode}]{kind}{until}  {d.reason}: {d.detail}"
+    return f"{utc_text(d.at, missing='-')}  {d.action:<14} [{d.mode}]{kind}{until}  {d.reason}: {d.detail}"
 
 
 def explain_provider(state: ModelState, provider: str, policy: Policy, *, kinds: Iterable[str] = PROBE_KINDS,
@@ -66,7 +63,7 @@ def explain_provider(state: ModelState, provider: str, policy: Policy, *, kinds:
     if ps.suspension is not None:
         s = ps.suspension
         kind = "SUSPENDED [enforce]" if s.enforced else "would be suspended [observe]"
-        lines.append(f"  {kind} since {_t(s.since)} until {_t(s.until)} (ladder step {s.level}, decision {s.decision_id})")
+        lines.append(f"  {kind} since {utc_text(s.since, missing='-')} until {utc_text(s.until, missing='-')} (ladder step {s.level}, decision {s.decision_id})")
         lines.append(f"    because of cycles: {', '.join(s.cycles)}")
         for r in s.evidence:
             now_in = f" [{modes.get(r.kind, mode_of(state, policy, r.kind))} now]" if mixed else ""
@@ -79,7 +76,7 @@ def explain_provider(state: ModelState, provider: str, policy: Policy, *, kinds:
                  f"passed {ps.passed_streak}, frozen {ps.frozen_streak}")
     step = min(ps.ladder_level, len(policy.ladder_s) - 1)
     lines.append(f"  ladder: {ps.ladder_level} suspension(s) since it last reset; next would last "
-                 f"{human_duration(policy.ladder_s[step])}; last suspension {_t(ps.last_suspension_at)}; "
+                 f"{human_duration(policy.ladder_s[step])}; last suspension {utc_text(ps.last_suspension_at, missing='-')}; "
                  f"resets {human_duration(policy.ladder_reset_s)} after it")
     if not ps.present:
         lines.append("  not listed by the gateway in the latest discovery (history kept)")
@@ -87,7 +84,7 @@ def explain_provider(state: ModelState, provider: str, policy: Policy, *, kinds:
         lines.append("  recent cycles:")
         for h in ps.history[-8:]:
             why = ", ".join(h.reasons) if h.reasons else ""
-            lines.append(f"    {_t(h.at)}  {h.verdict:<7} {why}")
+            lines.append(f"    {utc_text(h.at, missing='-')}  {h.verdict:<7} {why}")
             for r in h.results:
                 if r.outcome != "pass":
                     now_in = f" [{modes.get(r.kind, mode_of(state, policy, r.kind))} now]" if mixed else ""
@@ -165,5 +162,5 @@ def shadow_report(state: ModelState, policy: Policy | None = None, *, report: Sh
     if r.precision is not None:
         lines.append(f"  precision so far: {r.precision:.0%} of the resolved calls were right")
     for c in r.calls[-20:]:
-        lines.append(f"  {_t(c.at)}  {c.provider:<28} [{c.mode}] {c.outcome:<8} resolved {_t(c.resolved_at)}")
+        lines.append(f"  {utc_text(c.at, missing='-')}  {c.provider:<28} [{c.mode}] {c.outcome:<8} resolved {utc_text(c.resolved_at, missing='-')}")
     return "\n".join(lines)

@@ -18,14 +18,13 @@ from nats.js import JetStreamContext
 
 from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
 from reverie_canary.shared.settings import SECRET_FIELDS, Settings
-from reverie_canary.shared import codec, eventlog, subjects
+from reverie_canary.shared import codec, eventlog, inputs
 from reverie_canary.shared.errors import Undecodable
 from reverie_canary.shared.eventlog import LoggedEvent
 from reverie_canary.shared.events import Decision
 
-#: Subjects the judge folds (its durable consumer's filter).
-JUDGE_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_OPS,
-                                       subjects.ALL_ROUTING])
+#: Subjects the judge folds (its durable consumer's filter): from :data:`reverie_canary.shared.inputs.READS`.
+JUDGE_SUBJECTS = inputs.prefixes("judge")
 
 
 async def read_log(js: JetStreamContext, *, since: datetime | None = None, until_seq: int | None = None,

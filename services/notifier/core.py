@@ -51,6 +51,7 @@ from reverie_canary.shared.events import (
     Severity,
 )
 from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.timefmt import utc_text
 
 #: Severities in rising order of urgency.
 SEVERITIES: tuple[str, ...] = get_args(Severity)
@@ -227,10 +228,6 @@ class FoldPolicy:
 # -- notices -----------------------------------------------------------------------------------
 
 
-def _fmt(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else "-"
-
-
 def webhook_id(notice_id: str) -> str:
     """The ``webhook-id`` of a notice: ``msg_`` + 32 hex digits of its id's SHA-256.
 
@@ -256,7 +253,7 @@ def _decision_title(d: Decision) -> str:
     if d.kind:
         head += f" ({d.kind})"
     if d.action in ("suspend", "would_suspend") and d.until:
-        head += f" until {_fmt(d.until)} (ladder step {d.ladder_level})"
+        head += f" until {utc_text(d.until, missing='-')} (ladder step {d.ladder_level})"
     return head
 
 
@@ -271,7 +268,7 @@ def _decision_text(d: Decision) -> str:
     held = getattr(d, "held", None) or []  # suspensions blindness holds (canary_blind, suspension_held)
     if held:
         text += "; suspensions held until judged again: " + ", ".join(
-            f"{h.provider} (due {_fmt(h.until)})" for h in held[:20])
+            f"{h.provider} (due {utc_text(h.until, missing='-')})" for h in held[:20])
     return text
 
 
@@ -348,7 +345,7 @@ def _held_notice(held: Held, *, phase: str, notice_id: str, at: datetime, why: s
     kind = f" ({held.kind})" if held.kind else ""
     lasted = _duration((at - held.since).total_seconds())
     if phase == "reminder":
-        title = f"[{held.model}] {who}: still {held.action}{kind}: {held.count} cycles since {_fmt(held.since)}"
+        title = f"[{held.model}] {who}: still {held.action}{kind}: {held.count} cycles since {utc_text(held.since, missing='-')}"
         text = f"{title} ({lasted}); reminder {held.reminders}. {spec.noun}: {held.detail}"
     else:
         title = f"[{held.model}] {who}: {held.action}{kind} ended after {held.count} cycles ({lasted})"
@@ -526,7 +523,7 @@ def payload(notice: Notice) -> dict[str, Any]:
     data = msgspec.to_builtins(notice)
     data["id"] = data.pop("notice_id")
     data["webhook_id"] = webhook_id(notice.notice_id)
-    return {"type": f"canary.notice.{notice.phase}", "timestamp": _fmt(notice.at), "data": data}
+    return {"type": f"canary.notice.{notice.phase}", "timestamp": utc_text(notice.at, missing='-'), "data": data}
 
 
 def label(notice: Notice) -> str:
