@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Annotated, Optional
 
 import typer
@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.timefmt import utc_text
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
     KindResult,
@@ -48,9 +49,8 @@ _OUTCOME_TEXT = {
 }
 
 
-def fmt_time(at: datetime | None) -> str:
-    """``2026-06-11T18:00:00Z`` (UTC, to the second), or ``never``."""
-    return "never" if at is None else at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+#: ``2026-06-11T18:00:00Z`` (UTC, to the second), or ``never``: the one UTC formatter.
+fmt_time = utc_text
 
 
 def fmt_age(seconds: float | None) -> str:
