@@ -23,16 +23,31 @@ from msgspec import Meta, Struct
 
 #: A timezone-aware datetime; the encoders always write UTC (``...Z``).
 UtcDatetime = Annotated[datetime, Meta(tz=True)]
-#: A non-empty identifier without whitespace (provider tag, model id, task id, actor ...).
-Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^\S+$")]
+#: A non-empty identifier (provider tag, model id, task id, actor ...): visible ASCII without
+#: ``"`` or ``\\``, so that it is one byte a character in JSON, a subject token, a Redis key
+#: and a log line (a tag with a control character or a space from a hostile listing is refused).
+Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[!#-\[\]-~]+$")]
 #: The three layers of the ignore list (DESIGN.md, "The router: three layers").
 Layer = Literal["exclusion", "override", "suspension"]
+
+#: The most endpoints (providers) of one model the system watches: four times the largest
+#: model the gateway lists today; discovery keeps the first ones by tag and says how many it left
+#: out.  Every per-model list on the wire (an ignore list, a cycle's verdicts) is bounded by it.
+MAX_ENDPOINTS_PER_MODEL = 256
+
+#: The schema version this code reads and writes.  A message of another version is
+#: refused at decoding, never read as this one (DESIGN.md, "Bounds"): a type whose
+#: shape changes incompatibly gets ``v: Annotated[int, Meta(ge=1, le=2)] = 2`` of its
+#: own and readers that handle both.
+SCHEMA_VERSION = 1
+#: The ``v`` field of every message: 1 up to :data:`SCHEMA_VERSION` (a message without ``v`` is version 1).
+Version = Annotated[int, Meta(ge=1, le=SCHEMA_VERSION)]
 
 
 class Event(Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of all wire events: schema version ``v`` and the UTC time ``at`` the fact describes."""
 
-    v: int = 1
+    v: Version = SCHEMA_VERSION
     at: UtcDatetime
 
 
@@ -44,9 +59,9 @@ class IgnoreReason(Struct, frozen=True, kw_only=True):
     """
 
     layer: Layer
-    reason: str
-    reference: str = ""
-    actor: str = ""
+    reason: Annotated[str, Meta(max_length=4000)]
+    reference: Annotated[str, Meta(max_length=256)] = ""
+    actor: Annotated[str, Meta(max_length=256)] = ""
     since: UtcDatetime | None = None
     until: UtcDatetime | None = None
 
@@ -55,7 +70,7 @@ class IgnoreEntry(Struct, frozen=True, kw_only=True):
     """One ignored provider and every layer that ignores it."""
 
     provider: Slug
-    reasons: list[IgnoreReason]
+    reasons: Annotated[list[IgnoreReason], Meta(max_length=6)]
 
     def expires_at(self) -> datetime | None:
         """UTC time when the last layer lets go; ``None`` if one never expires."""
@@ -81,7 +96,7 @@ class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
 
     model: Slug
     version: int
-    entries: list[IgnoreEntry] = []
+    entries: Annotated[list[IgnoreEntry], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
 
     def ignore_at(self, now: datetime) -> list[str]:
         """Provider tags to put in ``provider.ignore`` at ``now`` (UTC), sorted."""

@@ -4,15 +4,21 @@
 (CONVENTIONS.md, "Errors say what to do"):
 
 ============== ============================================ ==================
-error          meaning                                      action
+error          meaning (dead-letter reason)                 action
 ============== ============================================ ==================
 (none)         applied                                      ``ack``
-Undecodable    bad bytes or wrong shape                     dead-letter, ``term``
-Rejected       well-formed but refused                      dead-letter, ``term``
+Undecodable    bad bytes or wrong shape (``undecodable``),  dead-letter, ``term``
+               another schema version
+               (``unsupported_version``), above the wire
+               bound (``oversize``)
+Rejected       well-formed but refused (``rejected``), or   dead-letter, ``term``
+               what it makes is above the wire bound
+               (``too_large``)
 Transient      a dependency hiccup                          ``nak(delay)``;
                                                             dead-letter and
                                                             ``term`` on the
                                                             last delivery
+                                                            (``gave_up``)
 anything else  a bug: logged with its traceback, then       as Transient
                treated as transient so nothing is lost
 ============== ============================================ ==================
@@ -31,9 +37,10 @@ from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from nats.errors import Error as NatsError
 
 from reverie_canary.shared import clock, codec, ids, metrics, subjects
+from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES, fit
 from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import Rejected, Transient, Undecodable
-from reverie_canary.shared.events import DeadLetter
+from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
+from reverie_canary.shared.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import DEADLETTER
@@ -102,6 +109,10 @@ async def nats_error_cb(exc: Exception) -> None:
     _nats_errors["last"], _nats_errors["suppressed"] = now, 0
 
 
+#: The dead-letter reason of each kind of undecodable message (``DeadLetter.reason``, the metric's label).
+_REASONS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}
+
+
 @dataclass(frozen=True)
 class Delivery:
     """Where a message came from: subject, stream position, delivery count."""
@@ -143,12 +154,31 @@ class Publisher:
         Returns:
             ``True`` if stored, ``False`` if JetStream dropped it as a duplicate.
 
+        An event above ``MESSAGE_MAX_BYTES`` is first fitted (:func:`reverie_canary.shared.bounds.fit`:
+        its longest free texts cut, a verdict's references shed), deterministically, so that a
+        redelivered input publishes the same bytes under the same id.
+
         Raises:
+            TooLarge: the event is above ``MESSAGE_MAX_BYTES`` even fitted (nothing is sent;
+                :func:`handle` dead-letters the input that produced it, reason ``too_large``).
             Transient: NATS unreachable or no acknowledgement within 5 s.
         """
+        body = codec.encode(event)
+        if len(body) > MESSAGE_MAX_BYTES:
+            try:
+                fitted = fit(event)
+            except TooLarge as exc:
+                raise TooLarge(f"a {type(event).__name__} of {len(body)} bytes for {subject}: above the bound of "
+                               f"{MESSAGE_MAX_BYTES} bytes every wire message keeps, even cut; not published",
+                               subject=subject, msg_id=msg_id, size=len(body)) from exc
+            smaller = codec.encode(fitted)
+            get_logger(self.service).warning("message_fitted", type=type(event).__name__, subject=subject,
+                                             msg_id=msg_id, bytes_before=len(body), bytes_after=len(smaller),
+                                             bound=MESSAGE_MAX_BYTES)
+            body = smaller
         try:
             ack = await self.broker.publish(
-                codec.encode(event),
+                body,
                 subject,
                 headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
                 stream=stream,
@@ -165,8 +195,8 @@ class Publisher:
             service=self.service,
             subject=delivery.subject,
             reason=reason,
-            error=error[:2000],
-            payload=body[:8192].decode("utf-8", errors="replace"),
+            error=error[:DEAD_LETTER_ERROR_MAX],
+            payload=body[:DEAD_LETTER_PAYLOAD_MAX].decode("utf-8", errors="replace"),
             stream_seq=delivery.stream_seq,
             deliveries=delivery.deliveries,
         )
@@ -201,14 +231,16 @@ async def handle(
         codec.check_origin(delivery.subject, event)
         await apply(event, delivery)
     except Undecodable as exc:
-        log.warning("message_rejected", reason="undecodable", subject=delivery.subject, error=str(exc))
-        await publisher.dead_letter(delivery, body, "undecodable", str(exc))
+        reason = _REASONS.get(type(exc), "undecodable")
+        log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc))
+        await publisher.dead_letter(delivery, body, reason, str(exc))
         await msg.reject()
         metrics.MESSAGES.labels(service, "term").inc()
         return
     except Rejected as exc:
-        log.warning("message_rejected", reason="rejected", subject=delivery.subject, error=str(exc), **_ctx(exc))
-        await publisher.dead_letter(delivery, body, "rejected", str(exc))
+        reason = "too_large" if isinstance(exc, TooLarge) else "rejected"
+        log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc), **_ctx(exc))
+        await publisher.dead_letter(delivery, body, reason, str(exc))
         await msg.reject()
         metrics.MESSAGES.labels(service, "term").inc()
         return

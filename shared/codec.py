@@ -21,8 +21,10 @@ from reverie_canary.shared.commands import (
     RemoveOverride,
     SetMode,
 )
-from reverie_canary.shared.errors import Rejected, Undecodable
+from reverie_canary.shared.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
+from reverie_canary.shared.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
 from reverie_canary.shared.events import (
+    SCHEMA_VERSION,
     CommandApplied,
     CommandRefused,
     CycleClosed,
@@ -48,26 +50,69 @@ def encode(message: Any) -> bytes:
     return _encoder.encode(message)
 
 
+class _Envelope(msgspec.Struct):
+    """The two fields of any message that say what it is: its type tag and schema version."""
+
+    type: str = "?"
+    v: Any = None
+
+
+_envelope = msgspec.json.Decoder(_Envelope)
+
+
 class Codec:
     """A strict decoder for one type or tagged union of wire messages."""
 
     def __init__(self, type_: Any, name: str) -> None:
         self.name = name
         self._decoder = msgspec.json.Decoder(type_)
+        self._free_json = free_json_checker(type_)
 
     def decode(self, data: bytes | str) -> Any:
         """Decode ``data``.
 
         Raises:
+            Oversize: when ``data`` is larger than ``MESSAGE_MAX_BYTES`` (above NATS's
+                ``max_payload`` it is refused unread; below, a field out of its bound
+                is named instead when there is one).
+            UnsupportedVersion: when its ``v`` is not a schema version this code reads.
             Undecodable: when the bytes are not JSON or do not match the type;
                 the message says which field and why.
         """
+        size = len(data.encode() if isinstance(data, str) else data)
+        if size > MAX_PAYLOAD:  # no valid message is larger than NATS carries: not even read
+            raise Oversize(f"not a valid {self.name}: {size} bytes, above NATS's max_payload of {MAX_PAYLOAD}")
         try:
-            return self._decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            message = self._decoder.decode(data)
+        except msgspec.ValidationError as exc:
+            version = self._version_problem(data) if str(exc).endswith("at `$.v`") else None
+            if version is not None:
+                raise UnsupportedVersion(version) from exc
+            raise Undecodable(f"not a valid {self.name}: {exc}") from exc
+        except msgspec.DecodeError as exc:
             raise Undecodable(f"not a valid {self.name}: {exc}") from exc
         except RecursionError as exc:  # msgspec skips an unknown field recursively
             raise Undecodable(f"not a valid {self.name}: JSON nested too deeply") from exc
+        if self._free_json is not None:
+            try:
+                self._free_json(message, "$")
+            except ValueError as exc:
+                raise Undecodable(f"not a valid {self.name}: free-form JSON above its bound: {exc}") from exc
+        if size > MESSAGE_MAX_BYTES:  # a field out of bounds was named above; this is the whole message
+            raise Oversize(f"not a valid {self.name}: {size} bytes, above the bound of {MESSAGE_MAX_BYTES} "
+                           "that every wire message keeps")
+        return message
+
+    def _version_problem(self, data: bytes | str) -> str | None:
+        """The refusal of an integer ``v`` out of range (``None``: ``v`` is not an integer, a plain type error)."""
+        try:
+            env = _envelope.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+        if not isinstance(env.v, int) or isinstance(env.v, bool):
+            return None
+        return (f"not a valid {self.name}: unsupported schema version {env.v} of {env.type!r} "
+                f"(this service reads version 1 to {SCHEMA_VERSION}); refused, not read as another version")
 
 
 ENDPOINTS_OR_CLOSE = Codec(EndpointsDiscovered | CycleClosed, "discovery event")

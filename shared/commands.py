@@ -12,12 +12,14 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from reverie_canary.client.wire import Layer  # noqa: F401  (re-exported; defined once, with the snapshot)
+from reverie_canary.client.wire import SCHEMA_VERSION, Layer, Version  # noqa: F401  (Layer re-exported; defined once, with the snapshot)
 from reverie_canary.shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
 #: An operator's free-text reason; required, so never empty nor blank
 #: (``msgspec`` patterns match with ``re.search``: at least one non-space).
 Reason = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
+#: An optional free-text note of an operator (a reason where none is required).
+Note = Annotated[str, Meta(max_length=2000)]
 #: A model id or ``*`` for every model.
 ModelScope = Annotated[str, Meta(min_length=1, max_length=256)]
 
@@ -25,7 +27,7 @@ ModelScope = Annotated[str, Meta(min_length=1, max_length=256)]
 class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
     """Base of operator commands: who asked, when (UTC), and a unique id."""
 
-    v: int = 1
+    v: Version = SCHEMA_VERSION
     command_id: Slug
     actor: Slug
     at: UtcDatetime
@@ -43,7 +45,7 @@ class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
     model: ModelScope = "*"
     reason: Reason
     expires_at: UtcDatetime | None = None
-    reference: str = ""
+    reference: Annotated[str, Meta(max_length=256)] = ""
     force: bool = False
 
 
@@ -52,7 +54,7 @@ class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):
 
     provider: Slug
     model: ModelScope = "*"
-    reason: str = ""
+    reason: Note = ""
 
 
 class LiftSuspension(Command, frozen=True, kw_only=True, tag="lift_suspension"):
@@ -69,7 +71,7 @@ class SetMode(Command, frozen=True, kw_only=True, tag="set_mode"):
     mode: Mode
     model: ModelScope = "*"
     kind: ProbeKind | None = None
-    reason: str = ""
+    reason: Note = ""
 
 
 class ReloadExclusions(Command, frozen=True, kw_only=True, tag="reload_exclusions"):
@@ -78,7 +80,7 @@ class ReloadExclusions(Command, frozen=True, kw_only=True, tag="reload_exclusion
     ``force``: apply the file even if it leaves fewer than ``min_hosts`` usable hosts.
     """
 
-    reason: str = ""
+    reason: Note = ""
     force: bool = False
 
 
@@ -114,4 +116,4 @@ class ResendNotices(Command, frozen=True, kw_only=True, tag="resend_notices"):
     notice_ids: Annotated[list[Annotated[str, Meta(min_length=1, max_length=600)]], Meta(max_length=100)] = []
     all: bool = False
     channel: Annotated[str, Meta(max_length=32)] | None = None
-    reason: str = ""
+    reason: Note = ""

@@ -3,7 +3,8 @@
 (CONVENTIONS.md, "Errors say what to do".)  :func:`reverie_canary.shared.broker.handle` is the
 only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
 
-- :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason.
+- :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason
+  (its kinds :class:`UnsupportedVersion` and :class:`Oversize` say which).
 - :class:`Rejected`: valid but refused (unauthorised, out of range, stale).
   Terminate and record with the reason.
 - :class:`Transient`: Redis, HTTP or NATS hiccup.  Nack with a delay; the
@@ -32,8 +33,20 @@ class Undecodable(CanaryError):
     """The bytes are not a valid message of the expected type."""
 
 
+class UnsupportedVersion(Undecodable):
+    """A message of a schema version this code does not read (``v``); never read as another version."""
+
+
+class Oversize(Undecodable):
+    """A message larger than the bound every wire message keeps (``shared/bounds.py``)."""
+
+
 class Rejected(CanaryError):
     """A well-formed message that the service refuses to apply."""
+
+
+class TooLarge(Rejected):
+    """What a message would make is larger than the wire bound: refused, with the sizes, never sent half."""
 
 
 class Transient(CanaryError):

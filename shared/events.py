@@ -16,20 +16,48 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta, Struct
 
 # The base of every event, UtcDatetime and Slug are defined once, in the client
 # distribution that the chat backend installs (it reads IgnoreSnapshot events).
-from reverie_canary.client.wire import Event, Slug, UtcDatetime  # noqa: F401  (re-exported)
+from reverie_canary.client.wire import (  # noqa: F401  (re-exported)
+    MAX_ENDPOINTS_PER_MODEL,
+    SCHEMA_VERSION,
+    Event,
+    Slug,
+    UtcDatetime,
+    Version,
+)
 
 #: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
 #: oversized message cannot bloat the judge's state or a verdict past NATS's
-#: payload limit.
-Reason = Annotated[str, Meta(max_length=64)]
+#: payload limit; printable ASCII without ``"`` or ``\\`` (one byte a character).
+Reason = Annotated[str, Meta(max_length=64, pattern=r"^[ !#-\[\]-~]*$")]
 #: An ISO 639-1 code (or a short tag).
 Language = Annotated[str, Meta(max_length=16)]
 #: A bounded free text on the wire (evidence excerpts, error messages).
 Excerpt = Annotated[str, Meta(max_length=4000)]
+#: A short machine token: a supported parameter, a finish reason, a quantization, a probe kind ...
+Token = Annotated[str, Meta(max_length=64)]
+#: A display name (``DeepInfra``) or another short free text.
+Name = Annotated[str, Meta(max_length=128)]
+#: An identifier that may be empty (a task id, a cycle id, a provider tag): the characters of a
+#: :data:`Slug`, one byte each in JSON.
+Id = Annotated[str, Meta(max_length=256, pattern=r"^[!#-\[\]-~]*$")]
+#: Free-form JSON (check evidence, the gateway's ``usage``): at most 32 keys at the top, and
+#: every nested string, container and the whole within ``shared.bounds.FREE_JSON``, checked
+#: by :class:`reverie_canary.shared.codec.Codec` at decoding (``extra={"free_json": True}``
+#: marks it).
+FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_length=32, extra={"free_json": True})]
+
+#: The most probes discovery plans for one endpoint in one cycle (every kind, every language of
+#: the rotation, the retests, the controls): the bound of a cycle's plan is this times the endpoints.
+MAX_PROBES_PER_ENDPOINT = 64
+#: The most checks of one reply, and the most requests of one probe (the language probe's
+#: confirmations make three).
+MAX_CHECKS = 16
+MAX_ATTEMPTS = 4
 
 #: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity.
@@ -92,10 +120,10 @@ class Endpoint(Struct, frozen=True, kw_only=True):
     """
 
     provider: Slug
-    provider_name: str = ""
-    model_id: str = ""
-    supported_parameters: list[str] = []
-    quantization: str | None = None
+    provider_name: Name = ""
+    model_id: Annotated[str, Meta(max_length=256)] = ""
+    supported_parameters: Annotated[list[Token], Meta(max_length=64)] = []
+    quantization: Token | None = None
     context_length: int | None = None
     max_completion_tokens: int | None = None
     status: int | None = None
@@ -108,7 +136,7 @@ class PlannedProbe(Struct, frozen=True, kw_only=True):
     task_id: Slug
     provider: Slug
     kind: ProbeKind
-    language: str | None = None
+    language: Language | None = None
     control: bool = False
 
 
@@ -117,15 +145,24 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
 
     ``cycle`` is ``<model>@<start UTC ISO>``; ``deadline`` is when the cycle
     closes (results after it are late and do not count).
+
+    A large model's listing comes in ``parts`` messages (``part`` 0 to
+    ``parts - 1``), each with some endpoints and the probes planned for them,
+    so that each fits the wire bound (``shared/bounds.py``); readers merge the
+    parts of a cycle.  ``listed`` is how many endpoints the gateway listed
+    (0: not said); more than ``MAX_ENDPOINTS_PER_MODEL`` are not all watched.
     """
 
     model: Slug
     cycle: Slug
     cycle_no: int
     deadline: UtcDatetime
-    endpoints: list[Endpoint]
-    planned: list[PlannedProbe] = []
-    controls: dict[str, str] = {}
+    endpoints: Annotated[list[Endpoint], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)]
+    planned: Annotated[list[PlannedProbe], Meta(max_length=MAX_ENDPOINTS_PER_MODEL * MAX_PROBES_PER_ENDPOINT)] = []
+    controls: Annotated[dict[Token, Slug], Meta(max_length=16)] = {}
+    part: Annotated[int, Meta(ge=0, lt=MAX_ENDPOINTS_PER_MODEL)] = 0
+    parts: Annotated[int, Meta(ge=1, le=MAX_ENDPOINTS_PER_MODEL)] = 1
+    listed: Annotated[int, Meta(ge=0)] = 0
 
 
 class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
@@ -134,15 +171,15 @@ class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     task_id: Slug
     model: Slug
     provider: Slug
-    provider_name: str = ""
+    provider_name: Name = ""
     kind: ProbeKind
-    language: str = "en"
+    language: Language = "en"
     cycle: Slug
     deadline: UtcDatetime
-    supported_parameters: list[str] = []
+    supported_parameters: Annotated[list[Token], Meta(max_length=64)] = []
     max_completion_tokens: int | None = None
     control: bool = False
-    prompt_version: str = ""
+    prompt_version: Token = ""
 
 
 class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):
@@ -167,7 +204,7 @@ class CheckResult(Struct, frozen=True, kw_only=True):
     check: Annotated[str, Meta(max_length=64)]
     outcome: Outcome
     reason: Reason = ""
-    evidence: dict[str, Any] = {}
+    evidence: FreeJson = {}
 
 
 class ReplyEvidence(Struct, frozen=True, kw_only=True):
@@ -178,16 +215,16 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True):
     """
 
     http_status: int | None = None
-    finish_reason: str | None = None
-    native_finish_reason: str | None = None
-    served_by: str | None = None
-    generation_id: str | None = None
+    finish_reason: Token | None = None
+    native_finish_reason: Token | None = None
+    served_by: Name | None = None
+    generation_id: Name | None = None
     ttft_ms: float | None = None
     total_ms: float | None = None
     first_bytes: Excerpt = ""
     output_chars: int = 0
     error: Excerpt | None = None
-    usage: dict[str, Any] = {}
+    usage: FreeJson = {}
 
 
 class ProbeAttempt(Struct, frozen=True, kw_only=True):
@@ -195,7 +232,7 @@ class ProbeAttempt(Struct, frozen=True, kw_only=True):
 
     outcome: Outcome
     reason: Reason = ""
-    checks: list[CheckResult] = []
+    checks: Annotated[list[CheckResult], Meta(max_length=MAX_CHECKS)] = []
     reply: ReplyEvidence = ReplyEvidence()
 
 
@@ -211,12 +248,12 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     outcome: Outcome
     reason: Reason = ""
     started_at: UtcDatetime | None = None
-    checks: list[CheckResult] = []
+    checks: Annotated[list[CheckResult], Meta(max_length=MAX_CHECKS)] = []
     reply: ReplyEvidence = ReplyEvidence()
-    attempts: list[ProbeAttempt] = []
+    attempts: Annotated[list[ProbeAttempt], Meta(max_length=MAX_ATTEMPTS)] = []
     control: bool = False
-    prober: str = ""
-    prompt_version: str = ""
+    prober: Name = ""
+    prompt_version: Token = ""
 
 
 # -- judge ---------------------------------------------------------------------
@@ -225,22 +262,36 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
 class ResultRef(Struct, frozen=True, kw_only=True):
     """A pointer to one probe result that a verdict or decision rests on."""
 
-    task_id: str
-    cycle: str
-    kind: str
+    task_id: Id
+    cycle: Id
+    kind: Token
     outcome: Outcome
     reason: Reason = ""
     language: Language | None = None
 
 
+#: The reasons a shed verdict keeps per provider (:meth:`CycleVerdict.shed`).
+SHED_REASONS = 4
+
+
 class ProviderVerdict(Struct, frozen=True, kw_only=True):
-    """One provider's verdict for one cycle, with the results behind it."""
+    """One provider's verdict for one cycle, with the results behind it.
+
+    ``results_cut`` / ``missing_cut`` / ``reasons_cut``: how many result
+    references, missing task ids and reasons (after the first
+    ``SHED_REASONS``) were left out to keep the verdict under the wire bound
+    (see :meth:`CycleVerdict.shed`); the results themselves are in the log.
+    """
 
     provider: Slug
     verdict: CycleVerdictKind
-    reasons: list[str] = []
-    results: list[ResultRef] = []
-    missing: list[str] = []
+    results_cut: int = 0
+    missing_cut: int = 0
+    reasons_cut: int = 0
+    reasons: Annotated[list[Annotated[str, Meta(max_length=128, pattern=r"^[ !#-\[\]-~]*$")]],
+                       Meta(max_length=MAX_PROBES_PER_ENDPOINT)] = []
+    results: Annotated[list[ResultRef], Meta(max_length=MAX_PROBES_PER_ENDPOINT)] = []
+    missing: Annotated[list[Id], Meta(max_length=MAX_PROBES_PER_ENDPOINT)] = []
 
 
 class CycleVerdict(Event, frozen=True, kw_only=True, tag="cycle_verdict"):
@@ -254,9 +305,26 @@ class CycleVerdict(Event, frozen=True, kw_only=True, tag="cycle_verdict"):
     model: Slug
     cycle: Slug
     cycle_no: int
-    verdicts: list[ProviderVerdict]
-    unproven: list[str] = []
-    common_mode: list[str] = []
+    verdicts: Annotated[list[ProviderVerdict], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)]
+    unproven: Annotated[list[Token], Meta(max_length=16)] = []
+    common_mode: Annotated[list[Token], Meta(max_length=16)] = []
+
+    def shed(self) -> CycleVerdict | None:
+        """This verdict without the result references and missing task ids (counted instead).
+
+        :func:`reverie_canary.shared.bounds.fit` uses it for a verdict of a
+        large model that is above the wire bound: every provider keeps its
+        verdict and reasons.  ``None`` when there is nothing left to shed.
+        """
+        keep = SHED_REASONS
+        if not any(v.results or v.missing or len(v.reasons) > keep for v in self.verdicts):
+            return None
+        lean = [msgspec.structs.replace(v, results=[], missing=[], reasons=v.reasons[:keep],
+                                        results_cut=v.results_cut + len(v.results),
+                                        missing_cut=v.missing_cut + len(v.missing),
+                                        reasons_cut=v.reasons_cut + max(0, len(v.reasons) - keep))
+                for v in self.verdicts]
+        return msgspec.structs.replace(self, verdicts=lean)
 
 
 DecisionAction = Literal[
@@ -283,17 +351,17 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
 
     decision_id: Slug
     model: Slug
-    provider: str = ""
+    provider: Id = ""
     action: DecisionAction
     reason: Reason = ""
     detail: Excerpt = ""
     until: UtcDatetime | None = None
     ladder_level: int = 0
-    cycles: list[str] = []
-    evidence: list[ResultRef] = []
+    cycles: Annotated[list[Id], Meta(max_length=32)] = []
+    evidence: Annotated[list[ResultRef], Meta(max_length=MAX_PROBES_PER_ENDPOINT)] = []
     mode: Mode = "enforce"
-    kind: str | None = None
-    actor: str | None = None
+    kind: Token | None = None
+    actor: Id | None = None
 
 
 class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
@@ -301,10 +369,10 @@ class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
 
     model: Slug
     provider: Slug
-    language: str
+    language: Language
     for_cycle_no: int
-    reason: str = ""
-    source_task_id: str = ""
+    reason: Reason = ""
+    source_task_id: Id = ""
 
 
 
@@ -318,8 +386,8 @@ class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
 
 #: Bounds of an answer's lists: enough for every watched model of a deployment,
 #: small enough that the largest answer stays far below NATS's 1 MiB payload.
-ANSWER_MODELS_MAX = 128
-ANSWER_IGNORE_MAX = 64
+ANSWER_MODELS_MAX = 32
+ANSWER_IGNORE_MAX = 16
 
 
 class SnapshotVersion(Struct, frozen=True, kw_only=True):
@@ -331,7 +399,7 @@ class SnapshotVersion(Struct, frozen=True, kw_only=True):
 
     model: Slug
     version: int
-    ignore: Annotated[list[str], Meta(max_length=ANSWER_IGNORE_MAX)] = []
+    ignore: Annotated[list[Id], Meta(max_length=ANSWER_IGNORE_MAX)] = []
     ignored: int = 0
 
 
@@ -344,7 +412,7 @@ class FloorBreach(Struct, frozen=True, kw_only=True):
 
     model: Slug
     min_hosts: int
-    usable: Annotated[list[str], Meta(max_length=ANSWER_IGNORE_MAX)] = []
+    usable: Annotated[list[Id], Meta(max_length=ANSWER_IGNORE_MAX)] = []
 
 
 class DecisionMade(Struct, frozen=True, kw_only=True):
@@ -352,7 +420,7 @@ class DecisionMade(Struct, frozen=True, kw_only=True):
 
     decision_id: Slug
     model: Slug
-    provider: str = ""
+    provider: Id = ""
     action: DecisionAction
     at: UtcDatetime
     detail: Excerpt = ""
@@ -410,14 +478,19 @@ class CommandRefused(CommandAnswer, frozen=True, kw_only=True, tag="command_refu
 # -- the dead letter -----------------------------------------------------------
 
 
+#: How much of a refused message's error and payload a dead letter keeps (characters).
+DEAD_LETTER_ERROR_MAX = 2000
+DEAD_LETTER_PAYLOAD_MAX = 8192
+
+
 class DeadLetter(Event, frozen=True, kw_only=True, tag="dead_letter"):
     """A message a service refused, with the reason; the payload is kept as text."""
 
-    service: str
-    subject: str
-    reason: str
-    error: str = ""
-    payload: str = ""
+    service: Token
+    subject: Annotated[str, Meta(max_length=1024)]
+    reason: Token
+    error: Annotated[str, Meta(max_length=DEAD_LETTER_ERROR_MAX)] = ""
+    payload: Annotated[str, Meta(max_length=DEAD_LETTER_PAYLOAD_MAX)] = ""
     stream_seq: int | None = None
     deliveries: int | None = None
 
@@ -443,7 +516,7 @@ Severity = Literal["info", "warning", "critical"]
 NoticePhase = Literal["notice", "start", "reminder", "end"]
 #: A notice's identity: the decision id, ``cmd|<command id>``, ``snap|<model>|<version>``,
 #: or ``remind|`` / ``end|`` + the start's id (never the schema version).
-NoticeId = Annotated[str, Meta(min_length=1, max_length=600)]
+NoticeId = Annotated[str, Meta(min_length=1, max_length=600, pattern=r"^[!#-\[\]-~]+$")]
 #: A delivery channel's name (``CANARY_NOTIFY_URLS`` key): lower-case letters, digits, ``-`` and ``_``.
 ChannelName = Annotated[str, Meta(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9_-]*$")]
 
@@ -502,6 +575,11 @@ class NoticeRef(Struct, frozen=True, kw_only=True):
     why: Annotated[str, Meta(max_length=200)] = ""
 
 
+#: The most notices one ``NoticesResent`` lists as requeued, and as skipped (the answer stays
+#: below the wire bound at the largest ids; the log line has the full counts).
+NOTICES_RESENT_MAX = 256
+
+
 class NoticesResent(Event, frozen=True, kw_only=True, tag="notices_resent"):
     """The notifier's answer to a ``ResendNotices`` (``canary.notices.resent``).
 
@@ -511,5 +589,5 @@ class NoticesResent(Event, frozen=True, kw_only=True, tag="notices_resent"):
     """
 
     command_id: Annotated[str, Meta(min_length=1, max_length=256)]
-    requeued: Annotated[list[NoticeRef], Meta(max_length=1000)] = []
-    skipped: Annotated[list[NoticeRef], Meta(max_length=1000)] = []
+    requeued: Annotated[list[NoticeRef], Meta(max_length=NOTICES_RESENT_MAX)] = []
+    skipped: Annotated[list[NoticeRef], Meta(max_length=NOTICES_RESENT_MAX)] = []

@@ -28,9 +28,9 @@ def task_id(model: str, cycle_no: int, provider: str, kind: str, language: str |
     return f"t|{model}|{cycle_no}|{provider}|{kind}|{language or '-'}"
 
 
-def discovered_id(model: str, cycle_no: int) -> str:
-    """The EndpointsDiscovered of a cycle."""
-    return f"disc|{model}|{cycle_no}"
+def discovered_id(model: str, cycle_no: int, part: int = 0) -> str:
+    """The EndpointsDiscovered of a cycle (part 0 keeps the id of a single-message listing)."""
+    return f"disc|{model}|{cycle_no}" if part == 0 else f"disc|{model}|{cycle_no}|part{part}"
 
 
 def closed_id(model: str, cycle_no: int) -> str:

@@ -92,21 +92,46 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
         body = _endpoints_decoder.decode(response.content)
     except msgspec.DecodeError as exc:
         raise ValueError(f"listing endpoints of {model}: unexpected body: {exc}") from exc
-    return [
-        Endpoint(
-            provider=e.tag,
-            provider_name=e.provider_name,
-            model_id=e.model_id,
-            supported_parameters=list(e.supported_parameters),
-            quantization=e.quantization,
-            context_length=e.context_length,
-            max_completion_tokens=e.max_completion_tokens,
-            status=e.status,
-            pricing=listed_pricing(e.pricing),
-        )
-        for e in body.data.endpoints
-        if e.tag
-    ]
+    out = []
+    for e in body.data.endpoints:
+        endpoint = bounded_endpoint(e)
+        if endpoint is not None:
+            out.append(endpoint)
+    return out
+
+
+#: Bounds of what the listing hands on (the fields of :class:`Endpoint`, DESIGN.md "Bounds").
+_TOKEN = 64
+_PARAMETERS = 64
+
+
+def bounded_endpoint(e: _PublicEndpoint) -> Endpoint | None:
+    """One listed endpoint as an :class:`Endpoint` within its wire bounds, or ``None`` for an unusable tag.
+
+    The gateway is not ours: a display name or model id longer than its bound
+    is cut, a supported parameter that is not a short token is left out (at
+    most 64 are kept), and an endpoint whose tag is not an identifier (empty,
+    too long, with a space, a quote or a control character) is left out with a
+    warning, since it could be neither pinned nor ignored safely.
+    """
+    from reverie_canary.shared.logging import get as get_logger
+
+    endpoint = Endpoint(
+        provider=e.tag,
+        provider_name=e.provider_name[:128],
+        model_id=e.model_id[:256],
+        supported_parameters=[p for p in e.supported_parameters if 0 < len(p) <= _TOKEN][:_PARAMETERS],
+        quantization=e.quantization[:_TOKEN] if e.quantization is not None else None,
+        context_length=e.context_length,
+        max_completion_tokens=e.max_completion_tokens,
+        status=e.status,
+        pricing=listed_pricing(e.pricing),
+    )
+    try:
+        return msgspec.convert(msgspec.to_builtins(endpoint), Endpoint)
+    except msgspec.ValidationError as exc:
+        get_logger("openrouter").warning("endpoint_unusable", tag=e.tag[:80], error=str(exc))
+        return None
 
 
 _pricing_decoder = msgspec.json.Decoder(Pricing)

@@ -29,9 +29,12 @@ import zlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 
+import msgspec
+
 from reverie_canary.services.prober.prompts import PROMPT_VERSION
 from reverie_canary.shared import ids
-from reverie_canary.shared.events import Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
+from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES
+from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})
@@ -86,9 +89,14 @@ def plan(
         max_retests: at most this many of them per provider (see the rules above).
 
     Returns:
-        The EndpointsDiscovered event (with the full plan) and its ProbeTasks.
+        The EndpointsDiscovered event (with the full plan; ``listed`` the
+        endpoints the gateway listed, of which at most ``MAX_ENDPOINTS_PER_MODEL``
+        are watched, :func:`watched`) and its ProbeTasks.  :func:`split` makes
+        the parts that each fit one message.
     """
     kinds = [k for k in kinds]
+    listed = len(endpoints)
+    endpoints = watched(endpoints, controls)
     cycle = ids.cycle_id(model, start)
     deadline = start + timedelta(seconds=window_s)
     by_tag = {e.provider: e for e in endpoints}
@@ -142,8 +150,67 @@ def plan(
     event = EndpointsDiscovered(
         at=start, model=model, cycle=cycle, cycle_no=cycle_no, deadline=deadline,
         endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
+        listed=listed,
     )
     return event, tasks
+
+
+def watched(endpoints: list[Endpoint], controls: dict[str, str]) -> list[Endpoint]:
+    """The endpoints the cycle watches: all, up to ``MAX_ENDPOINTS_PER_MODEL`` (controls first, then by tag).
+
+    A listing is also deduplicated by tag (the first one listed is kept), so a
+    gateway that repeats an endpoint does not plan its probes twice.
+    """
+    unique: dict[str, Endpoint] = {}
+    for e in endpoints:
+        unique.setdefault(e.provider, e)
+    control_tags = set(controls.values())
+    ranked = sorted(unique.values(), key=lambda e: (e.provider not in control_tags, e.provider))
+    return ranked[:MAX_ENDPOINTS_PER_MODEL]
+
+
+def split(event: EndpointsDiscovered, budget: int = MESSAGE_MAX_BYTES) -> list[EndpointsDiscovered]:
+    """``event`` as parts that each encode to at most ``budget`` bytes (DESIGN.md, "Bounds").
+
+    A model's listing fits one message up to a few hundred endpoints; past the
+    budget its endpoints, each with the probes planned for it, are packed in
+    tag order into parts ``0 .. parts - 1`` that repeat the cycle's fields and
+    controls.  Readers merge the parts of a cycle (the judge's open cycle, the
+    router's known endpoints); a small model keeps its single message
+    (``part`` 0 of 1), byte for byte as before.
+
+    Raises:
+        ValueError: when one endpoint with its planned probes alone is above ``budget``.
+    """
+    encode = msgspec.json.encode
+    if len(encode(event)) <= budget:
+        return [event]
+    by_provider: dict[str, list[PlannedProbe]] = {}
+    for probe in event.planned:
+        by_provider.setdefault(probe.provider, []).append(probe)
+    shell = len(encode(msgspec.structs.replace(event, endpoints=[], planned=[], part=MAX_ENDPOINTS_PER_MODEL - 1,
+                                               parts=MAX_ENDPOINTS_PER_MODEL)))
+    units: list[tuple[list[Endpoint], list[PlannedProbe]]] = []
+    for endpoint in sorted(event.endpoints, key=lambda e: e.provider):
+        units.append(([endpoint], by_provider.pop(endpoint.provider, [])))
+    units.extend(([], [p]) for probes in by_provider.values() for p in probes)  # planned for no listed endpoint
+    groups: list[tuple[list[Endpoint], list[PlannedProbe]]] = []
+    endpoints, planned, size = [], [], shell
+    for eps, probes in units:
+        cost = sum(len(encode(e)) + 1 for e in eps) + sum(len(encode(p)) + 1 for p in probes)
+        if shell + cost > budget:
+            raise ValueError(f"endpoint {eps[0].provider if eps else '?'} of {event.model} with its {len(probes)} "
+                             f"probes is {cost} bytes: above the bound of {budget} for one message")
+        if (endpoints or planned) and size + cost > budget:
+            groups.append((endpoints, planned))
+            endpoints, planned, size = [], [], shell
+        endpoints.extend(eps)
+        planned.extend(probes)
+        size += cost
+    if endpoints or planned:
+        groups.append((endpoints, planned))
+    return [msgspec.structs.replace(event, endpoints=eps, planned=probes, part=i, parts=len(groups))
+            for i, (eps, probes) in enumerate(groups)]
 
 
 def _retests_asked(retests: Iterable[tuple[str, str]], languages: list[str]) -> dict[str, list[str]]:

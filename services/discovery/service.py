@@ -17,7 +17,7 @@ from datetime import timedelta
 import httpx
 from faststream import FastStream
 
-from reverie_canary.services.discovery.core import cycle_start, plan
+from reverie_canary.services.discovery.core import cycle_start, plan, split
 from reverie_canary.shared import codec, ids, streams, subjects
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
@@ -27,6 +27,7 @@ from reverie_canary.shared.service import Shell, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, TASKS
 from reverie_canary.shared.subjects import encode_token
+from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL
 
 
 #: Join the current cycle only while this share of its probe window is still ahead.
@@ -122,11 +123,16 @@ class Discovery:
         )
         await self._carry_over(model, cycle_no + 1, retests, tasks)
         pub = self.shell.publisher
-        await pub.publish(event, subjects.discovery(model), ids.discovered_id(model, cycle_no), LOG)
+        if event.listed > len(event.endpoints):
+            self.shell.log.warning("endpoints_over_bound", model=model, listed=event.listed,
+                                   watched=len(event.endpoints), bound=MAX_ENDPOINTS_PER_MODEL)
+        parts = split(event)
+        for part in parts:  # a large model's listing in parts that each fit the wire bound
+            await pub.publish(part, subjects.discovery(model), ids.discovered_id(model, cycle_no, part.part), LOG)
         for task in tasks:
             await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
-        self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(endpoints),
-                            tasks=len(tasks))
+        self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(event.endpoints),
+                            tasks=len(tasks), **({"parts": len(parts)} if len(parts) > 1 else {}))
         return True
 
     async def close_cycle(self, model: str, cycle_no: int) -> bool:

@@ -175,6 +175,7 @@ class OpenCycle(Struct, kw_only=True):
     deadline: datetime
     planned: list[PlannedProbe]
     results: dict[str, ResultRef] = {}
+    parts: list[int] = []
 
 
 class ShadowCall(Struct, kw_only=True):
@@ -344,7 +345,10 @@ def _is_stale(state: ModelState, event: EndpointsDiscovered) -> bool:
 
 
 def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -> list[Effect]:
-    if event.cycle in state.open_cycles or _is_stale(state, event):
+    open_cycle = state.open_cycles.get(event.cycle)
+    if open_cycle is not None:
+        return _another_part(state, open_cycle, event)
+    if _is_stale(state, event):
         return []
     effects = _expire(state, event.at, policy)
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
@@ -359,6 +363,7 @@ def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -
         opened_at=event.at,
         deadline=event.deadline,
         planned=list(event.planned),
+        parts=[event.part] if event.parts > 1 else [],
     )
     # A cycle whose close never came cannot be judged; forget the oldest beyond a few.
     for cid, _ in sorted(state.open_cycles.items(), key=lambda kv: kv[1].deadline)[:-OPEN_MEMORY]:
@@ -366,6 +371,25 @@ def _discovered(state: ModelState, event: EndpointsDiscovered, policy: Policy) -
     state.last_cycle_no = max(state.last_cycle_no, event.cycle_no)
     state.updated_at = event.at
     return effects
+
+
+def _another_part(state: ModelState, cycle: OpenCycle, event: EndpointsDiscovered) -> list[Effect]:
+    """Merge a further part of a large model's listing into its open cycle (once per part).
+
+    The first part to arrive opened the cycle and marked the providers it
+    listed present; each further part adds its planned probes and marks its
+    providers present, so that once every part is folded the cycle is the
+    one a single message would have opened (DESIGN.md, "Bounds").
+    """
+    if event.parts <= 1 or event.part in cycle.parts:
+        return []
+    cycle.parts.append(event.part)
+    known = {p.task_id for p in cycle.planned}
+    cycle.planned.extend(p for p in event.planned if p.task_id not in known)
+    controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
+    for name in sorted({e.provider for e in event.endpoints} - controls):
+        _provider(state, name).present = True
+    return []
 
 
 def _result(state: ModelState, event: ProbeResult) -> list[Effect]:

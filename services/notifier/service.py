@@ -50,7 +50,7 @@ from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.commands import ResendNotices
 from reverie_canary.shared.errors import ConfigError, Transient
-from reverie_canary.shared.events import Notice, NoticeDeadLettered, NoticeRef, NoticesResent
+from reverie_canary.shared.events import NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
@@ -297,7 +297,7 @@ class Notifier:
                 requeued.append(NoticeRef(notice_id=nid, channel=name))
                 self._wake[name].set()
         answer = NoticesResent(at=datetime.fromtimestamp(now, timezone.utc), command_id=cmd.command_id,
-                               requeued=requeued[:1000], skipped=skipped[:1000])
+                               requeued=requeued[:NOTICES_RESENT_MAX], skipped=skipped[:NOTICES_RESENT_MAX])
         self.log.info("notices_resend", command_id=cmd.command_id, actor=cmd.actor, requeued=len(requeued),
                       skipped=len(skipped))
         if self.publisher is not None:

@@ -207,6 +207,10 @@ def _as_datetime(value: Any, field: str, line: int, path: str) -> datetime:
     raise ConfigError(f"{path}:{line}: {field} must be a TOML date (2026-06-11) or UTC datetime, got {value!r}")
 
 
+#: An endpoint tag or model id as the wire carries it (``Slug``, shared/events.py).
+_IDENTIFIER = re.compile(r"^[!#-\[\]-~]{1,256}$")
+
+
 def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
     """Parse and validate a reviewed-exclusions file.
 
@@ -246,6 +250,12 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
             if any(c.isspace() for c in entry[key].strip()):
                 raise ConfigError(f"{path}:{line}: {key} {entry[key]!r} has whitespace: an endpoint tag or "
                                   "model id has none")
+            if not _IDENTIFIER.match(entry[key].strip()):
+                raise ConfigError(f"{path}:{line}: {key} {entry[key]!r} is not an identifier: at most 256 "
+                                  "visible ASCII characters without quotes or backslashes (DESIGN.md, Bounds)")
+        for key, bound in (("reason", 4000), ("reference", 256)):
+            if len(entry[key].strip()) > bound:
+                raise ConfigError(f"{path}:{line}: {key} has {len(entry[key].strip())} characters, at most {bound}")
         since = _as_datetime(entry["date"], "date", line, path)
         until = _as_datetime(entry["expires"], "expires", line, path) if "expires" in entry else None
         if until is not None and until <= since:
@@ -711,6 +721,10 @@ def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPo
         return
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
     hosts = [Host(tag=e.provider, name=e.provider_name) for e in event.endpoints if e.provider not in controls]
+    if known is not None and known.cycle == event.cycle and event.parts > 1:
+        # a further part of a large model's listing (DESIGN.md, "Bounds"): the cycle's endpoints are the union
+        controls |= set(known.controls)
+        hosts = [h for h in {h.tag: h for h in [*known.hosts, *hosts]}.values() if h.tag not in controls]
     state.endpoints[event.model] = KnownEndpoints(cycle=event.cycle, at=event.at, controls=sorted(controls),
                                                   hosts=sorted(hosts, key=lambda h: h.tag))
 

@@ -53,6 +53,7 @@ from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, Exclusi
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
 from reverie_canary.shared import clock, codec, eventlog, ids, inputs, streams, subjects
 from reverie_canary.shared.aio import wait_event
+from reverie_canary.shared.bounds import fit
 from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.commands import ReloadExclusions
 from reverie_canary.shared.errors import Rejected, Transient, Undecodable
@@ -142,6 +143,7 @@ class SnapshotSink:
                     await self.announce(current)  # a crash may have come between the write and the publish
                 return False
             known = (current.version if current is not None else 0, revision)
+        snapshot = fit(snapshot)  # the bucket holds what the subject carries: one message under the wire bound
         data = codec.encode(snapshot)
         key = subjects.kv_key(model)
         try:

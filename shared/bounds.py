@@ -1,0 +1,291 @@
+"""The size bounds every wire message keeps (DESIGN.md, "Bounds").
+
+Three layers, each checked where it can be:
+
+1. **The message.**  No wire message is larger than :data:`MESSAGE_MAX_BYTES`,
+   half of NATS's ``max_payload`` (:data:`MAX_PAYLOAD`, the server default that
+   ``shared/nats/server.conf`` keeps): a consumer refuses a larger one before
+   parsing it (:class:`reverie_canary.shared.codec.Codec`), and a service never
+   publishes one (:class:`reverie_canary.shared.broker.Publisher`): the input
+   that produced it is dead-lettered with the reason instead of the result
+   being lost on the wire.
+2. **Every field.**  Every string, list and mapping of every wire type has a
+   maximum length (``msgspec.Meta(max_length=...)``), checked at decoding;
+   free-form JSON (check evidence, usage) is checked by :func:`check_free_json`
+   against :data:`FREE_JSON`.  ``tests/unit/test_wire_bounds.py`` walks every
+   type of :data:`reverie_canary.shared.codec.WIRE_TYPES` and fails on a field
+   without a bound.
+3. **The aggregates.**  Messages that grow with the fleet are sized by their
+   producers: discovery splits a large model's ``EndpointsDiscovered`` into
+   parts (``part`` of ``parts``) that each fit, and the largest part at the
+   largest allowed values is measured by the same test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: NATS's default ``max_payload`` (1 MiB); ``shared/nats/server.conf`` and the
+#: embedded servers keep it, and ``tests/integration/test_bounds_live.py`` reads it
+#: from a running server.
+MAX_PAYLOAD = 1024 * 1024
+#: The largest wire message a service publishes or accepts: half of
+#: ``max_payload``, so that headers, a bigger reader and future fields keep room.
+MESSAGE_MAX_BYTES = MAX_PAYLOAD // 2
+
+
+@dataclass(frozen=True)
+class FreeJsonLimits:
+    """Bounds of a free-form JSON mapping (check evidence, usage), checked at decoding.
+
+    ``depth`` counts containers (the mapping itself is 1); ``text`` is the total
+    of characters of all keys and strings; ``items`` the total of values.
+    """
+
+    keys: int = 32
+    depth: int = 4
+    string: int = 400
+    container: int = 32
+    text: int = 1200
+    items: int = 128
+
+
+#: The bounds of check evidence and of the gateway's ``usage`` object.
+FREE_JSON = FreeJsonLimits()
+
+
+def check_free_json(value: dict[str, Any], limits: FreeJsonLimits = FREE_JSON) -> None:
+    """Check a decoded free-form JSON mapping against ``limits``.
+
+    Raises:
+        ValueError: naming the first bound it breaks (msgspec turns it into a
+            ``ValidationError`` with the field's path when raised at decoding).
+    """
+    totals = {"text": 0, "items": 0}
+
+    def walk(node: Any, depth: int) -> None:
+        if isinstance(node, str):
+            if len(node) > limits.string:
+                raise ValueError(f"a string of {len(node)} characters (at most {limits.string})")
+            totals["text"] += len(node)
+        elif isinstance(node, dict | list):
+            if depth > limits.depth:
+                raise ValueError(f"nested deeper than {limits.depth}")
+            if len(node) > limits.container:
+                raise ValueError(f"a container of {len(node)} items (at most {limits.container})")
+            for key in node if isinstance(node, dict) else ():
+                walk(key, depth)
+            for child in node.values() if isinstance(node, dict) else node:
+                totals["items"] += 1
+                walk(child, depth + 1)
+        if totals["text"] > limits.text:
+            raise ValueError(f"more than {limits.text} characters of text")
+        if totals["items"] > limits.items:
+            raise ValueError(f"more than {limits.items} values")
+
+    if len(value) > limits.keys:
+        raise ValueError(f"{len(value)} keys (at most {limits.keys})")
+    walk(value, 1)
+
+
+#: A text cut by :func:`fit` ends with this mark and the number of characters cut.
+CUT_MARK = "…[cut {n}]"
+
+
+def fit(message: Any, budget: int = MESSAGE_MAX_BYTES) -> Any:
+    """``message`` itself when its JSON is at most ``budget`` bytes, else a copy with its longest texts cut.
+
+    Only free texts shrink (strings whose type has no pattern, and the strings
+    inside free-form JSON), longest first, each to half with :data:`CUT_MARK`;
+    identifiers, codes, numbers, times and the lengths of lists never change,
+    so a fitted message says the same facts with less prose.  When that is not
+    enough, a type with a ``shed()`` method (``CycleVerdict``) sheds what it can
+    do without (pointers to other log entries, counted) and is fitted again.
+
+    Raises:
+        TooLarge: when even the fully cut message is above ``budget``.
+    """
+    import msgspec
+
+    from reverie_canary.shared.errors import TooLarge
+
+    encoder = msgspec.json.Encoder()
+    size = len(encoder.encode(message))
+    if size <= budget:
+        return message
+    import heapq
+
+    type_ = type(message)
+    data = msgspec.to_builtins(message)
+    heap = [(-t.length(), i, t) for i, t in enumerate(_texts(msgspec.inspect.type_info(type_), data))]
+    heapq.heapify(heap)
+    while size > budget:  # the size is kept by difference: one text's encoding, not the message's
+        if not heap or -heap[0][0] == 0:
+            shed = getattr(msgspec.convert(data, type_), "shed", None)
+            lean = shed() if shed is not None else None
+            if lean is not None:
+                return fit(lean, budget)
+            raise TooLarge(f"a {type_.__name__} of {size} bytes: above the bound of {budget} bytes even with "
+                           "every free text cut", size=size)
+        _, i, text = heapq.heappop(heap)
+        before = len(encoder.encode(text.value()))
+        text.cut()
+        size -= before - len(encoder.encode(text.value()))
+        heapq.heappush(heap, (-text.length(), i, text))
+    return msgspec.convert(data, type_)
+
+
+@dataclass
+class _Text:
+    """A free-text slot inside the builtins of a message: ``container[key]``."""
+
+    container: Any
+    key: Any
+
+    def value(self) -> str:
+        return self.container[self.key]
+
+    def length(self) -> int:
+        return len(self.container[self.key])
+
+    def cut(self) -> None:
+        """Halve the text, marking the cut; a text too short for the mark is halved bare."""
+        text = self.container[self.key]
+        keep = len(text) // 2
+        cut = text[:keep] + CUT_MARK.format(n=len(text) - keep)
+        self.container[self.key] = cut if len(cut) < len(text) else text[:keep]
+
+
+def _texts(t: Any, data: Any) -> list[_Text]:
+    """Every free-text slot of ``data`` (the builtins of a value of type ``t``)."""
+    import msgspec.inspect as mi
+
+    out: list[_Text] = []
+
+    def free(node: Any) -> None:  # inside free-form JSON: every string is text
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if isinstance(value, str):
+                out.append(_Text(node, key))
+            else:
+                free(value)
+
+    def walk(t: Any, container: Any, key: Any) -> None:
+        value = container[key]
+        if value is None:
+            return
+        match t:
+            case mi.Metadata():
+                walk(t.type, container, key)
+            case mi.StrType():
+                if t.pattern is None and isinstance(value, str):
+                    out.append(_Text(container, key))
+            case mi.ListType() | mi.VarTupleType():
+                for i in range(len(value)):
+                    walk(t.item_type, value, i)
+            case mi.DictType():
+                if isinstance(t.value_type, mi.AnyType):
+                    free(value)
+                else:
+                    for k in list(value):
+                        walk(t.value_type, value, k)
+            case mi.UnionType():
+                for member in t.types:
+                    if _matches(member, value):
+                        walk(member, container, key)
+                        break
+            case mi.StructType():
+                if isinstance(value, dict):
+                    for f in t.fields:
+                        if f.encode_name in value:
+                            walk(f.type, value, f.encode_name)
+            case _:
+                pass
+
+    walk(t, {"": data}, "")
+    return out
+
+
+def _matches(t: Any, value: Any) -> bool:
+    """Whether builtins ``value`` is of union member ``t`` (enough to find the texts)."""
+    import msgspec.inspect as mi
+
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    match t:
+        case mi.StrType():
+            return isinstance(value, str)
+        case mi.ListType() | mi.VarTupleType():
+            return isinstance(value, list)
+        case mi.DictType() | mi.StructType():
+            return isinstance(value, dict)
+        case _:
+            return False
+
+
+def free_json_checker(type_: Any):
+    """A function that checks every free-form JSON field of a decoded ``type_`` (``None``: it has none).
+
+    Free-form JSON fields are marked ``Meta(extra={"free_json": True})`` (``FreeJson`` in
+    :mod:`reverie_canary.shared.events`).  The function raises ``ValueError`` naming the
+    field's path and the bound it breaks.
+    """
+    import msgspec.inspect as mi
+
+    def plan(t: Any, seen: frozenset) -> Any:
+        """A checker of values of type ``t``, or ``None`` when ``t`` holds no free JSON."""
+        match t:
+            case mi.Metadata():
+                if (t.extra or {}).get("free_json"):
+                    return lambda value, path: _check_at(value, path)
+                return plan(t.type, seen)
+            case mi.ListType() | mi.VarTupleType():
+                inner = plan(t.item_type, seen)
+                if inner is None:
+                    return None
+                return lambda value, path: [inner(v, f"{path}[{i}]") for i, v in enumerate(value)]
+            case mi.DictType():
+                inner = plan(t.value_type, seen)
+                if inner is None:
+                    return None
+                return lambda value, path: [inner(v, f"{path}.{k}") for k, v in value.items()]
+            case mi.UnionType():
+                members = [(m, plan(m, seen)) for m in t.types]
+                members = [(m, c) for m, c in members if c is not None]
+                if not members:
+                    return None
+
+                def check_union(value: Any, path: str) -> None:
+                    for m, c in members:
+                        cls = getattr(m, "cls", None)
+                        if cls is None or isinstance(value, cls):
+                            c(value, path)
+                return check_union
+            case mi.StructType():
+                if t.cls in seen:
+                    return None
+                fields = [(f.name, plan(f.type, seen | {t.cls})) for f in t.fields]
+                fields = [(n, c) for n, c in fields if c is not None]
+                if not fields:
+                    return None
+
+                def check_struct(value: Any, path: str) -> None:
+                    for name, c in fields:
+                        child = getattr(value, name)
+                        if child is not None:
+                            c(child, f"{path}.{name}")
+                return check_struct
+            case _:
+                return None
+
+    return plan(mi.type_info(type_), frozenset())
+
+
+def _check_at(value: Any, path: str) -> None:
+    if not isinstance(value, dict):
+        return
+    try:
+        check_free_json(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} - at `{path}`") from None
