@@ -167,3 +167,44 @@ def largest(type_: Any) -> Any:
                 raise AssertionError(f"no largest value for {t!r}")
 
     return build(mi.type_info(type_))
+
+
+def smallest(type_: Any) -> Any:
+    """A small valid instance of ``type_``: required fields only, each at its least (``"a"``, 0, the first literal)."""
+    base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+    def build(t: mi.Type) -> Any:
+        match t:
+            case mi.Metadata():
+                return build(t.type)
+            case mi.StrType():
+                n = max(1, t.min_length or 0)
+                for ch in ("a", "0", "-"):
+                    if t.pattern is None or re.search(t.pattern, ch * n):
+                        return ch * n
+                raise AssertionError(f"no short string matches {t.pattern!r}")
+            case mi.IntType():
+                return max(0, t.ge or 0, (t.gt + 1) if t.gt is not None else 0)
+            case mi.FloatType():
+                return float(t.ge or 0.0)
+            case mi.BoolType():
+                return False
+            case mi.NoneType():
+                return None
+            case mi.DateTimeType():
+                return base
+            case mi.LiteralType():
+                return t.values[0]
+            case mi.ListType() | mi.VarTupleType():
+                return []
+            case mi.DictType():
+                return {}
+            case mi.UnionType():
+                members = [m for m in t.types if not isinstance(m, mi.NoneType)]
+                return build(members[0]) if members else None
+            case mi.StructType():
+                return t.cls(**{f.name: build(f.type) for f in t.fields if f.required})
+            case _:
+                raise AssertionError(f"no small value for {t!r}")
+
+    return build(mi.type_info(type_))
