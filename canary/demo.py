@@ -129,7 +129,7 @@ class Observer:
         self.out = out
         self.model = model
         self.probers = probers
-        self.planned: dict[str, int] = {}  # cycle id -> planned probes
+        self.planned: dict[str, dict[int, int]] = {}  # cycle id -> listing part -> planned probes
         self.results: dict[str, dict[str, str]] = {}  # cycle id -> task id -> prober id
         self.cycle_ids: list[tuple[str, int]] = []  # (cycle id, cycle no) of the closed cycles, in order
         self.verdicts: dict[str, list[str]] = {}
@@ -197,8 +197,8 @@ class Observer:
     async def on_discovery(self, msg) -> None:
         event = codec.ENDPOINTS_OR_CLOSE.decode(msg.data)
         self.cycle_nos.add(event.cycle_no)  # numbers the demo's cycles for the notices
-        if isinstance(event, EndpointsDiscovered):
-            self.planned[event.cycle] = len(event.planned)
+        if isinstance(event, EndpointsDiscovered):  # a large listing comes in parts
+            self.planned.setdefault(event.cycle, {})[event.part] = len(event.planned)
 
     async def on_result(self, msg) -> None:
         r: ProbeResult = codec.PROBE_RESULT.decode(msg.data)
@@ -208,7 +208,8 @@ class Observer:
         """One cycle's probes: planned, results received, and how many each prober did (most first)."""
         done = self.results.get(cycle, {})
         counts = sorted(Counter(done.values()).items(), key=lambda kv: (-kv[1], kv[0]))
-        return {"planned": self.planned.get(cycle, 0), "probes": len(done), "by_prober": dict(counts)}
+        return {"planned": sum(self.planned.get(cycle, {}).values()), "probes": len(done),
+                "by_prober": dict(counts)}
 
     async def on_decision(self, msg) -> None:
         d: Decision = codec.DECISION.decode(msg.data)

@@ -379,6 +379,7 @@ class ModelWindow(Struct, kw_only=True):
     cycle_memory: int = CYCLE_MEMORY
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
+    listing_cycle: str | None = None
     controls: dict[str, str] = {}
     cycles: dict[str, CycleFacts] = {}
     last_closed: CycleClosed | None = None
@@ -451,11 +452,17 @@ def _cycle(mw: ModelWindow, cycle: str, cycle_no: int, at: datetime) -> CycleFac
 
 
 def _discovered(mw: ModelWindow, event: EndpointsDiscovered) -> None:
+    """A cycle's listing and plan; a large listing comes in parts, merged here (a repeated part changes nothing)."""
     facts = _cycle(mw, event.cycle, event.cycle_no, event.at)
-    facts.planned = {p.task_id: (p.provider, p.kind, p.language, p.control) for p in event.planned}
-    facts.prices = {e.provider: e.pricing for e in event.endpoints}
-    if mw.listing_at is None or event.at >= mw.listing_at:
-        mw.listing, mw.listing_at = list(event.endpoints), event.at
+    facts.planned = {**facts.planned, **{p.task_id: (p.provider, p.kind, p.language, p.control)
+                                         for p in event.planned}}
+    facts.prices = {**facts.prices, **{e.provider: e.pricing for e in event.endpoints}}
+    if mw.listing_cycle == event.cycle:
+        merged = {e.provider: e for e in mw.listing} | {e.provider: e for e in event.endpoints}
+        mw.listing = [merged[name] for name in sorted(merged)]
+        mw.controls = {**mw.controls, **event.controls}
+    elif mw.listing_at is None or event.at >= mw.listing_at:
+        mw.listing, mw.listing_at, mw.listing_cycle = list(event.endpoints), event.at, event.cycle
         mw.controls = dict(event.controls)
 
 

@@ -336,3 +336,17 @@ def test_recent_cycles_say_what_was_planned_received_and_judged_per_provider():
     assert (last.planned, last.results) == (8, 7)
     assert last.verdicts == {"a/fp8": "failed", "b/fp8": "frozen", "c/fp8": "passed", "d/fp8": "passed"}
     assert last.closed_at == T0 + 9 * CYCLE + WINDOW
+
+
+def test_a_listing_in_parts_is_merged_into_one_plan_and_one_listing():
+    """A large model's EndpointsDiscovered in two parts: the cycle's plan and prices hold both halves."""
+    events = priced(cycle_events(0, healthy(*FLEET)), {p: PRICE for p in FLEET}, {"prompt_tokens": 10})
+    whole = next(e for e in events if isinstance(e, EndpointsDiscovered))
+    halves = [msgspec.structs.replace(whole, endpoints=[e for e in whole.endpoints if e.provider in half],
+                                      planned=[p for p in whole.planned if p.provider in half], part=i, parts=2)
+              for i, half in enumerate((FLEET[:2], FLEET[2:]))]
+    split = [*halves, halves[0], *[e for e in events if e is not whole]]  # a part redelivered
+    one, parts = view(events), view(split)
+    assert [c.planned for c in parts.cycles] == [c.planned for c in one.cycles] == [8]
+    assert parts.spend.total == one.spend.total and parts.spend.total.unpriced_tokens == 0
+    assert [p.provider for p in parts.providers] == list(FLEET)
