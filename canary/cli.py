@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.logging import masked_url, scrub
 from reverie_canary.shared.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -28,7 +29,7 @@ def _settings(config: Path | None = None, **overrides) -> Settings:
     try:
         return Settings.load(config_path=config, **overrides)
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(2) from exc
 
 
@@ -58,7 +59,7 @@ def demo(
         code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers,
                                     keep=keep))
     except ServerUnavailable as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(3) from exc
     except KeyboardInterrupt:
         code = 130
@@ -72,18 +73,16 @@ def run(
 ) -> None:
     """Run one service until SIGINT/SIGTERM."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
-    from reverie_canary.shared import metrics
 
     if service not in SERVICES:
         typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
         raise typer.Exit(2)
     settings = _settings(config)
     _logging(settings)
-    metrics.serve(settings.metrics_port)
     try:
         asyncio.run(serve_forever(settings, [service]))
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(2) from exc
 
 
@@ -92,17 +91,15 @@ def up(
     config: ConfigOpt = None,
     probers: Annotated[int, typer.Option(help="prober replicas in this process")] = 1,
 ) -> None:
-    """Run all five services in this process until SIGINT/SIGTERM."""
+    """Run all five services in this process until SIGINT/SIGTERM (each with its own metrics port)."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
-    from reverie_canary.shared import metrics
 
     settings = _settings(config)
     _logging(settings)
-    metrics.serve(settings.metrics_port)
     try:
         asyncio.run(serve_forever(settings, list(SERVICES), probers=probers))
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(2) from exc
 
 
@@ -126,7 +123,7 @@ def init(
         return True
 
     if not asyncio.run(main()):
-        typer.echo(f"error: NATS at {settings.nats_url} did not answer within {wait_s:g} s", err=True)
+        typer.echo(f"error: NATS at {masked_url(settings.nats_url)} did not answer within {wait_s:g} s", err=True)
         raise typer.Exit(1)
     typer.echo("streams and KV bucket are in place")
 
@@ -201,8 +198,11 @@ def simulator(
     sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,
 ) -> None:
     """Serve the simulated OpenRouter gateway (for compose and manual tests)."""
+    from reverie_canary.shared.logging import configure as configure_logging
     from reverie_canary.simulator.__main__ import main as sim_main
 
+    settings = _settings()
+    configure_logging(settings.log_format, settings.log_level)
     argv = ["--scenario", scenario, "--port", str(port), "--host", host]
     if sentences:
         argv += ["--sentences", str(sentences)]
@@ -260,19 +260,22 @@ def main() -> None:
     """
     from reverie_canary.canary.embedded import ServerUnavailable
     from reverie_canary.shared.errors import CanaryError
+    from reverie_canary.shared.logging import scrub_standard_streams
 
+    scrub_standard_streams()  # no secret reaches the terminal, whatever prints it
     try:
         app()
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         sys.exit(2)
     except (CanaryError, ServerUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         sys.exit(1)
     except Exception as exc:
         if os.environ.get("CANARY_DEBUG"):
             raise
-        print(f"error: {type(exc).__name__}: {exc} (set CANARY_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {scrub(str(exc))} (set CANARY_DEBUG=1 for the traceback)",
+              file=sys.stderr)
         sys.exit(1)
 
 

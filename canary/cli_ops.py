@@ -42,6 +42,7 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.logging import scrub
 from reverie_canary.shared.timefmt import utc_text
 
 override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
@@ -373,7 +374,7 @@ def _run(coro, settings=None):
     try:
         return asyncio.run(coro)
     except OpsError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(1) from exc
     except (nats.errors.Error, asyncio.TimeoutError) as exc:
         user = (settings.nats_user if settings is not None else "") or "unset"
@@ -449,7 +450,7 @@ def override_add(
         elif for_:
             expires_at = fields["at"] + parse_duration(for_)
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(2) from exc
     if expires_at is not None and expires_at <= fields["at"]:
         typer.echo(f"error: --expires {utc_text(expires_at)} is not in the future", err=True)
@@ -604,7 +605,7 @@ def exclusions_check(
     try:
         entries = parse_exclusions(text, str(file))
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(1) from exc
     for e in entries:
         typer.echo(exclusion_line(e))

@@ -20,6 +20,7 @@ import typer
 
 from reverie_canary.canary.cli import _settings, app
 from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.logging import scrub
 
 
 def _describe(n: int, result: ProbeResult) -> str:
@@ -136,6 +137,6 @@ def probe(
         code = asyncio.run(main())
     except Exception as exc:  # network trouble etc.: say what, no traceback
         with contextlib.suppress(Exception):
-            typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            typer.echo(f"error: {type(exc).__name__}: {scrub(str(exc))}", err=True)
         raise typer.Exit(1) from exc
     raise typer.Exit(code)

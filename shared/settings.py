@@ -39,8 +39,15 @@ LANGUAGES: tuple[str, ...] = (
 DAY_S = 86400.0
 
 #: Settings that are credentials: masked by ``Settings.public``, left out of ``Settings.environment``.
-SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "webhook_url", "webhook_secret",
-                                  "notify_urls", "notify_secrets")
+SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "webhook_secret", "notify_urls",
+                                  "notify_secrets")
+#: URLs that are credentials as a whole (a Slack-style webhook carries its token in the path):
+#: printed as ``scheme://host/***`` everywhere, left out of ``Settings.environment``.
+SECRET_URL_FIELDS: tuple[str, ...] = ("webhook_url",)
+#: URLs that may carry a password (``nats://user:pass@host``): the password is masked wherever printed.
+URL_FIELDS: tuple[str, ...] = ("nats_url", "redis_url", "openrouter_base_url")
+#: The services, in the order ``canary up`` starts them (and numbers their metrics ports).
+SERVICE_NAMES: tuple[str, ...] = ("discovery", "prober", "judge", "router", "notifier")
 #: Notice severities, least urgent first (services/notifier/core.py has the table of which is which).
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 
@@ -150,7 +157,9 @@ class Settings(Struct, kw_only=True):
     notify_timeout_s: float = 10.0
     notify_poll_s: float = 1.0
     notify_concurrency: int = 4
+    metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
+    metrics_ports: dict[str, int] = {}
     log_format: str = "console"
     log_level: str = "INFO"
 
@@ -159,10 +168,13 @@ class Settings(Struct, kw_only=True):
         problems = _problems(self)
         if problems:
             raise ConfigError("invalid settings: " + "; ".join(problems))
-        from reverie_canary.shared.logging import redact
+        from reverie_canary.shared.logging import redact, redact_url
 
-        redact(self.openrouter_api_key, self.nats_password, self.webhook_url, self.webhook_secret,
-               *self.notify_urls.values(), *self.notify_secrets.values())
+        redact(self.openrouter_api_key, self.nats_password, self.webhook_secret, *self.notify_secrets.values())
+        for name in URL_FIELDS:
+            redact_url(getattr(self, name))
+        for url in (*(getattr(self, name) for name in SECRET_URL_FIELDS), *self.notify_urls.values()):
+            redact_url(url, whole=True)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -171,27 +183,42 @@ class Settings(Struct, kw_only=True):
     __str__ = __repr__
 
     def public(self) -> dict[str, Any]:
-        """All settings as a dict, secrets masked (safe to log or print)."""
+        """All settings as a dict, secrets masked (safe to log or print).
+
+        Credentials are ``***``, a secret URL is ``scheme://host/***``, and a
+        password inside any URL is ``***``.
+        """
+        from reverie_canary.shared.logging import masked_url
+
         data = msgspec.structs.asdict(self)
         for key in SECRET_FIELDS:
             if isinstance(data.get(key), dict):
                 data[key] = {name: "***" for name in data[key]}
             elif data.get(key):
                 data[key] = "***"
+        for key in SECRET_URL_FIELDS:
+            data[key] = masked_url(data[key], whole=True)
+        for key in URL_FIELDS:
+            data[key] = masked_url(data[key])
         return data
 
     def environment(self, *, with_secrets: bool = False) -> dict[str, str]:
         """These settings as the environment variables :meth:`load` reads back to the same values.
 
         Lists are comma-separated, dicts ``k=v`` pairs (the forms ``load``
-        parses).  Without ``with_secrets`` the NATS password and the API key
-        are left out.
+        parses).  Without ``with_secrets`` the credentials (NATS password,
+        API key, webhook and channel secrets) and the secret URLs are left out
+        and a password inside a URL is masked.
         """
+        from reverie_canary.shared.logging import masked_url
+
         out: dict[str, str] = {}
         bare = {field_name: name for name, field_name in _BARE_ENV.items()}
         for field_name, value in msgspec.structs.asdict(self).items():
-            if field_name in SECRET_FIELDS and not with_secrets:
+            if field_name in (*SECRET_FIELDS, *SECRET_URL_FIELDS) and not with_secrets:
                 continue
+            if field_name in URL_FIELDS and not with_secrets:
+                value = masked_url(value)
             if isinstance(value, list):
                 text = ",".join(str(v) for v in value)
             elif isinstance(value, dict):
@@ -325,8 +352,15 @@ def _problems(s: Settings) -> list[str]:
             problems.append(f"{name}: unknown probe kinds {bad}")
     if not 0 < s.common_mode_share <= 1:
         problems.append("common_mode_share must be in (0, 1]")
-    if not 0 <= s.metrics_port <= 65535:
-        problems.append("metrics_port must be a TCP port (0: off)")
+    if not -1 <= s.metrics_port <= 65535:
+        problems.append("metrics_port must be a TCP port (0: the standard ports, -1: no endpoint)")
+    for name, port in s.metrics_ports.items():
+        if name not in SERVICE_NAMES:
+            problems.append(f"metrics_ports: unknown service {name!r}; services: {', '.join(SERVICE_NAMES)}")
+        elif not -1 <= port <= 65535:
+            problems.append(f"metrics_ports: {name} must have a TCP port (0: any free port, -1: no endpoint)")
+    if not s.metrics_host.strip():
+        problems.append("metrics_host must be an address to bind (127.0.0.1, 0.0.0.0, ::)")
     problems.extend(_notify_problems(s))
     if s.log_level.upper() not in _LOG_LEVELS:
         problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")

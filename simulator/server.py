@@ -76,8 +76,9 @@ async def serve(
         raise
     sock.set_inheritable(True)
     bound_port = sock.getsockname()[1]
+    # log_config=None: uvicorn's records go to the process's logging (structlog, masked), not its own handlers
     config = uvicorn.Config(app, host=host, port=bound_port, log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=shutdown_timeout_s)
+                            timeout_graceful_shutdown=shutdown_timeout_s, log_config=None)
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
