@@ -29,10 +29,10 @@ import msgspec
 from nats.js.errors import KeyNotFoundError
 
 from reverie_canary.canary import embedded
-from reverie_canary.canary.runtime import running
+from reverie_canary.canary.runtime import SERVICES, running
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
-from reverie_canary.shared import clock, codec, ids, subjects
+from reverie_canary.shared import clock, codec, ids, metrics, subjects
 from reverie_canary.shared.auth import generate_passwords, server_config, server_env
 from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
@@ -89,6 +89,8 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         notify_give_up_s=86400.0 * SCALE,
         notify_timeout_s=2.0,
         notify_poll_s=0.25,
+        metrics_host="127.0.0.1",
+        metrics_ports={name: 0 for name in SERVICES},  # free ports: the demo prints where they are
     )
 
 
@@ -257,12 +259,14 @@ class Pipeline:
     """A running system: embedded servers, simulated gateway, five services, an observer."""
 
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
-                 passwords: dict[str, str]) -> None:
+                 passwords: dict[str, str], metrics_urls: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.observer = observer
         self.gateway_url = gateway_url
         self.scenario = scenario
         self.passwords = passwords
+        #: service -> its /metrics URL (``/healthz`` and ``/readyz`` beside it)
+        self.metrics_urls = metrics_urls or {}
 
     def settings_for(self, user: str) -> Settings:
         """The demo's settings with ``user``'s NATS credential (operator, backend, a service)."""
@@ -286,7 +290,8 @@ class Pipeline:
 
     async def summary(self) -> dict[str, Any]:
         """The machine-readable summary (see ``canary demo --json``)."""
-        return await _summary(self.settings, self.observer, self.settings.models[0])
+        return {**await _summary(self.settings, self.observer, self.settings.models[0]),
+                "metrics": dict(self.metrics_urls)}
 
     async def judge_record(self) -> JudgeRecord:
         """The judge's stored record of the demo's model."""
@@ -342,9 +347,13 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                 started = time.monotonic()
                 try:
                     async with running(settings, probers=probers, passwords=passwords):
+                        urls = {name: url for name, url in metrics.urls().items() if name in SERVICES}
                         observer.print(f"all five services up in {time.monotonic() - started:.1f} s, each with "
                                        "its own NATS credential; waiting for cycle 1 ...")
-                        yield Pipeline(settings, observer, gateway_url, loaded, passwords)
+                        if urls:
+                            observer.print("metrics (/healthz and /readyz beside each): "
+                                           + "  ".join(f"{name} {url}" for name, url in urls.items()))
+                        yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls)
                 finally:
                     await nc.drain()
     finally:
@@ -382,7 +391,7 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
             completed = await p.wait_cycles(cycles, stop)
             if keep and completed and not stop.is_set():
                 files = write_env_files(p, Path(tmp))
-                _print_keep(out, files)
+                _print_keep(out, files, p.metrics_urls)
                 await stop.wait()
                 stop.clear()
             await asyncio.sleep(0.5)  # let the last decisions reach the router
@@ -418,7 +427,7 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
     return out
 
 
-def _print_keep(out: TextIO, files: dict[str, Path]) -> None:
+def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str] | None = None) -> None:
     exe = sys.argv[0] if Path(sys.argv[0]).name == "canary" else "canary"  # as this demo was started
     lines = [
         "",
@@ -428,6 +437,8 @@ def _print_keep(out: TextIO, files: dict[str, Path]) -> None:
         f"  {exe} status;  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
         f"  . {files['backend']}; {exe} watch      # as the chat backend",
     ]
+    for name, url in (metrics_urls or {}).items():
+        lines.append(f"  curl -s {url} | grep ^canary_      # {name}; /healthz and /readyz beside it")
     print("\n".join(lines), file=out, flush=True)
 
 

@@ -160,8 +160,11 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
     return _start("nats-server", "nats", command, workdir, port, env)
 
 
-def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
+def start_redis(workdir: Path, port: int | None = None, *, password: str | None = None) -> RunningServer:
     """Start ``redis-server`` on 127.0.0.1 without persistence, files in ``workdir``.
+
+    Args:
+        password: require it (``requirepass``); the URL returned does not carry it.
 
     Raises:
         ServerUnavailable: binary missing or the server did not come up.
@@ -169,8 +172,9 @@ def start_redis(workdir: Path, port: int | None = None) -> RunningServer:
     binary = find_redis_server()
 
     def command(p: int) -> list[str]:
+        auth = ["--requirepass", password] if password else []
         return [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(workdir), "--logfile", str(workdir / f"redis-{p}.log"), "--daemonize", "no"]
+                "--dir", str(workdir), "--logfile", str(workdir / f"redis-{p}.log"), "--daemonize", "no", *auth]
 
     return _start("redis-server", "redis", command, workdir, port, None)
 

@@ -10,15 +10,17 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 
+import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import streams
+from reverie_canary.shared import metrics, streams
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.logging import masked_url
+from reverie_canary.shared.settings import SERVICE_NAMES, Settings
 
-SERVICES = ("discovery", "prober", "judge", "router", "notifier")
+SERVICES = SERVICE_NAMES
 #: Longest start of one service (connect, streams, Redis, first fetch), seconds.
 START_S = 60.0
 #: Longest stop of one service (in-flight handlers get the broker's 10 s, loops 10 s each), seconds.
@@ -69,6 +71,7 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
             (``service_not_stopped``) and left behind, so that the others stop.
     """
     apps: list[tuple[str, FastStream]] = []
+    settings = metrics_ports_of(settings, names)
     try:
         for name in names:
             own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
@@ -77,16 +80,22 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
                 if replicas > 1:  # each replica signs its results with an id of its own (ProbeResult.prober)
                     base = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}"
                     own = own.replace(prober_id=f"{base}-p{i + 1}")
-                app = factory(name)(own)
-                try:
-                    async with asyncio.timeout(START_S):
-                        await app.start()
-                except TimeoutError:
-                    with contextlib.suppress(Exception):
-                        async with asyncio.timeout(STOP_S):
-                            await app.stop()  # what did start (a connection, a loop) must not outlive us
-                    raise ServiceStuck(f"the {name} service did not start within {START_S:g} s "
-                                       f"(NATS at {settings.nats_url} and Redis reachable?)") from None
+                # tasks the app starts (its subscribers, nats-py's reader) carry the service's
+                # name into every log line they cause, a library's lines too
+                with structlog.contextvars.bound_contextvars(service=name):
+                    app = factory(name)(own)
+                    try:
+                        async with asyncio.timeout(START_S):
+                            await app.start()
+                    except BaseException as exc:
+                        with contextlib.suppress(Exception):
+                            async with asyncio.timeout(STOP_S):
+                                # what did start (a connection, a loop, a metrics port) must not outlive us
+                                await app.stop()
+                        if isinstance(exc, TimeoutError):
+                            raise ServiceStuck(f"the {name} service did not start within {START_S:g} s (NATS at "
+                                               f"{masked_url(settings.nats_url)} and Redis reachable?)") from None
+                        raise
                 apps.append((name, app))
         yield [app for _, app in apps]
     finally:
@@ -100,16 +109,32 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
                 get_logger("runtime").warning("service_stop_failed", service=name, exc_info=True)
 
 
+def metrics_ports_of(settings: Settings, names: tuple[str, ...] | list[str]) -> Settings:
+    """``settings`` with one metrics port per service when ``metrics_port`` names one port for several.
+
+    ``CANARY_METRICS_PORT=P`` with ``canary up``: discovery on P, prober P+1,
+    judge P+2, router P+3, notifier P+4 (:data:`SERVICES` order), unless
+    ``metrics_ports`` names a service's port itself.
+    """
+    distinct = list(dict.fromkeys(names))
+    if settings.metrics_port <= 0 or len(distinct) < 2:
+        return settings
+    ports = {name: settings.metrics_port + SERVICES.index(name) for name in distinct if name in SERVICES}
+    return settings.replace(metrics_ports={**ports, **settings.metrics_ports})
+
+
 async def _ignore(exc: Exception) -> None:
     return None
 
 
 async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redis_needed: bool,
-                                streams_needed: bool = True) -> bool:
+                                streams_needed: bool = True,
+                                waiting_endpoints: list[metrics.Endpoint] | tuple = ()) -> bool:
     """Wait until NATS (and Redis, and the streams, when needed) are there; ``False`` if stopped first.
 
     Services start in any order in a deployment (compose starts containers
-    together): a service waits for its bus instead of dying, and says so.
+    together): a service waits for its bus instead of dying, and says so, in
+    its log and on the ``/readyz`` of ``waiting_endpoints`` (503 with the problems).
     """
     from reverie_canary.shared.logging import get as get_logger
     from reverie_canary.shared.service import nats_connect, redis_client
@@ -134,15 +159,17 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
             finally:
                 await nc.close()
         except Exception as exc:  # unreachable, refused, not authorized: keep waiting, say why
-            problems.append(f"NATS at {settings.nats_url}: {type(exc).__name__}: {exc}")
+            problems.append(f"NATS at {masked_url(settings.nats_url)}: {type(exc).__name__}: {exc}")
         if redis_needed:
             client = redis_client(settings)
             try:
                 await client.ping()
             except Exception as exc:
-                problems.append(f"Redis: {type(exc).__name__}")
+                problems.append(f"Redis at {masked_url(settings.redis_url)}: {type(exc).__name__}")
             finally:
                 await client.aclose()
+        for endpoint in waiting_endpoints:
+            endpoint.status = ("waiting for " + "; ".join(problems)) if problems else "starting"
         if not problems:
             return True
         if time.monotonic() - said > 10:
@@ -154,13 +181,33 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
 
 
 async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], *, probers: int = 1) -> None:
-    """Wait for NATS and Redis, then run services until SIGINT, SIGTERM or SIGHUP."""
+    """Wait for NATS and Redis, then run services until SIGINT, SIGTERM or SIGHUP.
+
+    Each service's ``/healthz`` and ``/readyz`` answer from the start: while the
+    dependencies are missing ``/readyz`` says 503 and which ones.
+
+    Raises:
+        ConfigError: a metrics port cannot be bound.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"}):
-        return
-    async with running(settings, names, probers=probers):
-        await stop.wait()
+    settings = metrics_ports_of(settings, names)
+    held: list[str] = []
+    try:
+        endpoints = []
+        for name in dict.fromkeys(names):
+            endpoint = await metrics.acquire(settings, name)
+            held.append(name)
+            if endpoint is not None:
+                endpoints.append(endpoint)
+        if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"},
+                                           waiting_endpoints=endpoints):
+            return
+        async with running(settings, names, probers=probers):
+            await stop.wait()
+    finally:
+        for name in held:
+            await metrics.release(name)

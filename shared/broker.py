@@ -41,6 +41,7 @@ from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES, fit
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
 from reverie_canary.shared.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
+from reverie_canary.shared.logging import adopt_library_loggers
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import DEADLETTER
@@ -61,19 +62,24 @@ class _EmptyFetchFilter(logging.Filter):
         return not (isinstance(exc, TimeoutError) and "raised an exception" in record.getMessage())
 
 
-#: FastStream's own lines (per-message, task callbacks) go here, quiet below WARNING.
-_BROKER_LOGGER = logging.getLogger("canary.broker")
-_BROKER_LOGGER.setLevel(logging.WARNING)
+#: FastStream's own lines (per-message, task callbacks) go here: under ``faststream``, which
+#: :func:`reverie_canary.shared.logging.configure` keeps quiet below WARNING unless the level is DEBUG.
+_BROKER_LOGGER = logging.getLogger("faststream.canary")
 _BROKER_LOGGER.addFilter(_EmptyFetchFilter())
 
 
-def make_broker(settings: Settings, service: str) -> NatsBroker:
+def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] | None = None) -> NatsBroker:
     """A NatsBroker for ``service`` that reconnects forever.
 
     Credentials come from ``NATS_USER`` / ``NATS_PASSWORD`` (one per service,
     ``shared/nats/server.conf``); the connection is named after the service.
+
+    Args:
+        callbacks: nats-py ``disconnected_cb`` / ``reconnected_cb``
+            (:meth:`reverie_canary.shared.health.Link.nats_callbacks`).
     """
-    kwargs: dict[str, Any] = {}
+    adopt_library_loggers()  # FastStream's own stdout handler would print beside structlog
+    kwargs: dict[str, Any] = dict(callbacks or {})
     if settings.nats_user:
         kwargs["security"] = NatsUserPassword(settings.nats_user, settings.nats_password)
     return NatsBroker(
@@ -201,7 +207,7 @@ class Publisher:
             deliveries=delivery.deliveries,
         )
         anchor = f"{delivery.subject}|{delivery.stream_seq}" if delivery.stream_seq else ids.content_id("body", body)
-        metrics.DEAD_LETTERS.labels(self.service, reason).inc()
+        metrics.of(self.service).inc("dead_letters", reason=reason)
         try:
             await self.publish(letter, subjects.deadletter(self.service), f"dl|{self.service}|{anchor}", DEADLETTER)
         except Transient as exc:
@@ -235,14 +241,14 @@ async def handle(
         log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc))
         await publisher.dead_letter(delivery, body, reason, str(exc))
         await msg.reject()
-        metrics.MESSAGES.labels(service, "term").inc()
+        metrics.of(service).inc("messages", outcome="term")
         return
     except Rejected as exc:
         reason = "too_large" if isinstance(exc, TooLarge) else "rejected"
         log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc), **_ctx(exc))
         await publisher.dead_letter(delivery, body, reason, str(exc))
         await msg.reject()
-        metrics.MESSAGES.labels(service, "term").inc()
+        metrics.of(service).inc("messages", outcome="term")
         return
     except asyncio.CancelledError:
         raise
@@ -254,14 +260,14 @@ async def handle(
             log.error("message_gave_up", subject=delivery.subject, deliveries=delivery.deliveries, error=str(exc))
             await publisher.dead_letter(delivery, body, "gave_up", repr(exc))
             await msg.reject()
-            metrics.MESSAGES.labels(service, "term").inc()
+            metrics.of(service).inc("messages", outcome="term")
             return
         log.warning("message_retry", subject=delivery.subject, deliveries=delivery.deliveries, error=str(exc))
         await msg.nack(delay=settings.retry_delay_s * delivery.deliveries)
-        metrics.MESSAGES.labels(service, "nak").inc()
+        metrics.of(service).inc("messages", outcome="nak")
         return
     await msg.ack()
-    metrics.MESSAGES.labels(service, "ack").inc()
+    metrics.of(service).inc("messages", outcome="ack")
 
 
 def _ctx(exc: Exception) -> dict[str, Any]:

@@ -5,27 +5,39 @@ Each service module builds one :class:`Shell`, registers its handlers with
 :func:`reverie_canary.shared.broker.handle`) and its timers with :meth:`Shell.background`,
 and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
 runs one app; ``canary up`` and ``canary demo`` run all five in one process.
+
+The shell also serves the service's ``/metrics``, ``/healthz`` and ``/readyz``
+(:mod:`reverie_canary.shared.metrics`) from before the broker connects until it
+stopped, and watches its NATS and Redis connections (:mod:`reverie_canary.shared.health`):
+an outage is logged once when it starts and once, with its length, when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from faststream import AckPolicy, FastStream
 from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from reverie_canary.shared import streams
+from reverie_canary.shared import metrics, streams
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.logging import get as get_logger
+from reverie_canary.shared.logging import masked_url
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import ConsumerSpec
 
@@ -62,9 +74,41 @@ async def ensure_streams(settings: Settings, *, strict: bool = False) -> None:
         await nc.close()
 
 
+#: Seconds a pooled Redis connection may sit idle before redis-py checks it with a PING.
+REDIS_HEALTH_CHECK_S = 5
+#: Seconds a Redis command may wait for its reply (none of ours blocks on the server).
+REDIS_COMMAND_TIMEOUT_S = 10.0
+
+
 def redis_client(settings: Settings) -> aioredis.Redis:
-    """An asyncio Redis client for ``settings.redis_url`` (bytes in, bytes out)."""
-    return aioredis.from_url(settings.redis_url, socket_connect_timeout=5, health_check_interval=30)
+    """An asyncio Redis client for ``settings.redis_url`` (bytes in, bytes out) that survives a Redis restart.
+
+    A pooled connection idle for :data:`REDIS_HEALTH_CHECK_S` is checked with a
+    PING before use, and a command that meets a dead connection (Redis restarted
+    since) is sent again on a new one, 3 times at most with jittered backoff
+    (50 ms .. 0.5 s): the first command after a restart does not fail (issue 11,
+    field report: the notifier's first use of an old connection failed once).
+    During an outage a command fails after about 1 s.
+    """
+    return aioredis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=5,
+        socket_timeout=REDIS_COMMAND_TIMEOUT_S,
+        health_check_interval=REDIS_HEALTH_CHECK_S,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError],
+    )
+
+
+def redis_watch_client(settings: Settings) -> aioredis.Redis:
+    """A Redis client that says at once when Redis does not answer: no retries, 1 s timeouts.
+
+    The service shell pings with it (:data:`reverie_canary.shared.health.REDIS_WATCH_S`):
+    the services' own clients (:func:`redis_client`) ride through a short outage
+    by retrying, which would hide it from the log and from ``/readyz``.
+    """
+    return aioredis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=1,
+                             retry=Retry(NoBackoff(), 0))
 
 
 async def _raw_body(msg: NatsMessage) -> bytes:
@@ -82,12 +126,22 @@ LOOP_STOP_S = 10.0
 
 
 class Shell:
-    """One service's FastStream app and the pieces every handler needs."""
+    """One service's FastStream app and the pieces every handler needs.
 
-    def __init__(self, name: str, settings: Settings) -> None:
+    Args:
+        name: the service (``judge`` ...): its NATS connection name, logger and series.
+        settings: the settings.
+        uses_redis: the service keeps state in Redis, so ``/readyz`` needs Redis too.
+    """
+
+    def __init__(self, name: str, settings: Settings, *, uses_redis: bool = True) -> None:
         self.name = name
         self.settings = settings
-        self.broker = make_broker(settings, name)
+        self.metrics = metrics.of(name)
+        self.nats_link = Link(name, "nats", masked_url(settings.nats_url), self.metrics)
+        self.redis_link = Link(name, "redis", masked_url(settings.redis_url), self.metrics) if uses_redis else None
+        self.broker = make_broker(settings, name,
+                                  callbacks=self.nats_link.nats_callbacks(lambda: self.broker.connection, "broker"))
         self.publisher = Publisher(self.broker, name)
         self.log = get_logger(name)
         self.app = FastStream(self.broker, logger=None)
@@ -99,6 +153,20 @@ class Shell:
         self.app.after_shutdown(self._after_shutdown)
         self._startup: list[Callable[[], Awaitable[None]]] = []
         self._shutdown: list[Callable[[], Awaitable[None]]] = []
+        self._specs: list[ConsumerSpec] = []
+        self._endpoint: metrics.Endpoint | None = None
+        self._health_redis: aioredis.Redis | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._state = "starting"
+
+    async def connect_nats(self, connection: str, **kwargs: Any) -> nats.NATS:
+        """A long-lived extra NATS connection of this service (reconnects forever), watched like the broker's."""
+        holder: dict[str, nats.NATS] = {}
+        kwargs.setdefault("max_reconnect_attempts", -1)
+        nc = await nats_connect(self.settings, **self.nats_link.nats_callbacks(lambda: holder.get("nc"), connection),
+                                **kwargs)
+        holder["nc"] = nc
+        return nc
 
     def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` before the broker connects (open clients here)."""
@@ -125,6 +193,8 @@ class Shell:
         """
         extra: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
         extra["decoder"] = _raw_body
+        self._specs.append(spec)
+        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
 
         @self.broker.subscriber(
             spec.filter_subjects[0],
@@ -144,12 +214,96 @@ class Shell:
         """Run ``loop`` as a task once the broker is connected; cancel it on shutdown."""
         self._loops.append(loop)
 
+    # -- readiness and scrape-time series (metrics.Source) -------------------------------
+
+    async def readiness(self) -> list[str]:
+        """Why this service is not ready: starting or stopping, NATS or Redis not answering (empty: ready).
+
+        NATS must answer a PING and Redis a PING within 1 s each.
+        """
+        problems: list[str] = []
+        if self._state != "running":
+            problems.append(self._state)
+        problem = self.nats_link.problem()
+        if problem is None and self._state == "running":
+            try:
+                await asyncio.wait_for(self.broker.connection.flush(timeout=1), timeout=1.5)
+            except Exception as exc:  # nats-py timeouts, connection closed or reconnecting
+                problem = f"nats {self.nats_link.target} does not answer ({type(exc).__name__})"
+        if problem:
+            problems.append(problem)
+        if self.redis_link is not None:
+            await self._ping_redis()
+            if self.redis_link.problem():
+                problems.append(self.redis_link.problem())  # type: ignore[arg-type]
+        self.metrics.set("ready", 0 if problems else 1)
+        return problems
+
+    async def refresh(self) -> None:
+        """Read each durable consumer's pending counts from JetStream (1 s each at most)."""
+        if self._state != "running" or not self.nats_link.up:
+            return
+        try:
+            js = self.broker.connection.jetstream()
+        except Exception:
+            return
+        for spec in self._specs:
+            labels = {"stream": spec.stream, "durable": spec.durable}
+            try:
+                info = await asyncio.wait_for(js.consumer_info(spec.stream, spec.durable), timeout=1.0)
+            except Exception:  # not reachable now: no value rather than a stale one
+                for key in ("consumer_pending", "consumer_ack_pending", "consumer_redelivered"):
+                    self.metrics.remove(key, **labels)
+                continue
+            self.metrics.set("consumer_pending", info.num_pending or 0, **labels)
+            self.metrics.set("consumer_ack_pending", info.num_ack_pending or 0, **labels)
+            self.metrics.set("consumer_redelivered", info.num_redelivered or 0, **labels)
+
+    async def _ping_redis(self) -> None:
+        assert self.redis_link is not None
+        if self._health_redis is None:
+            return
+        try:
+            await asyncio.wait_for(self._health_redis.ping(), timeout=2.0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # the outage began after the last answer, at most one watch interval ago
+            self.redis_link.lost("ping", f"{type(exc).__name__}: {exc}", since=self.redis_link.last_ok)
+            return
+        self.redis_link.restored("ping")
+        self.redis_link.connected()
+
+    async def _watch_redis(self) -> None:
+        """Ping Redis for the life of the service, so that an outage is logged when it happens."""
+        while True:
+            await self._ping_redis()
+            self.metrics.set("ready", 1 if self._state == "running" and self.nats_link.up
+                             and (self.redis_link is None or self.redis_link.up) else 0)
+            await asyncio.sleep(REDIS_WATCH_S if self.redis_link is None or self.redis_link.up
+                                else REDIS_WATCH_DOWN_S)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
     async def _on_startup(self) -> None:
+        self.metrics.set("ready", 0)
+        self._endpoint = await metrics.acquire(self.settings, self.name)
+        if self._endpoint is not None:
+            self._endpoint.sources.append(self)
+            if self._endpoint.users == 1:
+                self.log.info("metrics_serving", url=self._endpoint.url, healthz=f"{self._endpoint.base_url}/healthz",
+                              readyz=f"{self._endpoint.base_url}/readyz")
         await ensure_streams(self.settings)
+        if self.redis_link is not None:
+            self._health_redis = redis_watch_client(self.settings)
+            self._watch = asyncio.create_task(self._watch_redis(), name=f"{self.name}-redis-watch")
         for fn in self._startup:
             await fn()
 
     async def _after_startup(self) -> None:
+        self.nats_link.connected()
+        self._state = "running"
+        self.metrics.set("ready", 1 if self.nats_link.up and (self.redis_link is None or self.redis_link.up) else 0)
         for loop in self._loops:
             self._tasks.append(asyncio.create_task(self._guard(loop), name=f"{self.name}-loop"))
 
@@ -175,6 +329,8 @@ class Shell:
         loop that lost its cancellation ran on while the shutdown waited for it
         forever (the router-restart hang).
         """
+        self._state = "stopping"
+        self.metrics.set("ready", 0)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -183,5 +339,21 @@ class Shell:
         self._tasks.clear()
 
     async def _after_shutdown(self) -> None:
-        for fn in self._shutdown:
-            await fn()
+        try:
+            for fn in self._shutdown:
+                await fn()
+        finally:
+            if self._watch is not None:
+                self._watch.cancel()
+                if not await stop_task(self._watch, LOOP_STOP_S):
+                    self.log.error("background_loop_not_stopped", loop=self._watch.get_name(), waited_s=LOOP_STOP_S)
+                self._watch = None
+            if self._health_redis is not None:
+                with contextlib.suppress(Exception):
+                    await self._health_redis.aclose()
+                self._health_redis = None
+            if self._endpoint is not None:
+                with contextlib.suppress(ValueError):
+                    self._endpoint.sources.remove(self)
+                self._endpoint = None
+                await metrics.release(self.name)

@@ -29,6 +29,10 @@ from pathlib import Path
 import pytest
 
 from reverie_canary.canary.embedded import BinaryMissing, start_nats, start_redis
+from reverie_canary.shared import metrics as _metrics
+
+#: The services' standard metrics ports, as shipped (the autouse fixture below moves tests off them).
+STANDARD_METRICS_PORTS: dict[str, int] = dict(_metrics.STANDARD_PORTS)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
@@ -134,6 +138,17 @@ def default_logging() -> None:
     from reverie_canary.shared.logging import configure
 
     configure()
+
+
+@pytest.fixture(autouse=True)
+def free_metrics_ports(monkeypatch) -> None:
+    """Services started by a test serve their metrics on free ports, not the standard 9471..9475.
+
+    Several test runs share this machine (and a test's service must never
+    collide with a deployment on it), as they share nothing else: NATS and
+    Redis are on free ports too.  A test of the standard ports sets them itself.
+    """
+    monkeypatch.setattr(_metrics, "STANDARD_PORTS", {name: 0 for name in STANDARD_METRICS_PORTS})
 
 
 @pytest.fixture

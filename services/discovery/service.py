@@ -113,6 +113,7 @@ class Discovery:
             endpoints = await list_endpoints(self.client, model)
         except ValueError as exc:
             self.shell.log.error("endpoints_unusable", model=model, error=str(exc))
+            self.shell.metrics.inc("cycles_unplanned", model=model, reason="endpoints_unusable")
             return False
         start = cycle_start(cycle_no, s.cycle_interval_s)
         retests = await self._retests(model, cycle_no)
@@ -133,6 +134,11 @@ class Discovery:
             await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
         self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(event.endpoints),
                             tasks=len(tasks), **({"parts": len(parts)} if len(parts) > 1 else {}))
+        m = self.shell.metrics
+        m.inc("cycles_started", model=model)
+        m.inc("tasks_published", len(tasks), model=model)
+        m.set("endpoints_listed", event.listed, model=model)
+        m.set("cycle_started_at", start.timestamp(), model=model)
         return True
 
     async def close_cycle(self, model: str, cycle_no: int) -> bool:
@@ -168,6 +174,8 @@ class Discovery:
                 ok = await self._retry("cycle_start", lambda m=model, n=cycle_no: self.start_cycle(m, n), deadline)
                 if ok:
                     started.append(model)
+                elif time.time() >= deadline:  # retried until the deadline: the cycle was never planned
+                    self.shell.metrics.inc("cycles_unplanned", model=model, reason="gateway_or_bus_unavailable")
             await asyncio.sleep(max(0.0, deadline - time.time()))
             for model in started:
                 await self._retry("cycle_close", lambda m=model, n=cycle_no: self.close_cycle(m, n),
@@ -184,6 +192,9 @@ def create_app(settings: Settings | None = None) -> FastStream:
     async def open_clients() -> None:
         discovery.client = make_client(settings, timeout_s=30.0)
         discovery.redis = redis_client(settings)
+        for model in settings.models:  # rates and alerts see the series before the first cycle
+            for key in ("cycles_started", "tasks_published"):
+                shell.metrics.touch(key, model=model)
 
     async def close_clients() -> None:
         if discovery.client is not None:

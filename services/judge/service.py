@@ -13,13 +13,20 @@ from collections.abc import Awaitable, Callable
 
 from faststream import FastStream
 
-from reverie_canary.services.judge import answers
-from reverie_canary.services.judge.core import Effect, Policy, decide, initial
+from reverie_canary.services.judge import answers, gauges
+from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
 from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, refold
 from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, Outbound, RedisJudgeStore
 from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects
 from reverie_canary.shared.broker import Delivery, Publisher
-from reverie_canary.shared.events import CommandApplied, CommandRefused, CycleVerdict, Decision, RetestRequested
+from reverie_canary.shared.events import (
+    PROBE_KINDS,
+    CommandApplied,
+    CommandRefused,
+    CycleVerdict,
+    Decision,
+    RetestRequested,
+)
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
@@ -48,20 +55,41 @@ class Judge:
     """Applies one event at a time through the store."""
 
     def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str],
-                 rebuild: Callable[[int], Awaitable[list[str]]] | None = None) -> None:
+                 rebuild: Callable[[int], Awaitable[list[str]]] | None = None, *,
+                 cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = PROBE_KINDS) -> None:
         self.store = store
         self.publisher = publisher
         self.policy = policy
         self.models = models
         self.rebuild = rebuild
+        self.cycle_interval_s = cycle_interval_s
+        self.kinds = kinds
+        #: model -> the state last loaded or saved (what the metrics show)
+        self.latest: dict[str, ModelState] = {}
+
+    async def load_latest(self) -> None:
+        """Read every watched model's state, so that the metrics show it before the next event."""
+        for model in self.models:
+            self.latest[model] = (await self.store.load(model)).state
+
+    def samples(self):
+        """The state series of every model this judge holds (:mod:`reverie_canary.services.judge.gauges`)."""
+        return gauges.samples(self.latest, self.policy, cycle_interval_s=self.cycle_interval_s,
+                              kinds=self.kinds)
 
     async def emit(self, effects: list[Outbound]) -> None:
-        """Publish effects (idempotent: deterministic ids)."""
+        """Publish effects (idempotent: deterministic ids); count each one JetStream stored."""
+        series = metrics.of("judge")
         for effect in effects:
             subject, msg_id = effect_address(effect)
-            await self.publisher.publish(effect, subject, msg_id, LOG)
+            stored = await self.publisher.publish(effect, subject, msg_id, LOG)
+            if not stored:  # a republished outbox: counted the first time
+                continue
             if isinstance(effect, Decision):
-                metrics.DECISIONS.labels(effect.action).inc()
+                series.inc("decisions", model=effect.model, action=effect.action)
+            elif isinstance(effect, CycleVerdict):
+                for verdict in effect.verdicts:
+                    series.inc("verdicts", model=effect.model, verdict=verdict.verdict)
 
     async def apply(self, event, delivery: Delivery) -> None:
         """Fold ``event`` into every watched model it concerns.
@@ -135,6 +163,7 @@ class Judge:
             get_logger("judge").warning("state_rebuilt_from_log", models=rebuilt, position=(position or 1) - 1,
                                         reason="Redis lost the judge's state while it ran")
             record = await self.store.load(model)
+            self.latest[model] = record.state
         if position is not None and position <= record.position:
             if position == record.position:
                 await self.emit(record.outbox)  # repair a crash between save and publish
@@ -148,6 +177,7 @@ class Judge:
         new = JudgeRecord(state=state, position=position if position is not None else record.position,
                           revision=record.revision + 1, outbox=outbox)
         await self.store.save(model, new, expected_revision=record.revision)
+        self.latest[model] = state
         await self.emit(outbox)
         return effects, fresh
 
@@ -190,21 +220,26 @@ def create_app(settings: Settings | None = None) -> FastStream:
         policy = Policy.from_settings(settings)
         store = RedisJudgeStore(client, settings.namespace)
         models = list(settings.models)
-        nc = await nats_connect(settings, max_reconnect_attempts=-1)
+        nc = await shell.connect_nats("log reader")
         holder["redis"], holder["nats"] = client, nc  # type: ignore[assignment]
 
         async def rebuild_to(until_seq: int) -> list[str]:
             return await rebuild(nc.jetstream(), store, policy, models, until_seq)
 
-        holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to)
+        judge = holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
+                                        cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds))
         if not await store.initialized():
             floor = await eventlog.acknowledged_position(nc.jetstream(), LOG, streams.judge_consumer(settings).durable)
             rebuilt = await rebuild_to(floor)
             if rebuilt:
                 shell.log.warning("state_rebuilt_from_log", models=rebuilt, position=floor,
                                   reason="no state in Redis, but the log was already consumed")
+        await judge.load_latest()
+        shell.metrics.add_source(judge.samples)
 
     async def close_store() -> None:
+        if "judge" in holder:
+            shell.metrics.remove_source(holder["judge"].samples)
         for name in ("redis", "nats"):
             client = holder.get(name)
             if client is not None:

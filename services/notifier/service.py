@@ -53,7 +53,7 @@ from reverie_canary.shared.errors import ConfigError, Transient
 from reverie_canary.shared.events import NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.settings import SEVERITIES, Settings
 
 NOTIFIER_INPUT = inputs.decoder("notifier")
 #: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds); a
@@ -61,6 +61,11 @@ NOTIFIER_INPUT = inputs.decoder("notifier")
 LEASE_MARGIN_S = 5.0
 #: Dead letters looked at to resolve a ``msg_…`` webhook id, per channel.
 RESOLVE_LIMIT = 1000
+
+
+def _count(channel: str, outcome: str, severity: str) -> None:
+    """One delivery outcome in ``canary_notices_total{channel, outcome, severity}``."""
+    metrics.of("notifier").inc("notices", channel=channel, outcome=outcome, severity=severity)
 
 
 def schedule_of(settings: Settings) -> Schedule:
@@ -202,7 +207,7 @@ class Notifier:
             now = self.now()
             await self.book.delivered(entry, now)
             self.counts[channel.name]["delivered"] += 1
-            metrics.NOTICES.labels(channel.name, "delivered").inc()
+            _count(channel.name, "delivered", notice.severity)
             self.log.info("notice_delivered", channel=channel.name, notice_id=entry.notice_id,
                           attempts=entry.attempts, generation=entry.generation)
             since = self.failing_since.pop(channel.name, None)
@@ -214,7 +219,7 @@ class Notifier:
             return
         now = self.now()
         self.counts[channel.name]["failed"] += 1
-        metrics.NOTICES.labels(channel.name, "failed").inc()
+        _count(channel.name, "failed", notice.severity)
         if channel.name not in self.failing_since:
             self.failing_since[channel.name] = now
             self.log.warning("channel_failing", channel=channel.name, error=error, notice_id=entry.notice_id,
@@ -242,7 +247,7 @@ class Notifier:
                 return
         await self.book.dead(entry, now, error)
         self.counts[channel.name]["dead_lettered"] += 1
-        metrics.NOTICES.labels(channel.name, "dead_lettered").inc()
+        _count(channel.name, "dead_lettered", notice.severity if notice is not None else "")
         self.log.error("notice_dead_lettered", channel=channel.name, notice_id=entry.notice_id,
                        attempts=entry.attempts, error=error, resend="canary notices resend")
 
@@ -368,6 +373,10 @@ def create_app(settings: Settings | None = None) -> FastStream:
             concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s)
         shell.log.info("notifier_channels", channels=[c.describe() for c in channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
+        for channel in channels:  # every channel's series exist from the start, for rates and alerts
+            for severity in SEVERITIES:
+                for outcome in ("delivered", "failed", "dead_lettered"):
+                    shell.metrics.touch("notices", channel=channel.name, outcome=outcome, severity=severity)
 
     async def close() -> None:
         await http.aclose()

@@ -16,6 +16,7 @@ shell passes in, and time through ``now``.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -72,11 +73,20 @@ def verify_pin(task: ProbeTask, reply: Reply) -> CheckResult | None:
     return None
 
 
+#: What the evidence keeps of a reply's ``usage``: token counts, and ``cost`` (USD, openrouter-api.md
+#: section 3) for the canary's own spend (``canary_probe_cost_usd_total``).
+USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "cost")
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def evidence_of(reply: Reply) -> ReplyEvidence:
     """The evidence kept from a reply: status, finish reasons, timings, first bytes.
 
     Every field is bounded (labels 128 characters, ``first_bytes`` 160,
-    ``error`` 300, ``usage`` three token counts), whatever the reply's size.
+    ``error`` 300, ``usage`` three token counts and the cost), whatever the reply's size.
     What a cap cut is in the deciding check's evidence (``bounds.reply_size``:
     ``output_bytes``, ``kept_chars``; ``transport``: ``cut``, ``wire_bytes``).
     """
@@ -91,8 +101,7 @@ def evidence_of(reply: Reply) -> ReplyEvidence:
         first_bytes=reply.text[:160],
         output_chars=len(reply.text),
         error=(reply.transport_error or (str(reply.error)[:300] if reply.error else None)),
-        usage={k: v for k, v in reply.usage.items()
-               if k in ("prompt_tokens", "completion_tokens", "total_tokens") and isinstance(v, int)},
+        usage={k: v for k, v in reply.usage.items() if k in USAGE_KEPT and _finite_number(v)},
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,7 +36,7 @@ from reverie_canary.services.prober.prompts import ProbeRequest
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared import clock, codec, metrics, streams, subjects
 from reverie_canary.shared.broker import Delivery
-from reverie_canary.shared.events import ProbeTask
+from reverie_canary.shared.events import ProbeResult, ProbeTask
 from reverie_canary.shared.openrouter import make_client
 from reverie_canary.shared.service import Shell
 from reverie_canary.shared.settings import Settings
@@ -91,26 +92,51 @@ class Prober:
             self._checks_pool = None
 
     async def probe(self, task: ProbeTask):
-        """Run ``task`` and return its ProbeResult."""
-        with metrics.PROBE_SECONDS.labels(task.kind).time():
-            result = await run_probe(
-                task,
-                self.send,
-                clock.now,
-                max_tokens=self.settings.max_tokens,
-                ttft_threshold_s=self.settings.ttft_threshold_s,
-                confirmations=self.settings.language_confirmations,
-                prober=self.prober_id,
-                judge=self.judge,
-            )
-        metrics.PROBES.labels(task.kind, result.outcome).inc()
+        """Run ``task`` and return its ProbeResult (its outcome, time to first token and spend counted)."""
+        started = time.perf_counter()
+        result = await run_probe(
+            task,
+            self.send,
+            clock.now,
+            max_tokens=self.settings.max_tokens,
+            ttft_threshold_s=self.settings.ttft_threshold_s,
+            confirmations=self.settings.language_confirmations,
+            prober=self.prober_id,
+            judge=self.judge,
+        )
+        record(result, time.perf_counter() - started)
         return result
+
+
+def record(result: ProbeResult, seconds: float) -> None:
+    """Count one finished probe in the prober's series.
+
+    ``canary_probes_total`` by model, provider, kind, outcome and reason; the
+    time to first token of every reply that produced text (the confirmations of
+    a language probe too); tokens and USD from each request's ``usage``.
+    """
+    m = metrics.of("prober")
+    who = {"model": result.model, "provider": result.provider}
+    m.inc("probes", **who, kind=result.kind, outcome=result.outcome, reason=result.reason or "none")
+    m.observe("probe_seconds", seconds, kind=result.kind)
+    replies = [a.reply for a in result.attempts] or [result.reply]
+    for reply in replies:
+        if reply.ttft_ms is not None:
+            m.observe("ttft", reply.ttft_ms / 1000.0, **who)
+        usage = reply.usage or {}
+        for kind in ("prompt", "completion"):
+            tokens = usage.get(f"{kind}_tokens")
+            if isinstance(tokens, int | float) and tokens > 0:
+                m.inc("probe_tokens", float(tokens), **who, type=kind)
+        cost = usage.get("cost")
+        if isinstance(cost, int | float) and cost > 0:
+            m.inc("probe_cost", float(cost), **who)
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
     """The prober's FastStream app."""
     settings = settings or Settings.load()
-    shell = Shell("prober", settings)
+    shell = Shell("prober", settings, uses_redis=False)
     prober = Prober(settings)
 
     async def open_client() -> None:
@@ -127,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     async def apply(task: ProbeTask, delivery: Delivery) -> None:
         if clock.now() >= task.deadline:
             shell.log.info("task_expired", task_id=task.task_id, deadline=task.deadline.isoformat())
+            shell.metrics.inc("tasks_expired", model=task.model)
             return
         result = await prober.probe(task)
         await shell.publisher.publish(result, subjects.result(task.model, task.provider), task.task_id, LOG)

@@ -51,7 +51,7 @@ from reverie_canary.services.router.core import (
 )
 from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, ExclusionsFile
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
-from reverie_canary.shared import clock, codec, eventlog, ids, inputs, streams, subjects
+from reverie_canary.shared import clock, codec, eventlog, ids, inputs, metrics, streams, subjects
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.bounds import fit
 from reverie_canary.shared.broker import Delivery, Publisher
@@ -59,7 +59,7 @@ from reverie_canary.shared.commands import ReloadExclusions
 from reverie_canary.shared.errors import Rejected, Transient, Undecodable
 from reverie_canary.shared.events import CommandApplied, CommandRefused
 from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.service import Shell, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
@@ -88,6 +88,25 @@ class SnapshotSink:
         self.kv = kv
         self.publisher = publisher
         self.revisions: dict[str, tuple[int, int]] = {}  # model -> (version, KV revision)
+        #: model -> the snapshot last read from or written to the bucket (what the metrics show)
+        self.latest: dict[str, IgnoreSnapshot] = {}
+
+    def samples(self):
+        """Each model's ignore list as state series: size by layer and in all, version, time (UTC)."""
+        now = clock.now()
+        for model in sorted(self.latest):
+            snapshot = self.latest[model]
+            m = {"model": model}
+            layers = {"exclusion": 0, "override": 0, "suspension": 0}
+            active = [e for e in (entry.active_at(now) for entry in snapshot.entries) if e is not None]
+            for entry in active:
+                for layer in {r.layer for r in entry.reasons}:
+                    layers[layer] = layers.get(layer, 0) + 1
+            for layer, count in layers.items():
+                yield "ignore_size", {**m, "layer": layer}, count
+            yield "ignore_size", {**m, "layer": "all"}, len(active)
+            yield "ignore_version", m, snapshot.version
+            yield "ignore_published_at", m, snapshot.at.timestamp()
 
     async def current(self, model: str) -> tuple[IgnoreSnapshot | None, int]:
         """The snapshot in the bucket and its revision (``None, 0`` when absent).
@@ -109,6 +128,7 @@ class SnapshotSink:
         except Undecodable:
             return None, entry.revision or 0
         self.revisions[model] = (snapshot.version, entry.revision or 0)
+        self.latest[model] = snapshot
         return snapshot, entry.revision or 0
 
     async def versions(self, models: list[str]) -> dict[str, Published]:
@@ -162,6 +182,8 @@ class SnapshotSink:
                 return await self.write(snapshot, check=True)
             raise Transient(f"kv write for {model} failed: {exc!r}") from exc
         self.revisions[model] = (snapshot.version, revision)
+        self.latest[model] = snapshot
+        metrics.of("router").inc("snapshots_published", model=model)
         await self.announce(snapshot)
         return True
 
@@ -444,14 +466,18 @@ def create_app(settings: Settings | None = None) -> FastStream:
         # Bind the bucket before the subscriber starts: handlers need it at once.
         await shell.broker.connect()
         kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
-        holder["nats"] = nc = await nats_connect(settings, max_reconnect_attempts=-1)
+        holder["nats"] = nc = await shell.connect_nats("log reader")
+        sink = holder["sink"] = SnapshotSink(kv, shell.publisher)
         router = Router(settings, RedisRouterStore(holder["redis"], settings.namespace),
-                        SnapshotSink(kv, shell.publisher), shell.publisher, exclusions, js=nc.jetstream())
+                        sink, shell.publisher, exclusions, js=nc.jetstream())
         router.start_file = start_file
         holder["router"] = router
         await router.start()
+        shell.metrics.add_source(sink.samples)
 
     async def close_clients() -> None:
+        if holder.get("sink") is not None:
+            shell.metrics.remove_source(holder["sink"].samples)
         if holder.get("redis") is not None:
             await holder["redis"].aclose()
         if holder.get("nats") is not None:
