@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.logging import masked_url, scrub
+from reverie_canary.shared.logging import error_line, masked_url, scrub
 from reverie_canary.shared.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -29,7 +29,7 @@ def _settings(config: Path | None = None, **overrides) -> Settings:
     try:
         return Settings.load(config_path=config, **overrides)
     except ConfigError as exc:
-        typer.echo(f"error: {scrub(str(exc))}", err=True)
+        typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc
 
 
@@ -82,7 +82,7 @@ def run(
     try:
         asyncio.run(serve_forever(settings, [service]))
     except ConfigError as exc:
-        typer.echo(f"error: {scrub(str(exc))}", err=True)
+        typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc
 
 
@@ -99,7 +99,7 @@ def up(
     try:
         asyncio.run(serve_forever(settings, list(SERVICES), probers=probers))
     except ConfigError as exc:
-        typer.echo(f"error: {scrub(str(exc))}", err=True)
+        typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc
 
 
@@ -266,16 +266,15 @@ def main() -> None:
     try:
         app()
     except ConfigError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         sys.exit(2)
     except (CanaryError, ServerUnavailable) as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         sys.exit(1)
     except Exception as exc:
         if os.environ.get("CANARY_DEBUG"):
             raise
-        print(f"error: {type(exc).__name__}: {scrub(str(exc))} (set CANARY_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(error_line(f"{type(exc).__name__}: {exc} (set CANARY_DEBUG=1 for the traceback)"), file=sys.stderr)
         sys.exit(1)
 
 

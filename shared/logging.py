@@ -44,6 +44,7 @@ QUIET_BELOW_WARNING = ("faststream", "nats", "httpx", "httpcore", "uvicorn", "uv
 
 _secrets: dict[str, str] = {}
 _configured = False
+_format = "console"
 _handler: logging.Handler | None = None
 
 
@@ -213,8 +214,9 @@ def configure(fmt: str = "console", level: str = "INFO", stream: TextIO | None =
             library's lines go through it); ``False`` leaves the host
             application's logging alone (a library use: the chat backend's client).
     """
-    global _configured, _handler
+    global _configured, _handler, _format
     lvl = getattr(logging, level.upper(), logging.INFO)
+    _format = fmt
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -279,6 +281,25 @@ def adopt_library_loggers() -> None:
         for old in list(lib.handlers):
             lib.removeHandler(old)
         lib.propagate = True
+
+
+def error_line(message: str) -> str:
+    """The line a command prints on stderr when it stops on an error, masked.
+
+    In JSON mode (configured, or ``CANARY_LOG_FORMAT=json`` when the settings
+    themselves were refused) it is a JSON log line like every other, so that a
+    log collector reading a service's output gets only JSON; else ``error: ...``.
+    """
+    import json
+    import os
+    from datetime import datetime, timezone
+
+    text = scrub(message)
+    if _format == "json" or (not _configured and os.environ.get("CANARY_LOG_FORMAT") == "json"):
+        return json.dumps({"event": "command_failed", "level": "error", "logger": "canary.cli",
+                           "timestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+                           "error": text})
+    return f"error: {text}"
 
 
 def get(service: str) -> structlog.stdlib.BoundLogger:

@@ -10,6 +10,7 @@ DEBUG, FastStream, nats-py, httpx and uvicorn all log.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ CANARY = Path(sys.executable).parent / "canary"
 API_KEY = "sk-or-v1-" + uuid.uuid4().hex
 REDIS_PASSWORD = "r" + uuid.uuid4().hex
 HOOK_TOKEN = "Zq" + uuid.uuid4().hex
+HOOK_SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
 
 def receiver(hits: list[str]) -> Starlette:
@@ -69,7 +71,7 @@ async def test_canary_up_logs_only_json_lines_from_every_library_and_no_secret(s
                 "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
                 "NATS_URL": nats_url, "REDIS_URL": redis_url, "CANARY_NAMESPACE": secured.namespace,
                 "OPENROUTER_BASE_URL": gateway_url, "OPENROUTER_API_KEY": API_KEY,
-                "CANARY_WEBHOOK_URL": hook, "CANARY_MODELS": scenario.models[0].id, "CANARY_MODE": "enforce",
+                "CANARY_WEBHOOK_URL": hook, "CANARY_WEBHOOK_SECRET": HOOK_SECRET, "CANARY_MODELS": scenario.models[0].id, "CANARY_MODE": "enforce",
                 "CANARY_CYCLE_INTERVAL_S": "3", "CANARY_PROBE_WINDOW_S": "2.4", "CANARY_TTFT_THRESHOLD_S": "1",
                 "CANARY_REQUEST_TIMEOUT_S": "2", "CANARY_LANGUAGES_PER_CYCLE": "1", "CANARY_MAX_DELIVER": "3",
                 "CANARY_RETRY_DELAY_S": "0.3", "CANARY_LOG_FORMAT": "json", "CANARY_LOG_LEVEL": "DEBUG",
@@ -112,7 +114,7 @@ async def test_canary_up_logs_only_json_lines_from_every_library_and_no_secret(s
     assert all(isinstance(r, dict) and {"event", "level", "timestamp", "logger"} <= set(r) for r in records)
     loggers = {r["logger"].split(".")[0] for r in records}
     assert {"canary", "faststream", "httpx", "httpcore", "redis"} <= loggers, loggers
-    for secret in (admin, REDIS_PASSWORD, API_KEY, HOOK_TOKEN, hook):
+    for secret in (admin, REDIS_PASSWORD, API_KEY, HOOK_TOKEN, hook, HOOK_SECRET, HOOK_SECRET[6:]):
         assert secret not in text
     masked_hook = hook_base.removesuffix("/api/v1") + "/***"
     assert masked_hook in text  # the webhook URL was printed (the notifier's retries) and masked

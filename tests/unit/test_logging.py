@@ -128,3 +128,21 @@ def test_library_use_leaves_the_host_applications_root_logger_alone():
     finally:
         root.removeHandler(host)
         canary_logging.configure()
+
+
+def test_a_service_refusing_its_settings_says_so_in_one_json_line_in_json_mode(tmp_path):
+    """`canary run judge` with a bad setting and JSON logs: exit 2, stderr one JSON line, the URL password masked."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {"PATH": os.environ.get("PATH", ""), "CANARY_LOG_FORMAT": "json", "CANARY_CONFIG": "",
+           "NATS_URL": f"nats://judge:{NATS_PASSWORD}@nats:4222", "CANARY_METRICS_PORTS": "jduge=9000"}
+    done = subprocess.run([str(Path(sys.executable).parent / "canary"), "run", "judge"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    record = json.loads(line)
+    assert record["level"] == "error" and "metrics_ports: unknown service 'jduge'" in record["error"]
+    assert NATS_PASSWORD not in done.stderr
