@@ -8,7 +8,7 @@ import jsonschema
 import yaml
 
 from reverie_canary.canary.runtime import SERVICES
-from tests.conftest import ROOT, shared_path
+from tests.conftest import ROOT, STANDARD_METRICS_PORTS, shared_path
 
 
 def _compose() -> dict:
@@ -49,3 +49,28 @@ def test_no_secret_is_written_in_the_file():
     for line in text.splitlines():
         if "PASSWORD:" in line or "API_KEY:" in line:
             assert "${" in line, line
+
+
+def test_every_service_serves_its_metrics_on_its_standard_port_and_is_health_checked_on_readyz():
+    """0.0.0.0 inside the network, the port of shared/metrics.py exposed, /readyz as the healthcheck."""
+    services = _compose()["services"]
+    for name in SERVICES:
+        service = services[name]
+        assert service["environment"]["CANARY_METRICS_HOST"] == "0.0.0.0"
+        assert service["expose"] == [str(STANDARD_METRICS_PORTS[name])]
+        assert f"http://127.0.0.1:{STANDARD_METRICS_PORTS[name]}/readyz" in " ".join(service["healthcheck"]["test"])
+    assert services["prometheus"]["profiles"] == services["grafana"]["profiles"] == ["monitoring"]
+
+
+def test_prometheus_scrapes_each_service_on_its_standard_port():
+    """monitoring/prometheus/prometheus.yml: one canary-<service> job per service, the probers found by DNS."""
+    config = yaml.safe_load((ROOT / "monitoring" / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {f"canary-{name}" for name in SERVICES}
+    for name in SERVICES:
+        job = jobs[f"canary-{name}"]
+        if name == "prober":
+            assert job["dns_sd_configs"] == [{"names": ["prober"], "type": "A", "port": STANDARD_METRICS_PORTS[name]}]
+        else:
+            assert job["static_configs"] == [{"targets": [f"{name}:{STANDARD_METRICS_PORTS[name]}"]}]
+    assert config["rule_files"] == ["alerts.yml"]
