@@ -255,11 +255,15 @@ async def bus(infra):
 
 
 def _counted(service: str, reason: str) -> float:
-    return metrics.DEAD_LETTERS.labels(service, reason)._value.get()
+    return (metrics.of(service).sample_value("canary_dead_letters_total", service=service, reason=reason) or 0.0)
+
+
+def _acks(service: str) -> float:
+    return metrics.of(service).sample_value("canary_messages_total", service=service, outcome="ack") or 0.0
 
 
 def _terms(service: str) -> float:
-    return metrics.MESSAGES.labels(service, "term")._value.get()
+    return (metrics.of(service).sample_value("canary_messages_total", service=service, outcome="term") or 0.0)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -315,7 +319,7 @@ async def test_services_still_work_after_every_kind_of_garbage(bus):
     total = sum(len(t.consumers) for t in TARGETS) * 7
     await waits.until(lambda: len(bus.letters) >= total, timeout_s=60, what=f"{total} dead letters")
 
-    acks = {s: metrics.MESSAGES.labels(s, "ack")._value.get() for s in ("judge", "router", "notifier", "prober",
+    acks = {s: _acks(s) for s in ("judge", "router", "notifier", "prober",
                                                                          "discovery")}
     verdicts = asyncio.Event()
 
@@ -334,7 +338,7 @@ async def test_services_still_work_after_every_kind_of_garbage(bus):
     task = msgspec.structs.replace(smallest(ProbeTask), deadline=now().replace(year=now().year + 1))
     await bus.js.publish(subjects.task(MODEL, "a"), codec.encode(task), headers={"Nats-Msg-Id": "t-after"})
     for service in acks:
-        await waits.until(lambda s=service: metrics.MESSAGES.labels(s, "ack")._value.get() > acks[s], timeout_s=20,
+        await waits.until(lambda s=service: _acks(s) > acks[s], timeout_s=20,
                           what=f"the {service} to apply a valid message after the garbage")
 
 
