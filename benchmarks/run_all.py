@@ -18,6 +18,7 @@ BENCHMARKS = {
     "language_table.py": ["--limit", "120"],
     "judge_bench.py": [],
     "prober_bench.py": [],
+    "hostile_bench.py": [],
     "routing_bench.py": [],
     "notifier_bench.py": [],
 }
@@ -25,6 +26,7 @@ QUICK = {
     "language_table.py": ["--limit", "40"],
     "judge_bench.py": ["--cycles", "12", "--repeat", "2"],
     "prober_bench.py": ["--probes", "200"],
+    "hostile_bench.py": ["--cycles", "4", "--repeat", "1"],
     "notifier_bench.py": ["--notices", "100", "--burst", "200"],
 }
 

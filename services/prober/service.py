@@ -44,7 +44,7 @@ from reverie_canary.shared.streams import LOG
 
 CAPABILITY_KINDS = frozenset({"structured"})
 #: Seconds kept before a task's deadline to judge the reply and publish the result.
-DEADLINE_MARGIN_S = 0.25
+DEADLINE_MARGIN_S = 0.5
 #: Replies longer than this (characters of text and reasoning) are judged in a
 #: worker thread: about 1 ms of checks per 2 kB, a whole capped reply 20-40 ms.
 OFFLOAD_CHARS = 8 * 1024
