@@ -2,59 +2,91 @@
 
 A hostile or broken gateway decides what it sends; the prober decides what it
 keeps.  :func:`clamp` cuts any JSON-like value (an error object, ``usage``, a
-check's evidence) to a few kilobytes, so that a reply of any size makes a
-result of bounded size (issue 11 §2: a 20 MB reply made a result over NATS's
-1 MiB ``max_payload`` that was lost without a dead letter).
+check's evidence) so that it always passes the wire's bound on free-form JSON
+(:data:`reverie_canary.shared.bounds.FREE_JSON`, checked by every reader at
+decoding): a reply of any size makes a result of bounded size that the judge
+accepts (issue 11 §2: a 20 MB reply made a result over NATS's 1 MiB
+``max_payload`` that was lost without a dead letter).
 
-Limits: strings :data:`MAX_CHARS` characters (cut ones end with ``…``),
-lists and dicts :data:`MAX_ITEMS` entries, nesting :data:`MAX_DEPTH` levels
-(deeper values become their cut ``repr``).  With them one evidence object is
-at most a few kB of JSON.
+Limits: strings :data:`MAX_CHARS` characters (a cut one ends with ``…``),
+containers :data:`MAX_ITEMS` entries, nesting ``FREE_JSON.depth`` containers,
+and in all at most ``FREE_JSON.text`` characters of keys and strings and
+``FREE_JSON.items`` values: once the text is spent, further strings are cut to
+``…``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-MAX_CHARS = 300
-MAX_ITEMS = 16
-MAX_DEPTH = 4
-#: Characters kept of a short label from the wire (provider name, generation id, finish reason).
+from reverie_canary.shared.bounds import FREE_JSON
+
+MAX_CHARS = min(300, FREE_JSON.string)
+MAX_ITEMS = min(16, FREE_JSON.container, FREE_JSON.keys)
+#: Characters kept of a display label from the wire (provider name, generation id): the wire's ``Name``.
 LABEL_CHARS = 128
+#: Characters kept of a machine token from the wire (a finish reason): the wire's ``Token``.
+TOKEN_CHARS = 64
 
 
-def clamp(value: Any, *, chars: int = MAX_CHARS, items: int = MAX_ITEMS, depth: int = MAX_DEPTH) -> Any:
-    """Return ``value`` with every string, list and dict cut to the limits (a new value; the input is kept).
+class _Budget:
+    __slots__ = ("text", "items")
+
+    def __init__(self) -> None:
+        self.text = FREE_JSON.text
+        self.items = FREE_JSON.items
+
+    def string(self, value: str, chars: int) -> str:
+        limit = min(chars, self.text)
+        if len(value) > limit:
+            value = value[: max(0, limit - 1)] + "…" if limit > 0 else ""
+        self.text -= len(value)
+        return value
+
+
+def clamp(value: Any, *, chars: int = MAX_CHARS, items: int = MAX_ITEMS) -> Any:
+    """Return ``value`` cut so that it passes ``FREE_JSON`` (a new value; the input is kept).
 
     Args:
         value: JSON-like data (``str``, numbers, ``bool``, ``None``, lists,
-            tuples, dicts with string keys).  Anything else becomes its cut
-            ``repr``.
-        chars: characters kept per string (keys included).
+            tuples, dicts).  Anything else becomes its cut ``repr``; keys become
+            strings of at most 64 characters.
+        chars: characters kept per string.
         items: entries kept per list or dict.
-        depth: nesting levels kept.
 
     Returns:
         The bounded value; numbers, booleans and ``None`` pass unchanged.
     """
+    return _clamp(value, chars, items, FREE_JSON.depth, _Budget())
+
+
+def _clamp(value: Any, chars: int, items: int, depth: int, budget: _Budget) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        return value if len(value) <= chars else value[: chars - 1] + "…"
-    if depth <= 0:
-        return clamp(repr(value), chars=chars)
+        return budget.string(value, chars)
+    if not isinstance(value, (dict, list, tuple)) or depth <= 0:
+        return budget.string(repr(value) if not isinstance(value, str) else value, chars)
     if isinstance(value, dict):
-        out = {}
-        for i, (k, v) in enumerate(value.items()):
-            if i >= items:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if len(out) >= items or budget.items <= 0:
                 break
-            out[clamp(str(k), chars=64)] = clamp(v, chars=chars, items=items, depth=depth - 1)
+            budget.items -= 1
+            key = budget.string(str(k), 64)
+            if key in out:
+                continue
+            out[key] = _clamp(v, chars, items, depth - 1, budget)
         return out
-    if isinstance(value, (list, tuple)):
-        return [clamp(v, chars=chars, items=items, depth=depth - 1) for v in value[:items]]
-    return clamp(repr(value), chars=chars)
+    kept = []
+    for v in value[:items]:
+        if budget.items <= 0:
+            break
+        budget.items -= 1
+        kept.append(_clamp(v, chars, items, depth - 1, budget))
+    return kept
 
 
-def label(value: str | None) -> str | None:
-    """A short label from the wire, cut to :data:`LABEL_CHARS` characters."""
-    return value if value is None or len(value) <= LABEL_CHARS else value[:LABEL_CHARS]
+def label(value: str | None, chars: int = LABEL_CHARS) -> str | None:
+    """A short label from the wire, cut to ``chars`` characters (:data:`LABEL_CHARS` by default)."""
+    return value if value is None or len(value) <= chars else value[:chars]

@@ -46,7 +46,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.services.prober.bounds import clamp, label
+from reverie_canary.services.prober.bounds import TOKEN_CHARS, clamp, label
 from reverie_canary.services.prober.reply import Reply
 
 #: Tool names kept per reply, and the length of each (evidence stays bounded).
@@ -265,9 +265,9 @@ class ChunkReader:
                     if delta.tool_calls:
                         self._add_tools(delta.tool_calls)
                 if choice.finish_reason:
-                    self.finish_reason = label(choice.finish_reason)
+                    self.finish_reason = label(choice.finish_reason, TOKEN_CHARS)
                 if choice.native_finish_reason:
-                    self.native_finish_reason = label(choice.native_finish_reason)
+                    self.native_finish_reason = label(choice.native_finish_reason, TOKEN_CHARS)
                 if choice.error is not None:
                     self.error = clamp(choice.error)
         if chunk.error is not None:

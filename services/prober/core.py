@@ -23,7 +23,7 @@ from datetime import datetime
 
 from reverie_canary.services.prober.checks import Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
-from reverie_canary.services.prober.bounds import label
+from reverie_canary.services.prober.bounds import TOKEN_CHARS, label
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
 
@@ -85,15 +85,15 @@ def _finite_number(value) -> bool:
 def evidence_of(reply: Reply) -> ReplyEvidence:
     """The evidence kept from a reply: status, finish reasons, timings, first bytes.
 
-    Every field is bounded (labels 128 characters, ``first_bytes`` 160,
+    Every field is bounded (finish reasons 64 characters, labels 128, ``first_bytes`` 160,
     ``error`` 300, ``usage`` three token counts and the cost), whatever the reply's size.
     What a cap cut is in the deciding check's evidence (``bounds.reply_size``:
     ``output_bytes``, ``kept_chars``; ``transport``: ``cut``, ``wire_bytes``).
     """
     return ReplyEvidence(
         http_status=reply.http_status,
-        finish_reason=label(reply.finish_reason),
-        native_finish_reason=label(reply.native_finish_reason),
+        finish_reason=label(reply.finish_reason, TOKEN_CHARS),
+        native_finish_reason=label(reply.native_finish_reason, TOKEN_CHARS),
         served_by=label(reply.served_by),
         generation_id=label(reply.generation_id),
         ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),

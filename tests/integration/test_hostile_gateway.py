@@ -54,6 +54,7 @@ async def probe(gateway, tag: str, kind: str, *, deadline_s: float = 3.0):
     assert elapsed < deadline_s, (tag, kind, elapsed)
     assert result.at <= task.deadline
     assert len(codec.encode(result)) <= RESULT_MAX_BYTES
+    assert codec.PROBE_RESULT.decode(codec.encode(result)) == result  # the judge's strict decoder takes it
     return result, elapsed
 
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reverie_canary.services.prober.bounds import clamp
 from reverie_canary.services.prober.checks import evaluate
 from reverie_canary.services.prober.chunks import ChunkReader, LineSplitter
 from reverie_canary.services.prober.http import ReadLimits, send_probe
@@ -286,3 +287,37 @@ def test_other_sse_fields_are_ignored(line):
     reader = ChunkReader()
     assert reader.line(line, 1.0) is True
     assert reader.reply() == ChunkReader().reply()
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=600),
+                    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=80), inner,
+                                                                                   max_size=40), max_leaves=80)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=100), JSON, max_size=50))
+def test_whatever_a_gateway_sends_the_kept_evidence_passes_the_wire_bound(value):
+    """Property: clamp() of any JSON object passes shared.bounds.check_free_json (the judge accepts it)."""
+    from reverie_canary.shared.bounds import check_free_json
+
+    check_free_json(clamp(value))
+
+
+def test_an_error_body_of_any_size_makes_a_result_the_judge_accepts():
+    """A 503 whose error object is huge and deep: the result decodes with the strict wire decoder."""
+    from reverie_canary.services.prober.core import evidence_of
+    from reverie_canary.shared import codec
+    from reverie_canary.shared.events import ProbeResult
+
+    nested: dict = {"leaf": "x" * 5000}
+    for i in range(10):
+        nested = {f"k{i}": nested, f"s{i}": "y" * 3000, "list": list(range(500))}
+    body = json.dumps({"error": {"code": 503, "message": "m" * 50_000, "metadata": nested,
+                                 **{f"extra{i}": "z" * 1000 for i in range(60)}}})
+    reply = live([(0.0, body.encode())], status=503, content_type="application/json")
+    result = evaluate(reply, build("ttft", "en").spec)
+    from datetime import datetime, timezone
+    now = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    wire = ProbeResult(at=now, task_id="t", model="m/x", provider="p/x", kind="ttft", cycle="c", outcome=result.outcome,
+                       reason=result.reason, checks=result.checks, reply=evidence_of(reply))
+    assert codec.PROBE_RESULT.decode(codec.encode(wire)) == wire and len(codec.encode(wire)) < 4096
