@@ -410,6 +410,7 @@ class Endpoint:
         from starlette.routing import Route
 
         metrics = of(self.service)
+        metrics.set("ready", 0)  # until a running service says otherwise
 
         async def scrape(request) -> Response:
             for source in list(self.sources):
