@@ -207,7 +207,9 @@ async def _read(response: httpx.Response, reader: ChunkReader, state: _Exchange,
         state.error = error_body(raw)
         return
     if "text/event-stream" not in (state.content_type or ""):
-        # a non-stream answer to a stream request (a JSON body, or an HTML page): read it as one body
+        # a non-stream answer to a stream request (a JSON body, or an HTML page): read it as one body;
+        # it has no first token to wait for, so only the whole exchange's deadline applies
+        timer.reschedule(end)
         raw = await _read_body(response, state, limits.response_max_bytes, cap_name="response_max_bytes")
         if state.cut is not None:
             state.transport_error = "response_too_large"

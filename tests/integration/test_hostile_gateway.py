@@ -139,9 +139,10 @@ async def test_a_20_mb_reply_is_read_up_to_a_cap_and_makes_a_small_result(gatewa
     result, _ = await probe(gateway, "flood/fp8", "language")
     assert result.outcome == "fail" and result.reason in {"reply_too_large", "repetition"}
     assert {c.reason for c in result.checks if c.outcome == "not_applicable"} == {"reply_cut"}
-    result, _ = await probe(gateway, "dump/fp8", "refusal")
-    assert (result.outcome, result.reason) == ("transport_error", "response_too_large")
-    assert result.checks[0].evidence["wire_bytes"] > 8 * 1024 * 1024
+    for kind in ("refusal", "ttft"):  # the latency probe too: a body has no first token to time out on
+        result, _ = await probe(gateway, "dump/fp8", kind)
+        assert (result.outcome, result.reason) == ("transport_error", "response_too_large"), kind
+        assert result.checks[0].evidence["wire_bytes"] > 8 * 1024 * 1024
     await set_faults(gateway, "flood/fp8", [{"kind": "huge_reply", "megabytes": 4.0, "piece_kb": 2048}])
     try:
         result, _ = await probe(gateway, "flood/fp8", "refusal")

@@ -321,3 +321,10 @@ def test_an_error_body_of_any_size_makes_a_result_the_judge_accepts():
     wire = ProbeResult(at=now, task_id="t", model="m/x", provider="p/x", kind="ttft", cycle="c", outcome=result.outcome,
                        reason=result.reason, checks=result.checks, reply=evidence_of(reply))
     assert codec.PROBE_RESULT.decode(codec.encode(wire)) == wire and len(codec.encode(wire)) < 4096
+
+
+def test_a_body_answer_is_not_cut_by_the_first_token_deadline():
+    """A JSON body that takes longer than the latency probe's wait: read whole (a body has no first token)."""
+    body = json.dumps({"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop"}]}).encode()
+    reply = live([(0.0, body[:10]), (0.4, body[10:])], content_type="application/json", ttft_deadline_s=0.2)
+    assert (reply.text, reply.timed_out, reply.transport_error, reply.done) == ("Paris.", False, None, True)
