@@ -21,6 +21,7 @@ BENCHMARKS = {
     "hostile_bench.py": [],
     "routing_bench.py": [],
     "notifier_bench.py": [],
+    "log_storage.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
@@ -28,6 +29,7 @@ QUICK = {
     "prober_bench.py": ["--probes", "200"],
     "hostile_bench.py": ["--cycles", "4", "--repeat", "1"],
     "notifier_bench.py": ["--notices", "100", "--burst", "200"],
+    "log_storage.py": ["--cycles", "3", "--results", "20000"],
 }
 
 

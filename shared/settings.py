@@ -37,6 +37,7 @@ LANGUAGES: tuple[str, ...] = (
 )
 
 DAY_S = 86400.0
+GIB = 1024 ** 3
 
 #: Settings that are credentials: masked by ``Settings.public``, left out of ``Settings.environment``.
 SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "webhook_secret", "notify_urls",
@@ -83,6 +84,16 @@ class Settings(Struct, kw_only=True):
             dead-lettered once the first attempt is this long ago (24 h).
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
+        log_max_age_s, log_max_bytes: how long and how much the event log
+            (``CANARY_LOG``) keeps; past either the oldest messages go (35 days;
+            24 GiB holds 35 days of a 2,000-endpoint fleet at the bytes per
+            result ``benchmarks/log_storage.py`` measures, with room).
+        deadletter_max_bytes, tasks_max_bytes: byte bounds of the dead
+            letters and of the probe-task work queue.
+        stream_compression: ``s2`` (JetStream file-store compression of the
+            streams, the default) or ``none``.
+        stream_replicas: copies of every stream and of the KV bucket (1, or
+            3 / 5 on a JetStream cluster; docs/scaling.md).
         prober_concurrency: probes one prober runs at once.
         reply_max_bytes: text plus reasoning a probe keeps of one reply (UTF-8
             bytes); a reply past it ignored its budget and fails
@@ -144,6 +155,11 @@ class Settings(Struct, kw_only=True):
     retry_delay_s: float = 2.0
     duplicate_window_s: float = 1200.0
     log_max_age_s: float = 35 * DAY_S
+    log_max_bytes: int = 24 * GIB
+    deadletter_max_bytes: int = 1 * GIB
+    tasks_max_bytes: int = 1 * GIB
+    stream_compression: str = "s2"
+    stream_replicas: int = 1
     webhook_url: str = ""
     webhook_secret: str = ""
     webhook_min_severity: str = "info"
@@ -334,6 +350,14 @@ def _problems(s: Settings) -> list[str]:
                         ("max_deliver", 1), ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least}")
+    for name, least in (("log_max_bytes", 64 * 1024 ** 2), ("deadletter_max_bytes", 16 * 1024 ** 2),
+                        ("tasks_max_bytes", 16 * 1024 ** 2)):
+        if getattr(s, name) < least:
+            problems.append(f"{name} must be >= {least} bytes")
+    if s.stream_compression not in ("s2", "none"):
+        problems.append("stream_compression must be s2 or none")
+    if s.stream_replicas not in (1, 3, 5):
+        problems.append("stream_replicas must be 1, 3 or 5 (a JetStream cluster of that many servers or more)")
     if s.reply_max_bytes < 256 * s.max_tokens:
         problems.append(f"reply_max_bytes must be >= 256 bytes per max_tokens ({256 * s.max_tokens})")
     if s.response_max_bytes < s.reply_max_bytes:

@@ -4,8 +4,8 @@ Two services that declare one stream differently overwrite each other
 (faststream-nats.md, section 2), so every service calls :func:`ensure` with the
 same settings and binds with ``JStream(name, declare=False)``.
 
-- ``CANARY_LOG``: the audit log (LIMITS retention, ``log_max_age_s`` >= 30 days,
-  no delete, no purge).  Every fact goes here, so one stream sequence orders
+- ``CANARY_LOG``: the audit log (LIMITS retention, ``log_max_age_s`` >= 30 days
+  and ``log_max_bytes``, no delete, no purge).  Every fact goes here, so one stream sequence orders
   everything a fold needs, and ``canary replay`` reads the same order the
   judge read live.
 - ``CANARY_TASKS``: probe tasks (WORK_QUEUE: a task is removed when acked; a
@@ -33,6 +33,7 @@ from nats.js.api import (
     KeyValueConfig,
     RetentionPolicy,
     StorageType,
+    StoreCompression,
     StreamConfig,
 )
 from nats.js.errors import NotFoundError
@@ -48,6 +49,8 @@ NOTICES = "CANARY_NOTICES"
 #: Byte bound of ``CANARY_NOTICES`` (a dead letter is a few KiB: tens of thousands fit).
 NOTICES_MAX_BYTES = 128 * 1024 * 1024
 ROUTING_HISTORY = 64
+#: Byte bound of the KV bucket: 64 versions of a few hundred models' snapshots, each under the wire bound.
+ROUTING_MAX_BYTES = 256 * 1024 * 1024
 
 LOG_SUBJECTS = [
     subjects.ALL_DISCOVERY,
@@ -63,8 +66,16 @@ LOG_SUBJECTS = [
 
 
 def stream_configs(settings: Settings) -> list[StreamConfig]:
-    """The streams, configured from ``settings`` (durations in seconds)."""
+    """The streams, configured from ``settings`` (durations in seconds, sizes in bytes).
+
+    Every stream has an age and a byte limit (DESIGN.md, "Bounds"; past
+    either the oldest messages go), S2 compression of the file store
+    (``stream_compression``: JSON events shrink about three times,
+    ``benchmarks/log_storage.py``) and ``stream_replicas`` copies.
+    """
     window = min(settings.duplicate_window_s, settings.log_max_age_s)
+    common = {"storage": StorageType.FILE, "compression": StoreCompression(settings.stream_compression),
+              "num_replicas": settings.stream_replicas}
     return [
         StreamConfig(
             name=LOG,
@@ -72,10 +83,11 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             subjects=LOG_SUBJECTS,
             retention=RetentionPolicy.LIMITS,
             max_age=settings.log_max_age_s,
-            storage=StorageType.FILE,
+            max_bytes=settings.log_max_bytes,
             duplicate_window=window,
             deny_delete=True,
             deny_purge=True,
+            **common,
         ),
         StreamConfig(
             name=TASKS,
@@ -83,8 +95,9 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             subjects=[subjects.ALL_TASKS],
             retention=RetentionPolicy.WORK_QUEUE,
             max_age=max(settings.cycle_interval_s * 4, 3600.0),
-            storage=StorageType.FILE,
+            max_bytes=settings.tasks_max_bytes,
             duplicate_window=min(window, max(settings.cycle_interval_s * 4, 3600.0)),
+            **common,
         ),
         StreamConfig(
             name=DEADLETTER,
@@ -92,8 +105,9 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             subjects=[subjects.ALL_DEADLETTER],
             retention=RetentionPolicy.LIMITS,
             max_age=settings.log_max_age_s,
-            storage=StorageType.FILE,
+            max_bytes=settings.deadletter_max_bytes,
             duplicate_window=min(120.0, settings.log_max_age_s),
+            **common,
         ),
         StreamConfig(
             name=NOTICES,
@@ -102,10 +116,14 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_age=settings.log_max_age_s,
             max_bytes=NOTICES_MAX_BYTES,
-            storage=StorageType.FILE,
             duplicate_window=window,
+            **common,
         ),
     ]
+
+
+#: The smallest byte limit :func:`ensure` lowers a stream's to when the server cannot reserve more.
+MIN_RESERVED_BYTES = 64 * 1024 * 1024
 
 
 async def ensure(js: JetStreamContext, settings: Settings) -> None:
@@ -118,10 +136,10 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
         try:
             info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
-            await js.add_stream(config)
+            await _reserving(js.add_stream, config)
             continue
         if _differs(info.config, config):
-            await js.update_stream(config)
+            await _reserving(js.update_stream, config)
     try:
         await js.key_value(ROUTING_BUCKET)
     except NotFoundError:
@@ -131,8 +149,39 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
                 description="latest IgnoreSnapshot per model (key: encoded model id)",
                 history=ROUTING_HISTORY,
                 storage=StorageType.FILE,
+                max_bytes=ROUTING_MAX_BYTES,
+                replicas=settings.stream_replicas,
             )
         )
+
+
+async def _reserving(call, config: StreamConfig) -> None:
+    """Create or update ``config``; when the server cannot reserve its byte limit, halve it (logged) and retry.
+
+    JetStream reserves a file stream's ``max_bytes`` against the server's store
+    (by default three quarters of the free disk): a small disk would otherwise
+    refuse the stream outright.  The stream then keeps less history than
+    configured, and says so in one warning line.
+    """
+    from nats.js.errors import APIError
+
+    from reverie_canary.shared.logging import get as get_logger
+
+    wanted = config.max_bytes
+    while True:
+        try:
+            await call(config)
+        except APIError as exc:
+            if "insufficient" not in str(exc).lower() or not config.max_bytes \
+                    or config.max_bytes // 2 < MIN_RESERVED_BYTES:
+                raise
+            config.max_bytes //= 2
+            continue
+        if config.max_bytes != wanted:
+            get_logger("streams").warning("stream_byte_limit_lowered", stream=config.name, wanted_bytes=wanted,
+                                          reserved_bytes=config.max_bytes,
+                                          reason="the server cannot reserve more storage")
+        return
 
 
 async def check_log_subjects(js: JetStreamContext, needed: list[str], service: str) -> None:
@@ -157,8 +206,11 @@ async def check_log_subjects(js: JetStreamContext, needed: list[str], service: s
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
-    keys = ("subjects", "max_age", "duplicate_window", "deny_delete", "deny_purge", "description")
-    return any(getattr(current, k) != getattr(wanted, k) for k in keys)
+    keys = ("subjects", "max_age", "duplicate_window", "deny_delete", "deny_purge", "description", "max_bytes",
+            "num_replicas")
+    if any(getattr(current, k) != getattr(wanted, k) for k in keys):
+        return True
+    return (current.compression or StoreCompression.NONE) != (wanted.compression or StoreCompression.NONE)
 
 
 @dataclass(frozen=True)
