@@ -51,13 +51,39 @@ def test_clean_text_passes(text):
     assert assess_encoding(text).outcome == "pass"
 
 
+# Accented lower-case letters of our Latin-script languages. Their UTF-8 bytes read as cp1252 are an
+# upper-case lead (Ã, Ä, Å, Ä…) and a continuation from 0x80-0xBF; none of these letters is itself such
+# a lead or continuation, so a text made of them and ASCII is clean by construction.
+_LOWER_ACCENTED = "àáâãäçèéêëìíîïñòóôõöùúûüýÿ"
+_clean_text = st.text(alphabet=st.sampled_from(_LOWER_ACCENTED + "abcdefghijklmnopqrstuvwxyz ,."),
+                      min_size=1, max_size=80)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\ufffd"), max_size=80))
-def test_fixing_is_idempotent_on_fixed_text(text):
-    """Property: whatever ftfy fixes, the fixed span is clean (the check never loops on its own output)."""
-    found = find_mojibake(text)
-    if found:
-        assert find_mojibake(found["fixed"]) is None or found["fixed"] != text
+@given(_clean_text)
+def test_clean_latin_text_always_passes(text):
+    """Property: text of accented letters and ASCII is never called broken (fails a check that flags any non-ASCII)."""
+    assert assess_encoding(text).outcome == "pass"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_clean_text.filter(lambda t: any(c in _LOWER_ACCENTED for c in t)))
+def test_mojibake_of_clean_text_is_found_and_fixed_back(text):
+    """Property: the cp1252 mojibake of clean text fails, and the fixed span is a piece of the original.
+
+    Fails an implementation that never flags, that flags only some letters, or whose ``fixed`` is not
+    the re-decoded original (for instance the damaged span itself).
+    """
+    damaged = _mojibake(text)
+    result = assess_encoding(damaged)
+    assert (result.outcome, result.reason) == ("fail", "encoding_broken")
+    found = find_mojibake(damaged)
+    if result.evidence["defect"] == "mojibake":
+        assert found is not None and found["fixed"] != found["span"]
+        assert found["fixed"] in text
+        assert find_mojibake(found["fixed"]) is None  # the fix is clean: the check never loops on its own output
+    else:  # an undefined cp1252 byte (0x81, 0x8D, 0x8F, 0x90, 0x9D) became U+FFFD
+        assert result.evidence["defect"] == "replacement_char" and "\ufffd" in damaged
 
 
 def test_check_encoding_reads_reply_text():
