@@ -173,6 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     sentences = len([s for s in PT.replace("!", ".").replace("?", ".").split(".") if s.strip()])
     lang_pt, _ = _time(lambda: check_language(pt, language_pt), max(50, runs // 4))
     print(f"\nlanguage (pt): {sentences} sentences, {lang_pt / sentences:.0f} µs per sentence")
+
+    # The one use of py3langid internals (checks/language.py ``_Scorer``), beside the public API that it
+    # replaces, on the same text in the same run (issue 10: keep the private path only if it is needed).
+    from reverie_canary.services.prober.checks.language import DEFAULT_POLICY, _scorer
+    scorer = _scorer(DEFAULT_POLICY.label_set)
+    pieces = [s.strip() + "." for s in PT.split(".") if s.strip()]
+    fast_reply, _ = _time(lambda: scorer.rank(PT), runs)
+    public_reply, _ = _time(lambda: scorer.ident.rank(PT), runs)
+    fast_parts, _ = _time(lambda: scorer.combined([scorer.features(p) for p in pieces]), max(50, runs // 4))
+    public_parts, _ = _time(lambda: ([scorer.ident.rank(p) for p in pieces], scorer.ident.rank(PT)),
+                            max(50, runs // 4))
+    print("\nlanguage scorer, private fast path ÷ py3langid's public LanguageIdentifier.rank():")
+    print(f"  whole pt reply:                  {fast_reply:.0f} µs vs {public_reply:.0f} µs "
+          f"({fast_reply / public_reply:.2f}×)")
+    print(f"  {len(pieces)} sentences + the whole reply:  {fast_parts:.0f} µs vs {public_parts:.0f} µs "
+          f"({fast_parts / public_parts:.2f}×; the check needs both, the fast path walks each byte once)")
     return 0
 
 
