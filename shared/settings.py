@@ -275,7 +275,7 @@ class Settings(Struct, kw_only=True):
             ConfigError: when the file is unreadable or a value is invalid; the
                 message names the field.
         """
-        env = os.environ if env is None else env
+        env = with_secret_files(os.environ if env is None else env)
         data: dict[str, Any] = {}
         path = config_path or env.get("CANARY_CONFIG")
         if path:
@@ -298,6 +298,8 @@ def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike
         ConfigError: when the file is unreadable or has unknown keys.
     """
     env = os.environ if env is None else env
+    from_files = {name for name in _secret_variables() if env.get(f"{name}_FILE")}
+    env = with_secret_files(env)
     out = {name: "default" for name in _FIELDS}
     path = config_path or env.get("CANARY_CONFIG")
     if path:
@@ -305,11 +307,11 @@ def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike
             out[name] = f"file {path}"
     for name, field_name in _BARE_ENV.items():
         if env.get(name):
-            out[field_name] = f"environment {name}"
+            out[field_name] = f"environment {name}_FILE" if name in from_files else f"environment {name}"
     for field_name in _FIELDS:
         key = f"CANARY_{field_name.upper()}"
         if env.get(key, "") != "":
-            out[field_name] = f"environment {key}"
+            out[field_name] = f"environment {key}_FILE" if key in from_files else f"environment {key}"
     for name, value in overrides.items():
         if value is not None:
             out[name] = "argument"
@@ -454,6 +456,59 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{path}: unknown settings {unknown}")
     return dict(table)
+
+
+#: Largest secret file read (a password, a key, a URL or a few channel URLs; Docker and Kubernetes
+#: secrets are files of about that size).
+SECRET_FILE_MAX_BYTES = 64 * 1024
+
+
+def _secret_variables() -> list[str]:
+    """Environment variables that also accept ``<NAME>_FILE``: every credential and every URL that may carry one."""
+    fields = (*SECRET_FIELDS, *SECRET_URL_FIELDS, *URL_FIELDS)
+    bare = [name for name, field_name in _BARE_ENV.items() if field_name in fields]
+    return [*bare, *(f"CANARY_{name.upper()}" for name in fields)]
+
+
+def with_secret_files(env: Mapping[str, str]) -> Mapping[str, str]:
+    """``env`` with every ``<NAME>_FILE`` of a secret setting read into ``<NAME>``.
+
+    The Docker / Kubernetes secrets convention: ``OPENROUTER_API_KEY_FILE=/run/secrets/openrouter``
+    stands for ``OPENROUTER_API_KEY`` set to the file's content, read once (at start) with one
+    trailing newline (``\\n`` or ``\\r\\n``) stripped.  The names that accept it are
+    :func:`_secret_variables`: ``NATS_URL``, ``NATS_PASSWORD``, ``REDIS_URL``, ``OPENROUTER_BASE_URL``,
+    ``OPENROUTER_API_KEY`` and ``CANARY_<FIELD>`` of every credential or URL field.  The content is
+    never printed, not even in an error.
+
+    Raises:
+        ConfigError: when both ``<NAME>`` and ``<NAME>_FILE`` are set, or the file is missing,
+            unreadable, larger than :data:`SECRET_FILE_MAX_BYTES` or not UTF-8 (the message names
+            the variable and the path).
+    """
+    changes: dict[str, str] = {}
+    for name in _secret_variables():
+        path = env.get(f"{name}_FILE", "")
+        if not path:
+            continue
+        if env.get(name, ""):
+            raise ConfigError(f"{name} and {name}_FILE are both set: set one of them")
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(SECRET_FILE_MAX_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror or exc}") from None
+        if len(raw) > SECRET_FILE_MAX_BYTES:
+            raise ConfigError(f"{name}_FILE: {path} is larger than {SECRET_FILE_MAX_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{name}_FILE: {path} is not UTF-8 text") from None
+        if text.endswith("\r\n"):
+            text = text[:-2]
+        elif text.endswith("\n"):
+            text = text[:-1]
+        changes[name] = text
+    return {**env, **changes} if changes else env
 
 
 def _split_list(value: str) -> list[str]:
