@@ -252,6 +252,37 @@ def schema() -> None:
     print(json.dumps(wire_schema(), indent=2, sort_keys=True))
 
 
+@app.command()
+def asyncapi(
+    write: Annotated[bool, typer.Option("--write", help="write the repository's docs/asyncapi.json instead of printing")] = False,
+    check: Annotated[bool, typer.Option("--check", help="exit 1 when docs/asyncapi.json differs from the code")] = False,
+) -> None:
+    """Print the message contract as one AsyncAPI 3.0 document, generated from the code's tables.
+
+    Channels, payload schemas, who sends and who receives each, the streams, the durable consumers,
+    the KV bucket and every NATS user's permissions (shared/asyncapi.py).
+    """
+    from pathlib import Path
+
+    from reverie_canary.shared.asyncapi import DOCUMENT_PATH, render
+
+    text = render()
+    if not (write or check):
+        sys.stdout.write(text)
+        return
+    path = Path(__file__).resolve().parents[1] / DOCUMENT_PATH
+    if check:
+        kept = path.read_text(encoding="utf-8") if path.exists() else ""
+        if kept != text:
+            typer.echo(f"{DOCUMENT_PATH} differs from what the code generates: run `canary asyncapi --write`", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"{DOCUMENT_PATH} is what the code generates")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {path}")
+
+
 def main() -> None:
     """Console-script entry point: errors become one line on stderr, not a traceback.
 
