@@ -59,8 +59,7 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
 
     Args:
         settings: shared settings.
-        names: services to start, in order (the judge and router before discovery
-            is fine: every consumer is durable).
+        names: services to start; discovery starts last (:func:`start_order`).
         probers: how many prober replicas (one shared durable).
         passwords: user -> password; each service then connects as its own
             NATS user (``shared/nats/server.conf``).
@@ -73,7 +72,7 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
     apps: list[tuple[str, FastStream]] = []
     settings = metrics_ports_of(settings, names)
     try:
-        for name in names:
+        for name in start_order(names):
             own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
             replicas = probers if name == "prober" else 1
             for i in range(replicas):
@@ -107,6 +106,17 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
                 get_logger("runtime").error("service_not_stopped", service=name, waited_s=STOP_S)
             except Exception:
                 get_logger("runtime").warning("service_stop_failed", service=name, exc_info=True)
+
+
+def start_order(names: tuple[str, ...] | list[str]) -> list[str]:
+    """``names`` with discovery last: the cycle clock starts once its probers, judge and router run.
+
+    Discovery joins the current cycle the moment it starts (``next_cycle``): started first, it plans a
+    cycle while the probers are still starting, and with short cycles (the demo's 4 s) that cycle
+    closes with every result missing.  The others only consume durable streams, so their order
+    among themselves does not matter.
+    """
+    return [n for n in names if n != "discovery"] + [n for n in names if n == "discovery"]
 
 
 def metrics_ports_of(settings: Settings, names: tuple[str, ...] | list[str]) -> Settings:

@@ -71,3 +71,13 @@ def test_the_client_imports_nothing_of_the_main_distribution():
     offenders = [f"{p.name}: {name}" for p in (ROOT / "client").glob("*.py") for name in _imports(p)
                  if heavy.match(name)]
     assert offenders == []
+
+
+def test_discovery_starts_last():
+    """The cycle clock starts once probers, judge and router run (a first cycle planned earlier closes empty)."""
+    from reverie_canary.canary.runtime import SERVICES, start_order
+
+    assert start_order(SERVICES)[-1] == "discovery"
+    assert sorted(start_order(SERVICES)) == sorted(SERVICES)
+    assert start_order(["discovery", "prober"]) == ["prober", "discovery"]
+    assert start_order(["judge"]) == ["judge"]
