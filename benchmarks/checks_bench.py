@@ -48,6 +48,7 @@ from reverie_canary.services.prober.checks.refusal import (  # noqa: E402
     check_truncation,
 )
 from reverie_canary.services.prober.checks.structured import check_structured  # noqa: E402
+from reverie_canary.services.prober.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
 from reverie_canary.services.prober.checks.transport import check_transport  # noqa: E402
 from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
 from reverie_canary.services.prober.reply import ProbeSpec, Reply  # noqa: E402
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     en = Reply(text=EN + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
     pt = Reply(text=PT + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    tok = Reply(text=EN + "`<think>` " * 20 + "<｜tool▁call▁begin｜>lamp<|im_end|>" * 20, finish_reason="stop")
     js = Reply(text=JSON_REPLY, finish_reason="stop", http_status=200, ttft_ms=640.0)
     one = Reply(text='{"city": "Lisbon", "temp_c": 21.5, "summary": "clear sky over the harbour"}',
                 finish_reason="stop", http_status=200, ttft_ms=640.0)
@@ -145,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         ("encoding (pt)", lambda: check_encoding(pt, language_pt), runs),
         ("corruption.leading_junk", lambda: check_leading_junk(en, refusal), runs),
         ("corruption.control_tokens", lambda: check_control_tokens(en, refusal), runs),
+        ("corruption.reserved_tokens", lambda: check_reserved_tokens(en, refusal), runs),
+        ("corruption.channel_leak", lambda: check_channel_leak(en, refusal), runs),
+        ("corruption.control_tokens (stress: 40 tokens, code)", lambda: check_control_tokens(tok, refusal), runs),
         ("corruption.bytelevel_tokens", lambda: check_bytelevel(en, refusal), runs),
         ("corruption.control_chars", lambda: check_control_chars(pt, refusal), runs),
         ("corruption.repetition", lambda: check_repetition(en, refusal), runs),

@@ -34,9 +34,9 @@ rank  failing reason                                   why it comes first
 3     ``refusal``                                      a refusal explains a missing closing
                                                        marker, a short reply, a switch to English
 4     ``encoding_broken``, ``bytelevel_tokens``,       damaged bytes, tokens or templates explain
-      ``control_tokens``, ``control_characters``,      failed parsing, language detection, echo
-      ``leading_junk``                                 and truncation, and a ``tool_calls`` finish
-                                                       whose call leaked into the text (FC-11)
+      ``control_tokens``, ``reserved_tokens``,         failed parsing, language detection, echo
+      ``channel_leak``, ``control_characters``,        and truncation, and a ``tool_calls`` finish
+      ``leading_junk``                                 whose call leaked into the text (FC-11)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
 6     ``repetition``                                   a runaway explains a cut, a broken JSON
@@ -70,7 +70,7 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``not_json``, ``fenced``, ``language_switch``, ``language_mix``,
 ``too_short``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
-``control_tokens``, ``bytelevel_tokens``, ``control_characters``,
+``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
 ``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
 ``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
@@ -191,7 +191,8 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("ttft_exceeded",),
     ("content_filter",),
     ("refusal",),
-    ("encoding_broken", "bytelevel_tokens", "control_tokens", "control_characters", "leading_junk"),
+    ("encoding_broken", "bytelevel_tokens", "control_tokens", "reserved_tokens", "channel_leak",
+     "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
     ("repetition",),
     ("reply_too_large",),

@@ -7,7 +7,9 @@ Faults a provider's engine, template or parser causes whatever the prompt:
   BOM or control character; legitimate openings (``¿``, ``¡``, a dialogue
   dash, Markdown, typographic quotes ``« „ “``) pass (FP-06);
 - leaked control and tool-call tokens (``<|im_end|>``, ``<|tool_call_begin|>``,
-  ``<｜end▁of▁sentence｜>``, ``[INST]``, ``<think>``; FC-11);
+  ``<｜end▁of▁sentence｜>``, ``[INST]``, ``<think>``; FC-11), reserved and
+  placeholder tokens by pattern, channel text whose markers were stripped
+  (:mod:`.tokens`: every bar and spacer spelling, nothing inside code);
 - byte-level tokenizer markers in place of spaces and newlines (``Ġ``/``Ċ``,
   SentencePiece ``▁``; FC-01);
 - control characters (C0 except tab/newline/CR, DEL, C1) and U+FFFD;
@@ -29,6 +31,12 @@ import zlib
 import numpy as np
 
 from reverie_canary.services.prober.checks.refusal import spent_on_reasoning
+from reverie_canary.services.prober.checks.tokens import (
+    check_channel_leak,
+    check_control_tokens,
+    check_reserved_tokens,
+    without_tokens,
+)
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import CheckResult
 
@@ -114,38 +122,6 @@ def check_leading_junk(reply: Reply, spec: ProbeSpec) -> CheckResult:
     return CheckResult(check=name, outcome="pass")
 
 
-# -- control and tool-call tokens ------------------------------------------------
-
-#: Special tokens of the common chat templates and tool-call parsers.
-CONTROL_TOKEN = re.compile(
-    r"<\|[A-Za-z][\w.-]{0,48}\|>"                      # <|im_end|> <|eot_id|> <|tool_call_begin|> <|channel|>
-    r"|<｜[^｜>\n]{1,48}｜>"                            # DeepSeek <｜end▁of▁sentence｜>
-    r"|\[/?INST\]|\[/?(?:TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS)\]"  # Llama 2 / Mistral
-    r"|</?(?:think|thinking|tool_call|tool_response|function_call|start_of_turn|end_of_turn)>"
-    r"|</s>|<s>(?=\S)|<unk>|<pad>|<eos>|<bos>"
-    r"|<0x[0-9A-Fa-f]{2}>"                              # SentencePiece byte fallback
-    r"|<(?:start|end)_of_(?:turn|text)>",
-)
-
-
-def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail leaked template, end-of-turn and tool-call tokens in the visible text (FC-11).
-
-    Evidence: ``token`` (the first one), ``offset``, ``count``.
-    """
-    name = "corruption.control_tokens"
-    text = reply.text
-    if "<" not in text and "[" not in text:
-        return CheckResult(check=name, outcome="pass")
-    found = CONTROL_TOKEN.findall(text)
-    if not found:
-        return CheckResult(check=name, outcome="pass")
-    first = CONTROL_TOKEN.search(text)
-    return CheckResult(check=name, outcome="fail", reason="control_tokens",
-                       evidence={"token": found[0], "offset": first.start() if first else None,
-                                 "count": len(found)})
-
-
 # -- byte-level tokenizer markers ----------------------------------------------
 
 #: GPT-2 byte-level BPE shows space as U+0120 ``Ġ``, newline as U+010A ``Ċ``,
@@ -172,6 +148,8 @@ def check_bytelevel(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """
     name = "corruption.bytelevel_tokens"
     text = reply.text
+    if "\u2581" in text and ("<" in text or "\uff1c" in text):
+        text = without_tokens(text)  # DeepSeek's <｜end▁of▁sentence｜> is a control token, not a spacer
     count = sum(text.count(m) for m in BYTELEVEL_MARKERS)
     if count == 0:
         return CheckResult(check=name, outcome="pass")
@@ -384,8 +362,8 @@ def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 #: The behavioural checks, in the order they report.
-BEHAVIOUR_CHECKS = (check_leading_junk, check_control_tokens, check_bytelevel, check_control_chars,
-                    check_repetition, check_echo, check_tool_calls)
+BEHAVIOUR_CHECKS = (check_leading_junk, check_control_tokens, check_reserved_tokens, check_channel_leak,
+                    check_bytelevel, check_control_chars, check_repetition, check_echo, check_tool_calls)
 
 
 def behaviour_checks(reply: Reply, spec: ProbeSpec) -> list[CheckResult]:

@@ -1,0 +1,251 @@
+"""Leaked tokens by kind, not by string: template, reserved and channel tokens.
+
+Three families of leaked tokens (DESIGN.md contract 5; issue 12, items 1-3, 7),
+each found on one *normalised view* of the reply (:func:`token_view`):
+
+- **control tokens** (``control_tokens``): chat-template, end-of-turn,
+  reasoning and tool-call tokens (``<|im_end|>``, ``<|tool_call_begin|>``,
+  ``[INST]``, ``<think>``, SentencePiece byte fallback ``<0x0A>``; FC-11);
+- **reserved and placeholder tokens** (``reserved_tokens``): vocabulary slots
+  no model should ever sample, recognised by their *pattern*, numbered or
+  not (Gemma ``<unused123>``, T5 ``<extra_id_7>``, Llama 3
+  ``<|reserved_special_token_42|>``, BERT ``[PAD]`` ``[unused12]``, ``<pad>``,
+  ``<unk>``, ``<mask>``, ``<|endoftext|>`` and its spellings
+  ``<|end_of_text|>``, ``<endoftext>``, Qwen ``<|extra_0|>``, DeepSeek
+  ``<｜place▁holder▁no▁12｜>``, Mistral ``[control_8]``);
+- **channel text with its markers stripped** (``channel_leak``): a parser
+  that removed the Harmony ``<|start|>``/``<|channel|>``/``<|message|>``
+  tokens but kept the channel's text leaves the channel names glued to the
+  words around them (``analysisThe user wants a scene…assistantfinalMira
+  lifts the lamp``; gpt-oss's Harmony format, channels ``analysis``,
+  ``commentary``, ``final``).
+
+The view makes one pattern cover every spelling of a delimiter:
+
+- full-width and look-alike bars (``｜`` U+FF5C, ``│`` U+2502, ``∣`` U+2223)
+  read as ``|``; full-width ``＜ ＞ ［ ］ ＿`` as ASCII; SentencePiece's
+  U+2581 ``▁`` between the words of a token as ``_`` (DeepSeek's
+  ``<｜tool▁calls▁begin｜>`` is ``<|tool_calls_begin|>``).  One character
+  for one character, so offsets in the view are offsets in the reply;
+- **code is not leakage** (issue 12, item 7): inline code spans and fenced
+  blocks (CommonMark: an unclosed fence runs to the end) are blanked, so a
+  reply that explains what ``<think>`` does in backticks passes and the same
+  token bare in the prose still fails.
+
+Every function is pure; a reply without ``<``, ``[`` or their full-width forms
+is passed after one scan per trigger character (benchmarks/checks_bench.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.shared.events import CheckResult
+
+# -- the normalised view -----------------------------------------------------------
+
+#: One character for one character: look-alike bars, full-width brackets and
+#: SentencePiece's space symbol in their ASCII form (issue 12, item 3).
+CONFUSABLES = str.maketrans({
+    "\uff5c": "|", "\u2502": "|", "\u2223": "|", "\u01c0": "|",
+    "\uff1c": "<", "\uff1e": ">", "\uff3b": "[", "\uff3d": "]", "\uff3f": "_",
+    "\u2581": "_",
+})
+_CONFUSABLE_CHARS = "\uff5c\u2502\u2223\u01c0\uff1c\uff1e\uff3b\uff3d\uff3f\u2581"
+
+#: A fenced block (``` or ~~~, to its closing fence or the end) or an inline
+#: code span (a run of backticks, to the same run on the same line).
+_CODE = re.compile(r"(?P<fence>```+|~~~+).*?(?:(?P=fence)|\Z)|(?P<tick>`+)[^`\n](?:[^\n]*?[^`\n])?(?P=tick)(?!`)",
+                   re.DOTALL)
+
+
+def mask_code(text: str) -> str:
+    """``text`` with every inline code span and fenced block blanked (same length).
+
+    Newlines inside a fenced block are kept, so line starts stay line starts.
+    Returns ``text`` itself when it holds no backtick or ``~~~``.
+    """
+    if "`" not in text and "~~~" not in text:
+        return text
+    return _CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def token_view(text: str) -> str:
+    """The view of ``text`` that the token patterns read: code blanked, delimiters in ASCII.
+
+    Args:
+        text: the reply's visible text.
+
+    Returns:
+        A string of the same length as ``text`` (offsets agree): code spans
+        and fenced blocks replaced by spaces (:func:`mask_code`), then the
+        characters of :data:`CONFUSABLES` replaced by their ASCII forms.
+    """
+    view = mask_code(text)
+    if any(ch in view for ch in _CONFUSABLE_CHARS):
+        view = view.translate(CONFUSABLES)
+    return view
+
+
+def _has_trigger(text: str) -> bool:
+    return "<" in text or "[" in text or "\uff1c" in text or "\uff3b" in text
+
+
+# -- the token patterns ------------------------------------------------------------
+
+#: Reserved and placeholder token names (all lower or all upper case), numbered or not.
+_RESERVED_NAMES = (
+    r"unused|reserved(?:_special)?(?:_token)?|special(?:_token)?|extra(?:_id)?|dummy|place_?holder(?:_no)?"
+    r"|pad(?:ding)?(?:_token)?|unk(?:_token)?|mask(?:_token)?|sep(?:_token)?|cls(?:_token)?"
+    r"|end_?of_?text|start_?of_?text|endoftext|startoftext|eos(?:_token)?|bos(?:_token)?"
+)
+RESERVED_TOKEN = re.compile(
+    rf"<\|?\s?(?:{_RESERVED_NAMES}|{_RESERVED_NAMES.upper()})(?:[_-]?\d{{1,6}})?\s?\|?>"  # <unused12> <|reserved_special_token_4|> <PAD>
+    r"|\[(?:PAD|UNK|CLS|SEP|MASK|EOS|BOS|EOT)\]"                     # BERT-style, upper case only
+    r"|\[(?:unused|control|SPECIAL)_?\d{1,6}\]"                        # [unused12] [control_8] [SPECIAL_3]
+)
+
+#: Chat-template, end-of-turn, reasoning and tool-call tokens (FC-11), read on
+#: the view (so ``<｜end▁of▁sentence｜>`` is ``<|end_of_sentence|>``).
+CONTROL_TOKEN = re.compile(
+    r"<\|\s?[A-Za-z][\w.-]{0,48}\s?\|>"                 # <|im_end|> <|eot_id|> <|tool_call_begin|> <|channel|>
+    r"|\[/?INST\]|\[/?(?:TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|SYSTEM_PROMPT)\]"  # Llama 2 / Mistral
+    r"|</?(?:think|thinking|tool_call|tool_response|function_call|start_of_turn|end_of_turn)>"
+    r"|</s>|<s>(?=\S)"
+    r"|<0x[0-9A-Fa-f]{2}>"                              # SentencePiece byte fallback
+    r"|<(?:start|end)_of_turn>",
+)
+
+#: Either kind; the reserved alternatives first, so that a token is classified once.
+_ANY_TOKEN = re.compile(f"(?P<reserved>{RESERVED_TOKEN.pattern})|(?P<control>{CONTROL_TOKEN.pattern})")
+_OPENER = re.compile(r"[<\[]")
+
+
+def find_tokens(text: str) -> list[tuple[str, int, int]]:
+    """Every leaked template or reserved token of ``text`` outside code.
+
+    Returns:
+        ``[(kind, start, end), ...]`` in order, ``kind`` ``reserved`` or
+        ``control``; offsets index ``text`` (the view keeps them).
+    """
+    if not _has_trigger(text):
+        return []
+    view = token_view(text)
+    out: list[tuple[str, int, int]] = []
+    end = 0
+    match = _ANY_TOKEN.match
+    for opener in _OPENER.finditer(view):  # the patterns all open with < or [: try them only there
+        if opener.start() < end:
+            continue
+        m = match(view, opener.start())
+        if m is not None:
+            out.append((m.lastgroup, m.start(), m.end()))
+            end = m.end()
+    return out
+
+
+def _token_result(name: str, reason: str, kind: str, reply: Reply) -> CheckResult:
+    text = reply.text
+    found = [(s, e) for k, s, e in find_tokens(text) if k == kind]
+    if not found:
+        return CheckResult(check=name, outcome="pass")
+    start, end = found[0]
+    return CheckResult(check=name, outcome="fail", reason=reason,
+                       evidence={"token": text[start:end], "offset": start, "count": len(found),
+                                 "tokens": sorted({text[s:e] for s, e in found})[:5]})
+
+
+def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail leaked template, end-of-turn, reasoning and tool-call tokens outside code (FC-11).
+
+    Every bar and spacer spelling counts (:func:`token_view`: ``<｜User｜>``,
+    ``<|tool▁calls▁begin|>``); a token in an inline code span or a fenced
+    block does not (issue 12, items 3 and 7).
+    Evidence: ``token`` (the first one), ``offset``, ``count``, ``tokens``
+    (up to five distinct).
+    """
+    return _token_result("corruption.control_tokens", "control_tokens", "control", reply)
+
+
+def check_reserved_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail reserved and placeholder tokens anywhere outside code (issue 12, item 2).
+
+    The family by pattern (:data:`RESERVED_TOKEN`): ``<unused123>``,
+    ``<extra_id_7>``, ``<|reserved_special_token_42|>``, ``[PAD]``,
+    ``<pad>``, ``<|endoftext|>`` and its spellings, numbered kin, with any
+    bar (:data:`CONFUSABLES`).  A sampler, quantization or vocabulary
+    mismatch emits them; a template never does.
+    Evidence: ``token``, ``offset``, ``count``, ``tokens``.
+    """
+    return _token_result("corruption.reserved_tokens", "reserved_tokens", "reserved", reply)
+
+
+# -- channel text with the markers stripped ----------------------------------------------
+
+_CH = r"(?:analysis|commentary|final)"
+#: A letter that is not Latin (CJK, Cyrillic, Arabic ...), or a Latin capital.
+_GLUE = r"(?:[A-Z\u00c0-\u00d6\u00d8-\u00de]|[^\W\d_A-Za-z\u00aa\u00b5\u00ba\u00c0-\u024f\u1e00-\u1eff])"
+_OPENERS = r"(?:we|the|user|let|i|so|okay|ok|first|now|here|this|they)\b"
+
+#: Where a stripped Harmony channel header shows (case-sensitive: the
+#: channel names are lower case on the wire):
+#:
+#: - ``start``: the reply opens with a channel name glued to the next word
+#:   (``analysisThe user…``, ``analysis用户…``, ``analysiswe need…``);
+#: - ``role_channel``: the role and a channel glued together anywhere
+#:   (``…so answer.assistantfinalMira…``);
+#: - ``after_stop``: a channel name glued between a sentence's end and the
+#:   next capital (``…scene.finalMira…``);
+#: - ``recipient``: a tool-call header (``commentary to=functions.search``);
+#: - ``end``: a role or channel name glued to the last sentence's stop.
+CHANNEL_LEAK = re.compile(
+    rf"(?P<start>\A\s*(?:assistant)?{_CH}(?={_GLUE}|{_OPENERS}))"
+    rf"|(?P<role_channel>assistant{_CH})"
+    rf"|(?P<after_stop>(?<=[.!?…。！？\"”’)\]]){_CH}(?={_GLUE}))"
+    rf"|(?P<recipient>\b(?:commentary|analysis)\s?to=[A-Za-z_][\w.]*)"
+    rf"|(?P<end>(?<=[.!?…。！？\"”’)\]])(?:assistant)?(?:{_CH}|assistant)\s*\Z)"
+)
+
+
+def check_channel_leak(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail reasoning or channel text whose Harmony markers a parser stripped (issue 12, item 1).
+
+    Rule (:data:`CHANNEL_LEAK`, read outside code): a channel name
+    (``analysis``, ``commentary``, ``final``), alone or after ``assistant``,
+    glued without a space to the reply's first word, to a capital or a
+    letter of another script after a sentence's end, to the end of the last
+    sentence; ``assistant`` glued to a channel name anywhere; a Harmony
+    recipient (``commentary to=functions.x``).  Natural text never glues a
+    lower-case word to a capital or another script: ``Analysis: …``,
+    ``the final answer``, ``finalmente``, ``finale`` pass.
+    Evidence: ``kind`` (the group above), ``marker``, ``offset``, ``span``
+    (the text around it).
+    """
+    name = "corruption.channel_leak"
+    text = reply.text
+    if "analysis" not in text and "commentary" not in text and "final" not in text and "assistant" not in text:
+        return CheckResult(check=name, outcome="pass")
+    view = mask_code(text)
+    m = CHANNEL_LEAK.search(view)
+    if m is None:
+        return CheckResult(check=name, outcome="pass")
+    start = m.start() + (len(m.group()) - len(m.group().lstrip()))
+    return CheckResult(check=name, outcome="fail", reason="channel_leak",
+                       evidence={"kind": m.lastgroup, "marker": text[start:m.end()].strip(), "offset": start,
+                                 "span": text[max(0, start - 30):m.end() + 30]})
+
+
+def without_tokens(text: str) -> str:
+    """``text`` with every special token's span blanked (for the byte-level marker count)."""
+    spans = find_tokens(text)
+    if not spans:
+        return text
+    out = []
+    last = 0
+    for _kind, s, e in spans:
+        out.append(text[last:s])
+        out.append(" " * (e - s))
+        last = e
+    out.append(text[last:])
+    return "".join(out)
