@@ -221,3 +221,93 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
     finally:
         for name in held:
             await metrics.release(name)
+
+
+class NatsUnanswered(RuntimeError):
+    """NATS did not answer (refused connections, timeouts) within ``canary init``'s wait; the last problem is named."""
+
+
+#: Seconds one ``canary init`` attempt may take (connect, every stream and the KV bucket).
+INIT_ATTEMPT_S = 15.0
+
+
+async def initialise(settings: Settings, wait_s: float) -> None:
+    """Create or update the streams and the KV bucket (``canary init``); retry only what can heal.
+
+    Connection refused, no servers and timeouts are retried (0.5 s doubling to
+    5 s) until ``wait_s`` seconds have passed.  A refusal no retry heals ends at
+    once, at its first sight: the credential refused (``Authorization
+    Violation``), a permission the credential lacks (the server's permissions
+    violation arrives long before the request would time out), or the server
+    refusing a stream configuration.
+
+    Raises:
+        reverie_canary.shared.preflight.NatsRefused: the credential is refused.
+        reverie_canary.shared.preflight.PermissionMissing: naming the JetStream API subject refused.
+        ConfigError: the server refused a stream or bucket configuration (its reason).
+        NatsUnanswered: nothing healed within ``wait_s``.
+    """
+    import nats
+    from nats.js.errors import APIError
+
+    from reverie_canary.shared.errors import ConfigError
+    from reverie_canary.shared.preflight import NatsRefused, PermissionMissing, Violations, refusal
+    from reverie_canary.shared.service import nats_connect
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    delay, last = 0.5, "no answer"
+    candidates = [f"$JS.API.{verb}.{name}" for name in (*(c.name for c in streams.stream_configs(settings)),
+                                                         f"KV_{streams.ROUTING_BUCKET}")
+                  for verb in ("STREAM.CREATE", "STREAM.UPDATE", "STREAM.INFO")]
+    user = repr(settings.nats_user) if settings.nats_user else "(none)"
+    while True:
+        violations = Violations()
+        try:
+            left = max(0.5, min(5.0, deadline - loop.time()))
+            nc = await asyncio.wait_for(
+                nats_connect(settings, error_cb=violations.record, allow_reconnect=False, max_reconnect_attempts=1,
+                             reconnect_time_wait=0.1, connect_timeout=min(2.0, left)), timeout=left)
+        except Exception as exc:
+            why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
+            if why:
+                raise NatsRefused(f"canary init: {why} (NATS user {user} at {masked_url(settings.nats_url)})") from None
+            last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        else:
+            try:
+                work = asyncio.ensure_future(streams.ensure(nc.jetstream(timeout=5), settings))
+                refused = asyncio.ensure_future(violations.arrived.wait())
+                try:
+                    await asyncio.wait({work, refused}, timeout=INIT_ATTEMPT_S, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    refused.cancel()
+                if violations.seen:
+                    work.cancel()
+                    with contextlib.suppress(BaseException):
+                        await work
+                    denied = violations.first_denied(candidates)
+                    raise PermissionMissing(
+                        f"canary init: NATS user {user} may not publish to {denied} (a permissions violation): only "
+                        "the admin user may create or update streams (shared/nats/server.conf); run `canary init` "
+                        "with NATS_USER=admin") from None
+                if not work.done():
+                    work.cancel()
+                    with contextlib.suppress(BaseException):
+                        await work
+                    last = f"the streams were not in place within {INIT_ATTEMPT_S:g} s"
+                else:
+                    try:
+                        work.result()
+                        return
+                    except APIError as exc:  # the server's answer to a configuration: no retry changes it
+                        raise ConfigError(f"canary init: NATS refused a stream configuration: "
+                                          f"{exc.description or exc} (err_code {exc.err_code})") from None
+                    except (nats.errors.TimeoutError, TimeoutError, nats.errors.Error) as exc:
+                        last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            finally:
+                await nc.close()
+        if loop.time() + delay >= deadline:
+            raise NatsUnanswered(f"NATS at {masked_url(settings.nats_url)} did not answer within {wait_s:g} s "
+                                 f"(last: {last})")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)

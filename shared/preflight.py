@@ -1,0 +1,356 @@
+"""Check at start that a NATS credential can do a service's job, and tell a permanent refusal from a hiccup.
+
+A service that starts with the wrong credential used to run anyway: the prober
+of ``NATS_USER=judge canary up`` took tasks from the shared queue, could not
+publish their results, and the cycle lost them (issue 9 section 2).  And
+``canary init`` retried a permanent ``Authorization Violation`` until its wait
+ran out (issue 17).  This module holds what both need:
+
+- :func:`refusal`: whether an error is a refusal that no retry heals (a wrong
+  or missing password, a permission the credential lacks) and its one-line name;
+- :class:`Violations`: a nats-py ``error_cb`` that records the server's
+  permission violations, which nats-py only reports there (the request itself
+  just times out);
+- :func:`needs` and :func:`check_permissions`: every subject a service publishes
+  to and the JetStream API its consumers use, probed at start with messages
+  that change nothing (below), so that a missing permission is named before the
+  service takes a single message;
+- :func:`reconcile_consumers`: a live durable consumer whose configuration
+  differs from :mod:`reverie_canary.shared.streams` is updated (the change is
+  logged) or, when the server cannot change it, the service refuses to start
+  and says why.
+
+How a permission is probed without side effects: a plain publish (no reply
+subject) to the very subject, with the header ``Nats-Expected-Stream`` set to a
+stream that does not exist.  The server checks the publish permission first
+(a violation comes back as ``-ERR`` and is recorded); a permitted message that a
+stream would store is dropped by JetStream (error 10060, expected stream does
+not match), one that no stream stores goes nowhere.  JetStream API subjects are
+probed the same way without a reply subject: the server does not act on a
+request it cannot answer (an acknowledgement names stream sequence 0, which no
+message has).  The probes end with a flush (PING/PONG): the server answers in
+order, so every violation has arrived when the flush returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.js.api import ConsumerConfig
+from nats.js.errors import APIError, NotFoundError
+
+from reverie_canary.shared import subjects
+from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.streams import ConsumerSpec
+
+#: The header value that no stream has: JetStream drops a probe instead of storing it.
+PROBE_STREAM = "canary-permission-probe"
+#: Seconds the probes of one service may take (one connection, one flush).
+PROBE_S = 5.0
+#: How nats-py words the server's permission errors (``nats.protocol.parser.PERMISSIONS_ERR``).
+_PERMISSIONS = "permissions violation"
+#: Server errors that mean the credential itself is refused: a wrong or missing password, an unknown user.
+_AUTH = ("authorization violation", "authentication", "user authentication expired", "account authentication")
+
+
+class PermissionMissing(ConfigError):
+    """The service's NATS credential lacks a permission the service needs; the message names each one."""
+
+
+class NatsRefused(ConfigError):
+    """NATS refused the credential itself (wrong or missing password, unknown user)."""
+
+
+def refusal(exc: BaseException) -> str | None:
+    """The permanent refusal ``exc`` stands for, in one line, or ``None`` when a retry may heal it.
+
+    Permanent: NATS's ``Authorization Violation`` (wrong or missing user or
+    password) and authentication errors.  Everything else (connection refused,
+    timeouts, no servers) may heal.
+
+    Args:
+        exc: an error raised by ``nats.connect`` or a request, or passed to an ``error_cb``.
+    """
+    if isinstance(exc, nats.errors.AuthorizationError):
+        return "NATS refused the credential: Authorization Violation (wrong or missing user or password)"
+    text = str(exc).lower()
+    if any(marker in text for marker in _AUTH):
+        detail = str(exc).removeprefix("nats: ").strip("'\" ")
+        return f"NATS refused the credential: {detail} (wrong or missing user or password)"
+    return None
+
+
+class Violations:
+    """Records permission violations and passes every other error on; :meth:`record` is the nats-py ``error_cb``.
+
+    Args:
+        passthrough: the callback other errors go to (default: none).
+
+    Attributes:
+        seen: the violations in the order the server sent them, as nats-py words
+            them (``permissions violation for publish to "..."``, lower case).
+        errors: every other error passed to the callback.
+    """
+
+    def __init__(self, passthrough: Callable[[Exception], Awaitable[None]] | None = None) -> None:
+        self.seen: list[str] = []
+        self.errors: list[Exception] = []
+        self.arrived = asyncio.Event()
+        self._passthrough = passthrough
+
+    async def record(self, exc: Exception) -> None:
+        """The ``error_cb`` (nats-py wants a coroutine function)."""
+        text = str(exc)
+        if _PERMISSIONS in text.lower():
+            self.seen.append(text.removeprefix("nats: "))
+            self.arrived.set()
+            return
+        self.errors.append(exc)
+        if self._passthrough is not None:
+            await self._passthrough(exc)
+
+    def denied(self, action: str, subject: str) -> bool:
+        """Whether the server refused ``action`` (``publish`` / ``subscription``) on ``subject`` (any case)."""
+        wanted = f'{_PERMISSIONS} for {action} to "{subject}"'.lower()
+        return any(wanted in seen.lower() for seen in self.seen)
+
+    def first_denied(self, candidates: Iterable[str] = ()) -> str | None:
+        """The first subject the server refused, else ``None``.
+
+        nats-py lower-cases the server's error text; the subject is given back
+        as spelled in ``candidates`` when one of them matches (stream names are
+        upper case), else as nats-py has it.
+        """
+        spelled = {c.lower(): c for c in candidates}
+        for seen in self.seen:
+            subject = seen.split('"')[1] if seen.count('"') >= 2 else seen
+            return spelled.get(subject.lower(), subject)
+        return None
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission a service needs: ``publish`` or ``subscribe`` on ``grant``, and why.
+
+    ``subject`` is the concrete subject probed (one that ``grant`` covers);
+    ``grant`` the permission as ``shared/nats/server.conf`` writes it.
+    """
+
+    action: str
+    subject: str
+    why: str
+    grant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.grant:
+            object.__setattr__(self, "grant", self.subject)
+
+
+#: A provider tag that no gateway lists (subject samples only: nothing is ever published for it).
+_PROBE_PROVIDER = "canary/permission-probe"
+
+
+def needs(service: str, settings: Settings, consumers: Iterable[ConsumerSpec] = ()) -> list[Need]:
+    """Every permission ``service`` needs to do its job, on concrete subjects of its first model.
+
+    The subjects are the ones the service's code publishes to (its
+    ``subjects.*`` builders), the dead-letter subject every service may need,
+    the inbox its requests are answered on, and for each durable consumer the
+    JetStream API it pulls and acknowledges with.  ``shared/nats/server.conf``
+    grants exactly these to the service's own user.
+
+    Args:
+        service: one of :data:`reverie_canary.shared.settings.SERVICE_NAMES`.
+        settings: the service's settings (its first model names the samples).
+        consumers: the service's durable consumers.
+    """
+    model = settings.models[0]
+    answers = f"{subjects.PREFIX}.answers.{service}.>"
+    publish: dict[str, list[tuple[str, str, str]]] = {
+        "discovery": [(subjects.discovery(model), subjects.ALL_DISCOVERY,
+                       "the endpoints it discovers and the cycles it closes"),
+                      (subjects.task(model, _PROBE_PROVIDER), subjects.ALL_TASKS, "the probe tasks of each cycle")],
+        "prober": [(subjects.result(model, _PROBE_PROVIDER), subjects.ALL_RESULTS,
+                    "the results of the probes it takes")],
+        "judge": [(subjects.verdicts(model), subjects.ALL_VERDICTS, "each cycle's verdicts"),
+                  (subjects.decision(model, _PROBE_PROVIDER), subjects.ALL_DECISIONS, "its decisions"),
+                  (subjects.decision(model, None), subjects.ALL_DECISIONS, "its model-wide decisions"),
+                  (subjects.retest(model), subjects.ALL_RETEST, "its retest requests"),
+                  (subjects.answer("judge", "permission-probe"), answers, "its answers to operator commands")],
+        "router": [(subjects.routing(model), subjects.ALL_ROUTING, "each new ignore list"),
+                   (f"$KV.{subjects.ROUTING_BUCKET}.{subjects.kv_key(model)}", f"$KV.{subjects.ROUTING_BUCKET}.>",
+                    "the ignore list in the KV bucket"),
+                   (subjects.answer("router", "permission-probe"), answers, "its answers to operator commands")],
+        "notifier": [(subjects.notice_dead("permission-probe"), subjects.ALL_NOTICES_DEAD,
+                      "notices that exhausted their delivery schedule"),
+                     (subjects.NOTICES_RESENT, subjects.NOTICES_RESENT, "its answers to resend requests")],
+    }
+    if service not in publish:
+        raise ValueError(f"unknown service {service!r}")
+    out = [Need("publish", subject, why, grant) for subject, grant, why in publish[service]]
+    out.append(Need("publish", subjects.deadletter(service), "the messages it refuses, with the reason"))
+    for spec in consumers:
+        durable = f"{spec.stream}.{spec.durable}"
+        out.append(Need("publish", f"$JS.API.STREAM.INFO.{spec.stream}", f"reading stream {spec.stream}",
+                        "$JS.API.STREAM.INFO.>"))
+        out.append(Need("publish", f"$JS.API.CONSUMER.INFO.{durable}", f"binding its durable {spec.durable}",
+                        "$JS.API.CONSUMER.>"))
+        out.append(Need("publish", f"$JS.API.CONSUMER.MSG.NEXT.{durable}", f"pulling from {spec.durable}",
+                        "$JS.API.CONSUMER.>"))
+        out.append(Need("publish", f"$JS.ACK.{durable}.1.0.0.0.0", f"acknowledging what {spec.durable} delivers",
+                        "$JS.ACK.>"))
+    out.append(Need("subscribe", "_INBOX.canary-permission-probe", "the answers to its requests (JetStream acks)",
+                    "_INBOX.>"))
+    return out
+
+
+async def probe(nc: nats.NATS, violations: Violations, wanted: Iterable[Need]) -> list[Need]:
+    """Probe every need on ``nc`` (whose ``error_cb`` is ``violations.record``); return the ones the server refused.
+
+    Raises:
+        TimeoutError: the server did not answer the final flush within :data:`PROBE_S`.
+    """
+    wanted = list(wanted)
+    subs = []
+    for need in wanted:
+        if need.action == "publish":
+            body = b"+WPI" if need.subject.startswith("$JS.ACK.") else b""
+            await nc.publish(need.subject, body, headers={"Nats-Expected-Stream": PROBE_STREAM})
+        else:
+            subs.append(await nc.subscribe(need.subject))
+    await nc.flush(timeout=PROBE_S)
+    for sub in subs:
+        await sub.unsubscribe()
+    await nc.flush(timeout=PROBE_S)
+    return [n for n in wanted if violations.denied("publish" if n.action == "publish" else "subscription", n.subject)]
+
+
+def missing_text(service: str, user: str, missing: list[Need]) -> str:
+    """The one line that names every missing permission of ``service`` and what to do."""
+    unique = {(n.action, n.grant): n for n in reversed(missing)}  # one line per permission, the first reason
+    missing = [unique[key] for key in dict.fromkeys((n.action, n.grant) for n in missing)]
+    listed = "; ".join(f"{n.action} {n.grant} ({n.why})" for n in missing)
+    who = f"NATS user {user!r}" if user else "the NATS connection (no user)"
+    return (f"{service}: {who} lacks {len(missing)} permission(s) the {service} needs: {listed}; run the {service} "
+            f"as its own user (NATS_USER={service}) or grant them in the server's authorization "
+            "(shared/nats/server.conf)")
+
+
+async def check_permissions(settings: Settings, service: str, consumers: Iterable[ConsumerSpec] = ()) -> None:
+    """Refuse to start ``service`` when its credential lacks a permission it needs (:func:`needs`).
+
+    Opens one short-lived connection with the service's credential and probes
+    every need (the module's docstring says why nothing changes).
+
+    Raises:
+        NatsRefused: the credential itself is refused.
+        PermissionMissing: naming every missing permission, before the service takes any message.
+    """
+    from reverie_canary.shared.service import nats_connect
+
+    violations = Violations()
+    try:
+        nc = await nats_connect(settings, error_cb=violations.record, allow_reconnect=False, max_reconnect_attempts=1,
+                                connect_timeout=PROBE_S)
+    except Exception as exc:
+        why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
+        if why:
+            raise NatsRefused(f"{service}: {why}") from exc
+        raise
+    try:
+        missing = await probe(nc, violations, needs(service, settings, consumers))
+    finally:
+        await nc.close()
+    if missing:
+        raise PermissionMissing(missing_text(service, settings.nats_user, missing))
+
+
+#: Fields of a durable consumer the code states and the server can change on a live durable (nats-server 2.10+).
+EDITABLE = ("filter_subjects", "ack_wait", "max_deliver", "max_ack_pending")
+#: Fields the code states that the server never changes on a live durable.
+FIXED = ("ack_policy",)
+
+
+def _value(config: ConsumerConfig, name: str) -> Any:
+    if name == "filter_subjects":
+        return sorted(config.filter_subjects or ([config.filter_subject] if config.filter_subject else []))
+    value = getattr(config, name)
+    if name == "ack_policy" and value is not None:
+        return str(getattr(value, "value", value))
+    if name == "ack_wait" and value is not None:
+        return round(float(value), 3)
+    return value
+
+
+def consumer_changes(live: ConsumerConfig, wanted: ConsumerConfig) -> dict[str, tuple[Any, Any]]:
+    """Field -> ``(live, wanted)`` for every stated field that differs (empty: the durable is as the code says).
+
+    The start position (``deliver_policy``, ``opt_start_seq``) is left out: it
+    only matters when a durable is created, and a durable that moved over from
+    an earlier one (the router's and notifier's) starts where that one stopped.
+    """
+    out = {}
+    for name in (*EDITABLE, *FIXED):
+        a, b = _value(live, name), _value(wanted, name)
+        if a != b:
+            out[name] = (a, b)
+    return out
+
+
+async def reconcile_consumers(js: Any, specs: Iterable[ConsumerSpec], log: Any) -> list[str]:
+    """Bring every live durable of ``specs`` to the code's configuration; a missing one is left to be created.
+
+    Each change is logged (``consumer_reconciled``, with the fields before and
+    after); the durables' positions are kept (an update, not a new durable).
+
+    Returns:
+        The durables that were changed.
+
+    Raises:
+        ConfigError: a durable differs in a field the server cannot change
+            (``ack_policy``), or the server refused the update: naming the
+            durable, the fields and what to do (bump its ``-vN`` in
+            ``shared/streams.py``, or delete the durable as admin).
+    """
+    changed = []
+    for spec in specs:
+        try:
+            info = await js.consumer_info(spec.stream, spec.durable)
+        except NotFoundError:
+            continue  # created, as the code states it, when the service subscribes
+        wanted = spec.config()
+        changes = consumer_changes(info.config, wanted)
+        if not changes:
+            continue
+        shown = ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items())
+        fixed = [k for k in changes if k in FIXED]
+        if fixed:
+            raise ConfigError(f"durable consumer {spec.durable} on {spec.stream} differs from the code in "
+                              f"{', '.join(fixed)}, which the server cannot change on a live durable ({shown}): "
+                              f"give it a new -vN in shared/streams.py, or delete it as admin")
+        try:
+            await js.add_consumer(spec.stream, wanted)
+        except APIError as exc:
+            raise ConfigError(f"durable consumer {spec.durable} on {spec.stream} differs from the code ({shown}) "
+                              f"and the server refused the update: {exc.description or exc}") from exc
+        log.warning("consumer_reconciled", stream=spec.stream, durable=spec.durable,
+                    changes={k: {"was": a, "now": b} for k, (a, b) in changes.items()})
+        changed.append(spec.durable)
+    return changed
+
+
+async def with_deadline(awaitable: Awaitable[Any], seconds: float, what: str) -> Any:
+    """Await ``awaitable`` for at most ``seconds``.
+
+    Raises:
+        TimeoutError: naming ``what``.
+    """
+    try:
+        return await asyncio.wait_for(awaitable, timeout=seconds)
+    except asyncio.TimeoutError as exc:
+        raise TimeoutError(f"{what} did not finish within {seconds:g} s") from exc
