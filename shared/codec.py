@@ -28,6 +28,7 @@ from reverie_canary.shared.events import (
     CommandApplied,
     CommandRefused,
     CycleClosed,
+    CycleUnplanned,
     CycleVerdict,
     DeadLetter,
     Decision,
@@ -115,7 +116,7 @@ class Codec:
                 f"(this service reads version 1 to {SCHEMA_VERSION}); refused, not read as another version")
 
 
-ENDPOINTS_OR_CLOSE = Codec(EndpointsDiscovered | CycleClosed, "discovery event")
+ENDPOINTS_OR_CLOSE = Codec(EndpointsDiscovered | CycleClosed | CycleUnplanned, "discovery event")
 PROBE_TASK = Codec(ProbeTask, "ProbeTask")
 PROBE_RESULT = Codec(ProbeResult, "ProbeResult")
 DECISION = Codec(Decision, "Decision")
@@ -133,6 +134,7 @@ ANSWER = Codec(CommandApplied | CommandRefused, "command answer")
 LOG_EVENT = Codec(
     EndpointsDiscovered
     | CycleClosed
+    | CycleUnplanned
     | ProbeResult
     | CycleVerdict
     | Decision
@@ -149,13 +151,13 @@ LOG_EVENT = Codec(
 )
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
-WIRE_TYPES = (EndpointsDiscovered, CycleClosed, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
+WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
               NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused)
 
 ANY = Codec(
-    EndpointsDiscovered | CycleClosed | ProbeTask | ProbeResult | CycleVerdict | Decision | RetestRequested
-    | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
+    EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
+    | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
     | NoticeDeadLettered | ResendNotices | NoticesResent
     | CommandApplied | CommandRefused,
     "message",
@@ -167,7 +169,7 @@ ANY = Codec(
 #: arrives on another family's subject was published by someone not allowed to
 #: publish it: a prober's credential cannot pass off a lift as a probe result.
 ORIGINS: dict[str, tuple[type, ...]] = {
-    "discovery": (EndpointsDiscovered, CycleClosed),
+    "discovery": (EndpointsDiscovered, CycleClosed, CycleUnplanned),
     "tasks": (ProbeTask,),
     "results": (ProbeResult,),
     "verdicts": (CycleVerdict,),

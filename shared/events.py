@@ -79,10 +79,36 @@ LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
 
 #: Outcome of one check or one probe.  ``not_applicable``: the endpoint does not
 #: declare the capability the probe needs; it is neither evidence for nor against.
-Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable"]
+#: ``blind``: the canary itself could not see (the gateway refused the canary's key,
+#: its credit or its access, or could not be reached; :data:`BLIND_REASONS`): it says
+#: nothing about the provider and never touches its streak (DESIGN.md, "The canary's
+#: own health").
+Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable", "blind"]
 
-#: A provider's verdict for one cycle (DESIGN.md, "The judge: a pure fold").
-CycleVerdictKind = Literal["passed", "failed", "frozen"]
+#: A provider's verdict for one cycle (DESIGN.md, "The judge: a pure fold").  ``blind``:
+#: the canary could not see it this cycle (a ``blind`` probe outcome, or the cycle could
+#: not be planned): no streak moves.
+CycleVerdictKind = Literal["passed", "failed", "frozen", "blind"]
+
+#: The canary-side causes, the reason codes of a ``blind`` probe outcome and of a
+#: :class:`CycleUnplanned` (DESIGN.md, "The canary's own health"):
+#:
+#: - ``gateway_auth``: 401, the key is missing, wrong or revoked;
+#: - ``gateway_credit``: 402, the key's account has no credit left;
+#: - ``gateway_forbidden``: 403 that is not a moderation refusal: the key may not do this;
+#: - ``gateway_unreachable``: no connection to the gateway (refused, DNS, connect timeout);
+#: - ``gateway_error``: the endpoints listing answered 429/5xx (or timed out) until the cycle's deadline;
+#: - ``listing_unparseable``: the endpoints listing was not the documented shape;
+#: - ``listing_refused``: the endpoints listing answered another 4xx (an unknown model);
+#: - ``bus_unavailable``: the plan could not be published before the deadline.
+#:
+#: Reasons on the wire stay free :data:`Reason` strings, so that a cause added later
+#: decodes in an older reader.
+BLIND_REASONS: tuple[str, ...] = ("gateway_auth", "gateway_credit", "gateway_forbidden", "gateway_unreachable")
+UNPLANNED_CAUSES: tuple[str, ...] = (*BLIND_REASONS, "gateway_error", "listing_unparseable", "listing_refused",
+                                     "bus_unavailable")
+#: The HTTP statuses that are about the canary's own key, not a provider (openrouter-api.md §6).
+BLIND_STATUS: dict[int, str] = {401: "gateway_auth", 402: "gateway_credit", 403: "gateway_forbidden"}
 
 Mode = Literal["observe", "enforce"]
 
@@ -188,6 +214,27 @@ class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):
     model: Slug
     cycle: Slug
     cycle_no: int
+
+
+class CycleUnplanned(Event, frozen=True, kw_only=True, tag="cycle_unplanned"):
+    """Discovery could not plan a cycle of ``model``: nothing was probed, the canary was blind.
+
+    ``cause`` is one of :data:`UNPLANNED_CAUSES` (``gateway_auth`` ...),
+    ``http_status`` the listing's last status (``None``: no answer), ``detail``
+    the error as said (never the key), ``attempts`` how many times the listing
+    was tried.  ``at`` is when discovery gave up (UTC), ``deadline`` the end of
+    the cycle's probe window.  Published on ``canary.discovery.<model>`` with the
+    id ``unplanned|<model>|<cycle_no>`` (DESIGN.md, "The canary's own health").
+    """
+
+    model: Slug
+    cycle: Slug
+    cycle_no: int
+    deadline: UtcDatetime
+    cause: Reason
+    http_status: int | None = None
+    detail: Excerpt = ""
+    attempts: Annotated[int, Meta(ge=0)] = 1
 
 
 # -- prober --------------------------------------------------------------------
@@ -338,7 +385,24 @@ DecisionAction = Literal[
     "pin_violated",  # the gateway served a pinned probe from another provider
     "unjudgeable",  # frozen for too many consecutive cycles
     "mode_changed",  # an operator switched observe/enforce
+    "canary_blind",  # the canary cannot see (model-wide): reason is the cause, held lists the suspensions it holds
+    "canary_sees",  # a cycle judged again after canary_blind (model-wide)
+    "suspension_held",  # a suspension came due while blind: kept (until = held until) until judged again
 ]
+
+
+class HeldSuspension(Struct, frozen=True, kw_only=True):
+    """A suspension blindness holds: it came due while the canary could not see its provider.
+
+    ``until`` is the end it had (when it came due), ``held_until`` the end the
+    hold gives it for now (renewed while blind), ``decision_id`` the ``suspend``
+    decision it belongs to.
+    """
+
+    provider: Slug
+    until: UtcDatetime
+    held_until: UtcDatetime
+    decision_id: Id = ""
 
 
 class Decision(Event, frozen=True, kw_only=True, tag="decision"):
@@ -362,6 +426,7 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     mode: Mode = "enforce"
     kind: Token | None = None
     actor: Id | None = None
+    held: Annotated[list[HeldSuspension], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
 
 
 class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):

@@ -38,6 +38,11 @@ def closed_id(model: str, cycle_no: int) -> str:
     return f"close|{model}|{cycle_no}"
 
 
+def unplanned_id(model: str, cycle_no: int) -> str:
+    """The CycleUnplanned of a cycle discovery could not plan."""
+    return f"unplanned|{model}|{cycle_no}"
+
+
 def verdict_id(model: str, cycle_no: int) -> str:
     """The CycleVerdict of a cycle."""
     return f"verdict|{model}|{cycle_no}"

@@ -24,6 +24,7 @@ from reverie_canary.shared.events import (
     CommandApplied,
     CommandRefused,
     CycleClosed,
+    CycleUnplanned,
     CycleVerdict,
     Decision,
     EndpointsDiscovered,
@@ -34,10 +35,11 @@ from reverie_canary.shared.subjects import PREFIX
 
 #: service -> subject family -> the message types of that family the service folds.
 READS: dict[str, dict[str, tuple[type, ...]]] = {
-    # DESIGN.md, "The judge: a pure fold": discovery opens and closes cycles, results fill
-    # them, the routing snapshot feeds the capacity floor, the operator lifts and switches modes.
+    # DESIGN.md, "The judge: a pure fold": discovery opens and closes cycles (or says it could
+    # not plan one: the canary is blind), results fill them, the routing snapshot feeds the
+    # capacity floor, the operator lifts and switches modes.
     "judge": {
-        "discovery": (EndpointsDiscovered, CycleClosed),
+        "discovery": (EndpointsDiscovered, CycleClosed, CycleUnplanned),
         "results": (ProbeResult,),
         "ops": (LiftSuspension, SetMode),
         "routing": (IgnoreSnapshot,),

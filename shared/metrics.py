@@ -116,7 +116,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("cycles_started", "canary_cycles_started_total", "counter",
            "Cycles planned and published (EndpointsDiscovered and its tasks)", ("model",), ("discovery",)),
     Family("cycles_unplanned", "canary_cycles_unplanned_total", "counter",
-           "Cycles that could not be planned, by reason (endpoints listing failed or unusable)",
+           "Cycles that could not be planned (CycleUnplanned), by cause (gateway_auth, gateway_unreachable ...)",
            ("model", "reason"), ("discovery",)),
     Family("cycle_started_at", "canary_cycle_last_started_timestamp_seconds", "gauge",
            "Start of the last cycle planned, Unix seconds (UTC)", ("model",), ("discovery",)),

@@ -16,7 +16,7 @@ import httpx
 import msgspec
 
 from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import Endpoint, Pricing
+from reverie_canary.shared.events import BLIND_STATUS, Endpoint, Pricing
 from reverie_canary.shared.settings import Settings
 
 
@@ -67,6 +67,23 @@ class _EndpointsResponse(msgspec.Struct, kw_only=True):
 _endpoints_decoder = msgspec.json.Decoder(_EndpointsResponse)
 
 
+class ListingFailed(ValueError):
+    """The endpoints listing failed in a way a retry within the cycle will not mend.
+
+    Attributes:
+        cause: ``gateway_auth`` (401), ``gateway_credit`` (402),
+            ``gateway_forbidden`` (403), ``listing_refused`` (another 4xx: an
+            unknown model) or ``listing_unparseable`` (not the documented shape);
+            see :data:`reverie_canary.shared.events.UNPLANNED_CAUSES`.
+        http_status: the listing's status.
+    """
+
+    def __init__(self, message: str, *, cause: str, http_status: int | None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.http_status = http_status
+
+
 async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint]:
     """List a model's endpoints: ``GET /models/{author}/{slug}/endpoints`` (openrouter-api.md 1.1).
 
@@ -77,21 +94,32 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
         One :class:`reverie_canary.shared.events.Endpoint` per endpoint ``tag``, in listing order.
 
     Raises:
-        Transient: network error, timeout, 5xx or 429.
-        ValueError: 4xx (unknown model) or a body that is not the documented shape.
+        Transient: network error, timeout, 5xx or 429; its ``context`` has
+            ``cause`` (``gateway_unreachable`` when no connection could be
+            opened, else ``gateway_error``) and ``http_status``.
+        ListingFailed: (a ``ValueError``) 401, 402, 403 (the canary's own key),
+            another 4xx (unknown model) or a body that is not the documented shape.
     """
     try:
         response = await client.get(f"models/{model}/endpoints")
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise Transient(f"listing endpoints of {model}: the gateway cannot be reached: {exc!r}", model=model,
+                        cause="gateway_unreachable", http_status=None) from exc
     except httpx.HTTPError as exc:
-        raise Transient(f"listing endpoints of {model} failed: {exc!r}", model=model) from exc
-    if response.status_code == 429 or response.status_code >= 500:
-        raise Transient(f"listing endpoints of {model}: HTTP {response.status_code}", model=model)
-    if response.status_code != 200:
-        raise ValueError(f"listing endpoints of {model}: HTTP {response.status_code}: {_error_message(response)}")
+        raise Transient(f"listing endpoints of {model} failed: {exc!r}", model=model, cause="gateway_error",
+                        http_status=None) from exc
+    status = response.status_code
+    if status == 429 or status >= 500:
+        raise Transient(f"listing endpoints of {model}: HTTP {status}", model=model, cause="gateway_error",
+                        http_status=status)
+    if status != 200:
+        raise ListingFailed(f"listing endpoints of {model}: HTTP {status}: {_error_message(response)}",
+                            cause=BLIND_STATUS.get(status, "listing_refused"), http_status=status)
     try:
         body = _endpoints_decoder.decode(response.content)
     except msgspec.DecodeError as exc:
-        raise ValueError(f"listing endpoints of {model}: unexpected body: {exc}") from exc
+        raise ListingFailed(f"listing endpoints of {model}: unexpected body: {exc}", cause="listing_unparseable",
+                            http_status=status) from exc
     out = []
     for e in body.data.endpoints:
         endpoint = bounded_endpoint(e)

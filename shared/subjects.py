@@ -23,7 +23,7 @@ from reverie_canary.client.subjects import (  # noqa: F401  (re-exported)
 # -- subjects -----------------------------------------------------------------
 
 def discovery(model: str) -> str:
-    """``canary.discovery.<model>``: EndpointsDiscovered and CycleClosed."""
+    """``canary.discovery.<model>``: EndpointsDiscovered, CycleClosed and CycleUnplanned."""
     return f"{PREFIX}.discovery.{encode_token(model)}"
 
 

@@ -113,6 +113,20 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None, **k
     return _json(error_body(status, message, **kwargs), status=status, headers=headers)
 
 
+#: What the gateway says to a key it will not serve (openrouter-api.md §6), by status.
+OUTAGE_ANSWERS: dict[int, tuple[str, str]] = {
+    401: ("User not found.", "authentication"),
+    402: ("Insufficient credits. Add more using https://openrouter.ai/settings/credits", "payment_required"),
+    403: ("This API key has been disabled.", "forbidden"),
+}
+
+
+def outage_response(status: int) -> Response:
+    """The answer of a gateway that refuses the canary's key (:data:`OUTAGE_ANSWERS`)."""
+    message, kind = OUTAGE_ANSWERS.get(status, ("Unavailable", "outage"))
+    return _error(status, message, metadata={"error_type": kind})
+
+
 def _sse(obj: Any) -> bytes:
     return b"data: " + encode(obj) + b"\n\n"
 
@@ -173,6 +187,8 @@ class Gateway:
         self.failed: Counter[str] = Counter()
         self.requests = 0
         self.generations: dict[str, tuple[float, Generation]] = {}
+        #: The answer every OpenRouter request gets while set (401, 402, 403: the canary's key); ``None``: serve.
+        self.outage: int | None = None
 
     # --- randomness --------------------------------------------------------
 
@@ -707,6 +723,17 @@ class Gateway:
 
     # --- test hooks -----------------------------------------------------------
 
+    async def put_outage(self, request: Request) -> Response:
+        """``PUT /_sim/outage`` ``{"status": 401 | 402 | 403 | null}``: answer every request so, or serve again."""
+        try:
+            status = msgspec.json.decode(await request.body()).get("status")
+        except (msgspec.DecodeError, AttributeError):
+            return _error(400, "body must be {\"status\": 401 | 402 | 403 | null}")
+        if status is not None and status not in OUTAGE_ANSWERS:
+            return _error(400, f"outage status must be one of {sorted(OUTAGE_ANSWERS)} or null")
+        self.outage = status
+        return _json({"status": self.outage})
+
     async def put_faults(self, request: Request) -> Response:
         """``PUT /_sim/faults?provider=<tag>[&model=<id>]`` with ``{"faults": [...]}``: replace faults.
 
@@ -837,12 +864,21 @@ def create_app(
     """
     gateway = Gateway(scenario, TextSource(sentences_dir),
                       keepalive_s if keepalive_s is not None else scenario.keepalive_s)
+
+    def guarded(handler):
+        async def answer(request: Request) -> Response:
+            if gateway.outage is not None:
+                return outage_response(gateway.outage)
+            return await handler(request)
+        return answer
+
     routes = [
-        Route("/api/v1/models", gateway.list_models, methods=["GET"]),
-        Route("/api/v1/models/{author}/{slug}/endpoints", gateway.list_endpoints, methods=["GET"]),
-        Route("/api/v1/providers", gateway.list_providers, methods=["GET"]),
-        Route("/api/v1/chat/completions", gateway.chat, methods=["POST"]),
-        Route("/api/v1/generation", gateway.generation, methods=["GET"]),
+        Route("/api/v1/models", guarded(gateway.list_models), methods=["GET"]),
+        Route("/api/v1/models/{author}/{slug}/endpoints", guarded(gateway.list_endpoints), methods=["GET"]),
+        Route("/api/v1/providers", guarded(gateway.list_providers), methods=["GET"]),
+        Route("/api/v1/chat/completions", guarded(gateway.chat), methods=["POST"]),
+        Route("/api/v1/generation", guarded(gateway.generation), methods=["GET"]),
+        Route("/_sim/outage", gateway.put_outage, methods=["PUT"]),
         Route("/_sim/faults", gateway.put_faults, methods=["PUT"]),
         Route("/_sim/faults", gateway.get_faults, methods=["GET"]),
         Route("/_sim/stats", gateway.stats, methods=["GET"]),

@@ -2,7 +2,11 @@
 
 Each cycle, for every configured model: list the endpoints from the gateway,
 publish ``EndpointsDiscovered`` with the plan, one ``ProbeTask`` per planned
-probe onto the work queue, and ``CycleClosed`` at the deadline.  Every message
+probe onto the work queue, and ``CycleClosed`` at the deadline.  A cycle that
+cannot be planned (the listing answers 401/402/403 or another 4xx, an
+unparseable body, or the gateway stays unreachable or failing until the
+deadline) is a fact on the log too: ``CycleUnplanned`` with its cause
+(DESIGN.md, "The canary's own health"), never a silent skip.  Every message
 has a deterministic id, so a restarted discovery repeating a step publishes
 nothing twice.  The judge's ``RetestRequested`` events are kept in Redis until
 the cycle they ask for is planned.
@@ -18,11 +22,11 @@ import httpx
 from faststream import FastStream
 
 from reverie_canary.services.discovery.core import cycle_start, plan, split
-from reverie_canary.shared import codec, ids, streams, subjects
+from reverie_canary.shared import clock, codec, ids, streams, subjects
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CycleClosed, ProbeTask, RetestRequested
-from reverie_canary.shared.openrouter import list_endpoints, make_client
+from reverie_canary.shared.events import CycleClosed, CycleUnplanned, ProbeTask, RetestRequested
+from reverie_canary.shared.openrouter import ListingFailed, list_endpoints, make_client
 from reverie_canary.shared.service import Shell, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, TASKS
@@ -105,16 +109,14 @@ class Discovery:
             ``True`` when the plan was published.
 
         Raises:
-            Transient: gateway or NATS unavailable (the loop retries).
+            ListingFailed: the listing cannot be used this cycle (401, 402, 403,
+                another 4xx, an unparseable body): retrying will not mend it.
+            Transient: gateway or NATS unavailable (the loop retries); its
+                ``context["cause"]`` says which when the gateway (none: the bus).
         """
         s = self.settings
         assert self.client is not None
-        try:
-            endpoints = await list_endpoints(self.client, model)
-        except ValueError as exc:
-            self.shell.log.error("endpoints_unusable", model=model, error=str(exc))
-            self.shell.metrics.inc("cycles_unplanned", model=model, reason="endpoints_unusable")
-            return False
+        endpoints = await list_endpoints(self.client, model)
         start = cycle_start(cycle_no, s.cycle_interval_s)
         retests = await self._retests(model, cycle_no)
         event, tasks = plan(
@@ -150,6 +152,63 @@ class Discovery:
         await self.shell.publisher.publish(event, subjects.discovery(model), ids.closed_id(model, cycle_no), LOG)
         return True
 
+    async def plan_cycle(self, model: str, cycle_no: int, deadline_epoch: float) -> bool:
+        """Plan one cycle, retrying transient failures until its deadline.
+
+        A cycle that could not be planned is published as ``CycleUnplanned``
+        (cause, last HTTP status, attempts; :meth:`unplanned`).
+
+        Returns:
+            ``True`` when the plan was published, ``False`` when the cycle is unplanned.
+        """
+        delay, attempts = 0.2, 0
+        cause, status, detail = "bus_unavailable", None, ""
+        while True:
+            attempts += 1
+            try:
+                if await self.start_cycle(model, cycle_no):
+                    return True
+            except ListingFailed as exc:  # the key, the credit, an unknown model, a broken body
+                cause, status, detail = exc.cause, exc.http_status, str(exc)
+                break
+            except Transient as exc:
+                cause = exc.context.get("cause", "bus_unavailable")
+                status, detail = exc.context.get("http_status"), str(exc)
+                self.shell.log.warning("cycle_start_retry", model=model, cycle_no=cycle_no, cause=cause, error=detail)
+            remaining = deadline_epoch - time.time()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 10.0)
+        await self.unplanned(model, cycle_no, cause=cause, http_status=status, detail=detail, attempts=attempts)
+        return False
+
+    async def unplanned(self, model: str, cycle_no: int, *, cause: str, http_status: int | None, detail: str,
+                        attempts: int) -> bool:
+        """Publish ``CycleUnplanned`` for a cycle that could not be planned; ``True`` once published.
+
+        Retried (the bus may be what failed) until the next cycle would start.
+        """
+        s = self.settings
+        start = cycle_start(cycle_no, s.cycle_interval_s)
+        event = CycleUnplanned(at=clock.now(), model=model, cycle=ids.cycle_id(model, start), cycle_no=cycle_no,
+                               deadline=start + timedelta(seconds=s.probe_window_s), cause=cause,
+                               http_status=http_status, detail=detail[:4000], attempts=attempts)
+        self.shell.log.error("cycle_unplanned", model=model, cycle_no=cycle_no, cause=cause, http_status=http_status,
+                             attempts=attempts, error=detail[:300])
+        self.shell.metrics.inc("cycles_unplanned", model=model, reason=cause)
+
+        async def publish() -> bool:
+            await self.shell.publisher.publish(event, subjects.discovery(model), ids.unplanned_id(model, cycle_no), LOG)
+            return True
+
+        # until the next cycle would start, and at least once (a listing may have hung past it)
+        until = max((cycle_no + 1) * s.cycle_interval_s, time.time() + 1.0)
+        published = await self._retry("cycle_unplanned", publish, until)
+        if not published:
+            self.shell.log.error("cycle_unplanned_not_published", model=model, cycle_no=cycle_no, cause=cause)
+        return published
+
     async def _retry(self, what: str, fn, until_epoch: float) -> bool:
         delay = 0.2
         while time.time() < until_epoch:
@@ -171,11 +230,8 @@ class Discovery:
             deadline = start + s.probe_window_s
             started = []
             for model in s.models:
-                ok = await self._retry("cycle_start", lambda m=model, n=cycle_no: self.start_cycle(m, n), deadline)
-                if ok:
+                if await self.plan_cycle(model, cycle_no, deadline):
                     started.append(model)
-                elif time.time() >= deadline:  # retried until the deadline: the cycle was never planned
-                    self.shell.metrics.inc("cycles_unplanned", model=model, reason="gateway_or_bus_unavailable")
             await asyncio.sleep(max(0.0, deadline - time.time()))
             for model in started:
                 await self._retry("cycle_close", lambda m=model, n=cycle_no: self.close_cycle(m, n),

@@ -148,7 +148,7 @@ async def _attempt(task: ProbeTask, probe: ProbeRequest, send: Send, judge: Judg
     reply = await send(task, probe)
     evaluation = await judge(reply, probe.spec)
     pin = verify_pin(task, reply)
-    if pin is not None and evaluation.outcome != "transport_error":
+    if pin is not None and evaluation.outcome not in ("transport_error", "blind"):
         evaluation = Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])
     return reply, evaluation
 

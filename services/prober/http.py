@@ -156,6 +156,8 @@ async def send_probe(
             state.transport_error = "stream_timeout"  # it started, then stalled
     except httpx.ConnectError:
         state.transport_error = "connect_error"
+    except httpx.ConnectTimeout:
+        state.transport_error = "connect_timeout"
     except httpx.ReadTimeout:
         state.transport_error = "headers_timeout" if state.status is None else "stream_timeout"
     except (httpx.RemoteProtocolError, httpx.ReadError):

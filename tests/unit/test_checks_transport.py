@@ -11,7 +11,6 @@ SPEC = ProbeSpec(kind="ttft", language="en")
 
 
 @pytest.mark.parametrize("reply, reason", [
-    (Reply(transport_error="connect_error"), "connect_error"),
     (Reply(transport_error="headers_timeout"), "headers_timeout"),
     (Reply(transport_error="body_parse", http_status=200), "body_parse"),               # FC-26
     (Reply(http_status=408), "http_408"),
@@ -21,7 +20,7 @@ SPEC = ProbeSpec(kind="ttft", language="en")
     (Reply(http_status=503), "http_503"),
     (Reply(http_status=524), "http_524"),
     (Reply(http_status=529), "http_529"),
-    (Reply(http_status=402), "http_402"),
+    (Reply(transport_error="connection_lost"), "connection_lost"),                      # no headers: upstream
     (Reply(http_status=200, text="The lamp", error={"code": 502, "message": "Provider disconnected"},
            finish_reason="error"), "in_band_error"),                                    # mid-stream error chunk
     (Reply(http_status=200, text="The lamp", finish_reason="error"), "finish_reason_error"),
@@ -62,4 +61,27 @@ def test_moderation_403_is_a_filter_fail():
     error = {"error": {"code": 403, "message": "flagged", "metadata": {"reasons": ["violence"], "flagged_input": "..."}}}
     result = check_transport(Reply(http_status=403, error=error), SPEC)
     assert (result.outcome, result.reason) == ("fail", "content_filter")
-    assert check_transport(Reply(http_status=403, error={"error": {"code": 403}}), SPEC).reason == "http_403"
+    assert check_transport(Reply(http_status=403, error={"error": {"code": 403}}), SPEC).reason == "gateway_forbidden"
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (Reply(http_status=401, error={"error": {"code": 401, "message": "No auth credentials found"}}), "gateway_auth"),
+    (Reply(http_status=402, error={"error": {"code": 402, "message": "Insufficient credits"}}), "gateway_credit"),
+    (Reply(http_status=403, error={"error": {"code": 403, "message": "Key disabled"}}), "gateway_forbidden"),
+    (Reply(transport_error="connect_error"), "gateway_unreachable"),
+    (Reply(transport_error="connect_timeout"), "gateway_unreachable"),
+])
+def test_canary_side_answers_are_blind(reply, reason):
+    """401, 402, a 403 for the key and no connection to the gateway are the canary's own blindness, not a provider's."""
+    result = check_transport(reply, SPEC)
+    assert (result.outcome, result.reason) == ("blind", reason)
+
+
+def test_blind_ends_the_evaluation():
+    """A blind exchange is not judged further: one transport check, outcome blind, for every kind."""
+    from reverie_canary.services.prober.checks import evaluate
+
+    for kind in ("ttft", "refusal", "structured", "language", "echo"):
+        evaluation = evaluate(Reply(http_status=401), ProbeSpec(kind=kind, language="en"))
+        assert (evaluation.outcome, evaluation.reason) == ("blind", "gateway_auth")
+        assert [c.check for c in evaluation.checks] == ["transport"]

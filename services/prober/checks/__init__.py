@@ -6,8 +6,9 @@ behavioural integrity, and folds them into one :class:`Evaluation`
 
 Order in which the checks run:
 
-1. transport (:mod:`.transport`) decides alone: a transport error (or a 403
-   moderation filter) ends the evaluation;
+1. transport (:mod:`.transport`) decides alone: a transport error, a 403
+   moderation filter or a canary-side answer (``blind``: 401, 402, 403, no
+   connection to the gateway) ends the evaluation;
 2. the kind's checks (:data:`KIND_CHECKS`), the finish-reason filter and the
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply;
@@ -75,8 +76,10 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
-HTTP layer's own (``connect_error``, ``headers_timeout``, ``stream_timeout``,
-``body_parse``, ``response_too_large``, ``line_too_long`` ...).
+HTTP layer's own (``headers_timeout``, ``stream_timeout``,
+``body_parse``, ``response_too_large``, ``line_too_long`` ...); ``blind``:
+``gateway_auth``, ``gateway_credit``, ``gateway_forbidden``,
+``gateway_unreachable`` (the canary's own health, never a provider's).
 """
 
 from __future__ import annotations
@@ -210,15 +213,15 @@ def fail_rank(reason: str) -> int:
 
 
 def fold(checks: list[CheckResult]) -> Evaluation:
-    """Combine check results: transport_error > fail > inconclusive > pass.
+    """Combine check results: blind / transport_error > fail > inconclusive > pass.
 
-    A ``transport_error`` among them decides like in :func:`evaluate`.  Among
+    A ``blind`` or ``transport_error`` among them decides like in :func:`evaluate`.  Among
     failing checks the reason comes from :data:`FAIL_PRECEDENCE` (ties: the
     first in running order); among inconclusive ones, from the first.
     """
     for c in checks:
-        if c.outcome == "transport_error":
-            return Evaluation(outcome="transport_error", reason=c.reason, checks=checks)
+        if c.outcome in ("blind", "transport_error"):
+            return Evaluation(outcome=c.outcome, reason=c.reason, checks=checks)
     failing = [c for c in checks if c.outcome == "fail"]
     if failing:
         first = min(failing, key=lambda c: fail_rank(c.reason))  # min keeps the first of equals

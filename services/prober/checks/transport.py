@@ -14,6 +14,14 @@ not cut: the checks judge it (``reply_too_large``).
 One exception is a quality ``fail``: a ``403`` moderation refusal of the
 benign canary prompt (openrouter-api.md §6, "Moderation (403)") is a filter
 stopping supported traffic, reason ``content_filter``.
+
+Answers about the canary itself are ``blind``, never a provider's transport
+error (DESIGN.md, "The canary's own health"): ``401`` (``gateway_auth``: the
+key is missing or revoked), ``402`` (``gateway_credit``: no credit left), any
+other ``403`` (``gateway_forbidden``), and no connection to the gateway at all
+(``gateway_unreachable``: refused, unresolvable, connect timeout).  Through the
+gateway a provider's trouble comes back as 408/429/5xx or an error chunk; a
+connection the canary cannot open is always the gateway's.
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ from __future__ import annotations
 from typing import Any
 
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.shared.events import BLIND_STATUS, CheckResult
 
 CHECK = "transport"
+
+#: The HTTP layer's errors that mean the gateway itself could not be reached
+#: (:func:`reverie_canary.services.prober.http.send_probe`): ``blind`` / ``gateway_unreachable``.
+UNREACHABLE = frozenset({"connect_error", "connect_timeout"})
 
 #: Substrings of a native finish reason that mean the upstream failed
 #: (``network_error``, ``error``, ``provider_error`` ...; FC-28).
@@ -56,8 +68,13 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         ``pass``; ``transport_error`` with reason ``<transport_error>``,
         ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
         ``native_finish_reason_error``, ``stream_cut`` or ``stream_stalled``;
-        or ``fail`` / ``content_filter`` for a 403 moderation refusal.
+        ``fail`` / ``content_filter`` for a 403 moderation refusal; ``blind``
+        with ``gateway_auth`` (401), ``gateway_credit`` (402),
+        ``gateway_forbidden`` (another 403) or ``gateway_unreachable``.
     """
+    if reply.transport_error in UNREACHABLE:
+        return CheckResult(check=CHECK, outcome="blind", reason="gateway_unreachable",
+                           evidence={"error": reply.transport_error})
     if reply.transport_error:
         evidence: dict[str, Any] = {"http_status": reply.http_status}
         for key in ("content_type", "cut"):
@@ -74,6 +91,8 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         evidence = {"http_status": status, "error": reply.error}
         if status == 403 and _is_moderation(reply.error):
             return CheckResult(check=CHECK, outcome="fail", reason="content_filter", evidence=evidence)
+        if status in BLIND_STATUS:
+            return CheckResult(check=CHECK, outcome="blind", reason=BLIND_STATUS[status], evidence=evidence)
         return CheckResult(check=CHECK, outcome="transport_error", reason=f"http_{status}", evidence=evidence)
     if reply.error is not None:
         return CheckResult(check=CHECK, outcome="transport_error", reason="in_band_error",

@@ -1,0 +1,102 @@
+"""A cycle discovery cannot plan is a fact on the log, with its cause (DESIGN.md, "The canary's own health")."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from reverie_canary.services.discovery.core import cycle_start
+from reverie_canary.services.discovery.service import Discovery
+from reverie_canary.shared import ids
+from reverie_canary.shared.events import CycleUnplanned, EndpointsDiscovered
+from reverie_canary.shared.openrouter import make_client
+from reverie_canary.shared.service import Shell, ensure_streams
+from reverie_canary.shared.settings import Settings
+from reverie_canary.simulator.faults import Front
+from reverie_canary.simulator.gateway import create_app as create_gateway
+from reverie_canary.simulator.scenario import load_scenario
+from reverie_canary.simulator.server import serve
+
+pytestmark = pytest.mark.integration
+
+
+async def _logged(shell: Shell) -> list:
+    from reverie_canary.shared.eventlog import read_log
+
+    return [e.event for e in await read_log(shell.broker.connection.jetstream(), idle_s=0.5)]
+
+
+async def _discovery(infra, gateway_url: str, model: str) -> Discovery:
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[model], openrouter_base_url=gateway_url, openrouter_api_key="",
+                             cycle_interval_s=3600.0, probe_window_s=600.0)
+    await ensure_streams(settings)
+    shell = Shell("discovery", settings)
+    await shell.broker.connect()
+    discovery = Discovery(shell)
+    discovery.client = make_client(settings, timeout_s=2.0)
+    from reverie_canary.shared.service import redis_client
+    discovery.redis = redis_client(settings)
+    return discovery
+
+
+async def _close(discovery: Discovery) -> None:
+    await discovery.client.aclose()
+    await discovery.redis.aclose()
+    await discovery.shell.broker.stop()
+
+
+@pytest.mark.parametrize("status, cause", [(401, "gateway_auth"), (402, "gateway_credit"), (403, "gateway_forbidden")])
+async def test_a_refused_key_makes_the_cycle_unplanned_at_once(infra, status, cause):
+    """The listing answers 401/402/403: one CycleUnplanned with the cause and status, no retry, no plan."""
+    scenario = load_scenario("default")
+    model = scenario.models[0].id
+    app = create_gateway(scenario)
+    async with serve(app) as url:
+        app.state.gateway.outage = status
+        discovery = await _discovery(infra, url, model)
+        try:
+            started = time.monotonic()
+            n = ids.cycle_no(time.time(), 3600.0)
+            planned = await discovery.plan_cycle(model, n, deadline_epoch=time.time() + 30)
+            assert planned is False and time.monotonic() - started < 5  # not retried until the deadline
+            logged = await _logged(discovery.shell)
+        finally:
+            await _close(discovery)
+    unplanned = [e for e in logged if isinstance(e, CycleUnplanned)]
+    assert [(e.cycle_no, e.cause, e.http_status, e.attempts) for e in unplanned] == [(n, cause, status, 1)]
+    assert unplanned[0].cycle == ids.cycle_id(model, cycle_start(n, 3600.0))
+    assert unplanned[0].deadline == cycle_start(n, 3600.0) + timedelta(seconds=600)
+    assert not any(isinstance(e, EndpointsDiscovered) for e in logged)
+
+
+async def test_an_unreachable_gateway_is_retried_until_the_deadline_then_unplanned(infra):
+    """Connections refused: retried until the deadline, then one CycleUnplanned gateway_unreachable."""
+    scenario = load_scenario("default")
+    model = scenario.models[0].id
+    async with serve(create_gateway(scenario)) as url:
+        host, port = httpx.URL(url).host, httpx.URL(url).port
+        front = Front(host, port)
+        await front.up()
+        await front.down()  # nothing listens on the front's port now
+        discovery = await _discovery(infra, f"http://127.0.0.1:{front.port}/api/v1", model)
+        try:
+            started = time.monotonic()
+            n = ids.cycle_no(time.time(), 3600.0)
+            assert await discovery.plan_cycle(model, n, deadline_epoch=time.time() + 1.5) is False
+            waited = time.monotonic() - started
+            logged = await _logged(discovery.shell)
+            # the same front up again: the next cycle is planned through it
+            await front.up()
+            assert await discovery.plan_cycle(model, n + 1, deadline_epoch=time.time() + 10) is True
+            after = await _logged(discovery.shell)
+        finally:
+            await front.down()
+            await _close(discovery)
+    unplanned = [e for e in logged if isinstance(e, CycleUnplanned)]
+    assert [(e.cycle_no, e.cause, e.http_status) for e in unplanned] == [(n, "gateway_unreachable", None)]
+    assert unplanned[0].attempts >= 2 and 1.4 <= waited < 5
+    assert [e.cycle_no for e in after if isinstance(e, EndpointsDiscovered)] == [n + 1]
