@@ -11,7 +11,9 @@ Order in which the checks run:
    connection to the gateway) ends the evaluation;
 2. the kind's checks (:data:`KIND_CHECKS`), the finish-reason filter and the
    empty-output check first; the encoding check (a few µs) runs on every
-   reply, not only the language probe's: mojibake breaks any reply;
+   reply, not only the language probe's: mojibake breaks any reply; the
+   foreign-script check (:mod:`.scripts`) on every reply but the structured
+   probe's (a JSON value may name a place in its own script);
 3. behavioural integrity (:mod:`.behaviour`) and the size bound
    (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
@@ -49,7 +51,9 @@ rank  failing reason                                   why it comes first
 9     the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-10    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
+10    ``foreign_script``                               a few letters of a foreign script: a mix or
+                                                       a switch the language check proves says more
+11    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
 
 A reply the prober stopped reading at a cap (``Reply.cut``) is not whole:
@@ -69,7 +73,7 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``empty_output``, ``reasoning_budget``, ``budget_exhausted``, ``timed_out``,
 ``truncated``, ``truncated_at_length``, ``refusal``, ``schema_invalid``,
 ``not_json``, ``fenced``, ``language_switch``, ``language_mix``,
-``too_short``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
+``too_short``, ``foreign_script``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
 ``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
@@ -100,6 +104,7 @@ from reverie_canary.services.prober.checks.refusal import (
     check_refusal_phrasing,
     check_truncation,
 )
+from reverie_canary.services.prober.checks.scripts import check_foreign_script
 from reverie_canary.services.prober.checks.size import check_reply_size
 from reverie_canary.services.prober.checks.structured import check_structured
 from reverie_canary.services.prober.checks.transport import check_transport
@@ -110,14 +115,14 @@ Check = Callable[[Reply, ProbeSpec], CheckResult]
 
 #: Kind-specific checks, in reporting order; behavioural checks follow.
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
-    "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing),
-    "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding),
+    "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing, check_foreign_script),
+    "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding, check_foreign_script),
     "structured": (check_finish, check_empty, check_structured, check_encoding),
-    "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing),
-    "echo": (check_finish, check_empty, check_encoding),
+    "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing, check_foreign_script),
+    "echo": (check_finish, check_empty, check_encoding, check_foreign_script),
 }
 #: Checks for a kind not listed above (``transport`` in recorded cases ...).
-DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding)
+DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding, check_foreign_script)
 #: Checks that run after the behavioural ones, per kind.  A missing closing
 #: marker is the consequence of many defects (a refusal, runaway repetition,
 #: leaked tokens): truncation comes last so that the reason names the cause.
@@ -201,6 +206,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("reply_too_large",),
     ("empty_output",),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
+    ("foreign_script",),
     ("truncated", "echo_mismatch"),
 )
 DEFAULT_RANK = 8

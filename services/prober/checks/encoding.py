@@ -52,6 +52,25 @@ def _suspect_pattern() -> re.Pattern[str]:
 
 _SUSPECT = _suspect_pattern()
 REPLACEMENT = re.compile("\ufffd")
+
+
+def _replacement_spellings() -> re.Pattern[str]:
+    """U+FFFD's UTF-8 bytes (EF BF BD) as each code page reads them: ``ï¿½`` (cp1252), ``пїЅ`` (cp1251) ...
+
+    A replacement character that went through mojibake: bytes were lost
+    *and* re-decoded.  ftfy repairs the cp1252 spelling but not the cp1251
+    one (a line of the Leipzig Indonesian sentences holds ``пїЅ``).
+    """
+    spellings = set()
+    for codec in _CODEPAGES:
+        try:
+            spellings.add(b"\xef\xbf\xbd".decode(codec))
+        except UnicodeDecodeError:
+            pass
+    return re.compile("|".join(re.escape(s) for s in sorted(spellings)))
+
+
+REPLACEMENT_MOJIBAKE = _replacement_spellings()
 C1_CONTROL = re.compile("[\u0080-\u009f]")
 _WINDOW = 60
 
@@ -100,11 +119,15 @@ def assess_encoding(text: str) -> CheckResult:
 
     Returns:
         ``fail`` / ``encoding_broken`` with evidence ``{"defect":
-        "replacement_char" | "c1_control" | "mojibake", "span", "fixed"?}``,
+        "replacement_char" | "c1_control" | "replacement_mojibake" |
+        "mojibake", "span", "fixed"?}``,
         else ``pass``.  Source: language-detection.md (recommendation 4),
         case FC-22.
     """
-    for defect, pattern in (("replacement_char", REPLACEMENT), ("c1_control", C1_CONTROL)):
+    for defect, pattern in (("replacement_char", REPLACEMENT), ("c1_control", C1_CONTROL),
+                            ("replacement_mojibake", REPLACEMENT_MOJIBAKE)):
+        if defect == "replacement_mojibake" and text.isascii():
+            continue
         m = pattern.search(text)
         if m:
             return CheckResult(check=CHECK, outcome="fail", reason="encoding_broken",

@@ -10,7 +10,8 @@ Deterministic and local.  The setup follows the measured recommendation of
 - **Second opinion, only when the first suggests a failure:** langdetect,
   seeded (``DetectorFactory.seed = 0``; unseeded it is random), restricted to
   the same languages where it has profiles.  A ``fail`` needs both to agree.
-- **Abstain** below 20 letters or 3 words, when a look-alike neighbour wins,
+- **Abstain** below 20 letters or 3 words (unless every letter is in a
+  script the language never uses: then a short reply is a switch), when a look-alike neighbour wins,
   when the call is ambiguous, or when the detectors disagree:
   ``inconclusive``, never ``fail`` (case FP-04).
 - **Pass** when the requested language wins and holds, with its look-alike
@@ -50,6 +51,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from reverie_canary.services.prober.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
+from reverie_canary.services.prober.checks.scripts import short_reply_switch
 from reverie_canary.services.prober.checks.text import (
     CJK,
     CYRILLIC,
@@ -670,6 +672,10 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
           labelled letters (per sentence or clause) next to >= 20 % in the
           requested language, and langdetect agrees on the foreign parts
           (FC-20, FC-20b).
+        - ``fail`` / ``language_switch`` with ``short: true``: a reply too
+          short to detect whose letters are all in scripts the language never
+          uses (``好的`` to a Portuguese request;
+          :func:`.scripts.short_reply_switch`, issue 12 item 6).
         - ``inconclusive`` / ``too_short`` (< 20 letters or < 3 words, FP-04),
           ``neighbour`` (a look-alike wins, or a one-sentence reply too close
           to a distinct look-alike, or the look-alike's distinguishing words
@@ -688,6 +694,10 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
     letters = count_letters(clean)
     evidence: dict = {"expected": expected, "letters": letters}
     if letters < policy.min_letters or _too_few_words(clean, policy):
+        switch = short_reply_switch(clean, expected)
+        if switch is not None:  # all in a script the language never uses: not ambiguous (issue 12, item 6)
+            evidence.update(short=True, scripts=switch["scripts"])
+            return CheckResult(check=CHECK, outcome="fail", reason="language_switch", evidence=evidence)
         return CheckResult(check=CHECK, outcome="inconclusive", reason="too_short", evidence=evidence)
 
     near = policy.near(expected)
