@@ -20,6 +20,8 @@ from pathlib import Path
 import ftfy
 from msgspec import Struct
 
+from reverie_canary.services.prober.checks.encoding import REPLACEMENT_MOJIBAKE
+
 #: ISO 639-1 codes of the 17 languages (DESIGN.md, contract 4).
 LANGUAGES: tuple[str, ...] = (
     "en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru",
@@ -289,11 +291,12 @@ MIN_LETTERS = 20
 def is_clean(line: str) -> bool:
     """Tell whether a provider in good health could have sent ``line``.
 
-    A clean line has no U+FFFD, no C0 control other than ``\\n`` and ``\\t``, no
-    C1 control (U+0080-U+009F), nothing ``ftfy.fix_encoding`` would change
-    (mojibake) and at least 20 letters.
+    A clean line has no U+FFFD (nor its bytes read as a code page, ``пїЅ``:
+    the encoding check's ``replacement_mojibake``), no C0 control other than
+    ``\\n`` and ``\\t``, no C1 control (U+0080-U+009F), nothing
+    ``ftfy.fix_encoding`` would change (mojibake) and at least 20 letters.
     """
-    if "\ufffd" in line or _C0.search(line) or _C1.search(line):
+    if "\ufffd" in line or _C0.search(line) or _C1.search(line) or REPLACEMENT_MOJIBAKE.search(line):
         return False
     if ftfy.fix_encoding(line) != line:
         return False
