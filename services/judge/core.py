@@ -8,7 +8,8 @@ same decisions.  Unknown, stale or repeated input returns the same state and
 no effects (redelivery is normal).
 
 Inputs: ``EndpointsDiscovered`` (opens a cycle with its planned probes),
-``ProbeResult`` (fills it), ``CycleClosed`` (judges it), ``IgnoreSnapshot``
+``ProbeResult`` (fills it), ``CycleClosed`` (judges it), ``CycleUnplanned``
+(a cycle discovery could not plan: the canary was blind), ``IgnoreSnapshot``
 (what routing already excludes, for the capacity floor), and the operator
 commands ``LiftSuspension`` and ``SetMode``.
 
@@ -37,6 +38,33 @@ The rules, in the order :func:`_close_cycle` applies them:
    routing is untouched; the shadow call is scored right or wrong later.
 8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
    ``unjudgeable`` once.
+
+The canary's own health (DESIGN.md, "The canary's own health"), folded into
+the same rules:
+
+- A probe result ``blind`` (401, 402, 403, gateway unreachable) says nothing
+  about the provider: a provider with no quality ``fail`` and any ``blind``
+  result is judged ``blind`` this cycle, and ``blind`` moves no streak
+  (:data:`STREAK_TRANSITIONS`), scores no shadow call, does not count as
+  frozen for ``unjudgeable`` and is left out of the common-mode count.  A
+  ``CycleUnplanned`` judges every listed provider ``blind`` for that cycle
+  (its ``CycleVerdict`` says so) and nothing else.
+- A provider is *blind* while its latest word is ``blind``.  At each blind
+  moment (a close that judged it blind, an unplanned cycle) a suspension of
+  it that comes due before ``blind_hold_s`` from now is **held**: its
+  ``until`` moves to ``blind_hold_s`` from now (``suspension_held``, which the
+  router applies like a longer suspension), renewed at every blind moment.
+  One that came due before the blindness began (a stretch with no cycles at
+  all, the services stopped) expires as rule 1 says.  When a cycle judges the
+  provider again (any other verdict), a held suspension whose own ``until``
+  has passed ends then (``end``, reason ``expired``), before the streaks of
+  that cycle apply; one held before its time ends at its hold's end.  An
+  operator's lift ends a held suspension as any other.
+- The model is blind from the first blind moment of any of its providers (or
+  an unplanned cycle) to the first close that judged providers and none blind:
+  one ``canary_blind`` decision when it starts (reason: the cause, ``held``:
+  the suspensions held then), one ``canary_sees`` when it ends, both
+  model-wide, stamped within the cycle they happen in.
 """
 
 from __future__ import annotations
@@ -53,10 +81,12 @@ from reverie_canary.shared.commands import LiftSuspension, SetMode
 from reverie_canary.shared.events import (
     LANGUAGE_ANOMALIES,
     CycleClosed,
+    CycleUnplanned,
     CycleVerdict,
     CycleVerdictKind,
     Decision,
     EndpointsDiscovered,
+    HeldSuspension,
     Mode,
     PlannedProbe,
     ProbeResult,
@@ -96,6 +126,10 @@ class Policy(Struct, frozen=True, kw_only=True):
     #: The watched models: an operator command for ``*`` applies to each of them,
     #: even before the first cycle gave a model any state.
     models: tuple[str, ...] = ()
+    #: How far ahead a blind moment holds a suspension that comes due (s): two cycle
+    #: intervals, so that a hold renewed every cycle never lapses while cycles go on,
+    #: and one lapses on its own once they stop (DESIGN.md, "The canary's own health").
+    blind_hold_s: float = 2 * 1800.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -111,6 +145,7 @@ class Policy(Struct, frozen=True, kw_only=True):
             mode=settings.mode,
             kind_modes=dict(settings.kind_modes),
             models=tuple(settings.models),
+            blind_hold_s=2 * settings.cycle_interval_s,
         )
 
 
@@ -127,6 +162,8 @@ class Suspension(Struct, kw_only=True):
     enforced: bool
     cycles: list[str] = []
     evidence: list[ResultRef] = []
+    #: The ``until`` it had before blindness held it (``None``: not held).
+    due: datetime | None = None
 
 
 class VerdictRecord(Struct, kw_only=True):
@@ -164,6 +201,8 @@ class ProviderState(Struct, kw_only=True):
     suspension: Suspension | None = None
     unjudgeable_reported: bool = False
     history: list[VerdictRecord] = []
+    #: The latest word on it is canary-side (a blind verdict or an unplanned cycle), since when.
+    blind_since: datetime | None = None
 
 
 class OpenCycle(Struct, kw_only=True):
@@ -214,6 +253,10 @@ class ModelState(Struct, kw_only=True):
     commands: list[str] = []
     shadow_calls: list[ShadowCall] = []
     updated_at: datetime | None = None
+    #: The canary announced ``canary_blind`` for this model at this time (UTC) and not yet
+    #: ``canary_sees``; ``blind_cause`` the cause it gave.
+    blind_since: datetime | None = None
+    blind_cause: str = ""
 
 
 def initial(model: str) -> ModelState:
@@ -231,6 +274,7 @@ STREAK_TRANSITIONS: dict[str, tuple[int | None, int | None, int | None]] = {
     "failed": (+1, 0, 0),
     "passed": (0, +1, 0),
     "frozen": (None, None, +1),
+    "blind": (None, None, None),  # the canary could not see: says nothing about the provider
 }
 
 
@@ -258,6 +302,8 @@ def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, l
             effects = _discovered(new, event, policy)
         case CycleClosed() if event.model == state.model:
             effects = _close_cycle(new, event, policy)
+        case CycleUnplanned() if event.model == state.model:
+            effects = _unplanned(new, event, policy)
         case IgnoreSnapshot() if event.model == state.model:
             effects = _snapshot(new, event)
         case LiftSuspension() if event.model in (state.model, "*"):
@@ -445,11 +491,6 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
     if cycle is None:
         return []
     at = event.at
-    effects: list[Effect] = _expire(state, at, policy)
-    state.closed = [*[c for c in state.closed if c != cycle.cycle], cycle.cycle][-CLOSED_MEMORY:]
-    if state.last_closed_deadline is None or cycle.deadline > state.last_closed_deadline:
-        state.last_closed_deadline = cycle.deadline
-    state.updated_at = at
 
     by_provider: dict[str, list[PlannedProbe]] = {}
     control_results: dict[str, list[ResultRef]] = {}
@@ -459,28 +500,40 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                 control_results.setdefault(p.kind, []).append(cycle.results[p.task_id])
         else:
             by_provider.setdefault(p.provider, []).append(p)
-
     unproven = sorted(k for k, refs in control_results.items() if any(r.outcome == "pass" for r in refs))
+    common_mode = _common_mode(cycle, by_provider, set(unproven), policy)
+    frozen_kinds = set(unproven) | set(common_mode)
+    # the verdicts first (pure): who is blind this cycle decides whose suspensions are held
+    verdicts = [_provider_verdict(provider, by_provider[provider], cycle, frozen_kinds) for provider in sorted(by_provider)]
+    blind_now = sorted(v.provider for v in verdicts if v.verdict == "blind")
+
+    effects: list[Effect] = _expire(state, at, policy, keep=set(blind_now))
+    held = _hold(state, blind_now, at, cycle.opened_at, cycle.cycle_no, policy)
+    state.closed = [*[c for c in state.closed if c != cycle.cycle], cycle.cycle][-CLOSED_MEMORY:]
+    if state.last_closed_deadline is None or cycle.deadline > state.last_closed_deadline:
+        state.last_closed_deadline = cycle.deadline
+    state.updated_at = at
+
     decisions: list[Decision] = []
     for kind in unproven:
         decisions.append(_decision(state, "", "control_passed", at, anchor=f"{kind}|{cycle.cycle_no}",
                                    reason="control_passed", kind=kind, cycles=[cycle.cycle],
                                    detail=f"the positive control passed the {kind} probe: this cycle's {kind} results prove nothing",
                                    evidence=control_results[kind], policy=policy))
-
-    common_mode = _common_mode(cycle, by_provider, set(unproven), policy)
     for kind, (failing, probed) in sorted(common_mode.items()):
         decisions.append(_decision(state, "", "common_mode", at, anchor=f"{kind}|{cycle.cycle_no}",
                                    reason="common_mode", kind=kind, cycles=[cycle.cycle],
                                    detail=f"{failing} of {probed} probed providers failed {kind}: frozen for everyone this cycle",
                                    policy=policy))
-    frozen_kinds = set(unproven) | set(common_mode)
 
-    verdicts: list[ProviderVerdict] = []
-    for provider in sorted(by_provider):
-        verdict = _provider_verdict(provider, by_provider[provider], cycle, frozen_kinds)
-        verdicts.append(verdict)
+    for verdict in verdicts:
+        provider = verdict.provider
         ps = _provider(state, provider)
+        if verdict.verdict == "blind":
+            ps.blind_since = ps.blind_since or cycle.opened_at
+        elif ps.blind_since is not None:  # judged again: a suspension held past its end ends now
+            ps.blind_since = None
+            effects.extend(_release(state, provider, at, cycle.cycle_no, policy))
         enforce_failed = verdict.verdict == "failed" and any(
             mode_of(state, policy, r.kind) == "enforce" for r in verdict.results if r.outcome == "fail"
         )
@@ -505,6 +558,15 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
 
     effects.insert(0, CycleVerdict(at=at, model=state.model, cycle=cycle.cycle, cycle_no=cycle.cycle_no,
                                    verdicts=verdicts, unproven=unproven, common_mode=sorted(common_mode)))
+    if blind_now:
+        causes = [r.reason or "blind" for pv in verdicts if pv.verdict == "blind" for r in pv.results
+                  if r.outcome == "blind"]
+        effects.extend(_went_blind(state, _most_common(causes), at, cycle.cycle_no, [cycle.cycle], held,
+                                   f"{len(blind_now)} of {len(verdicts)} provider(s) could not be seen in cycle "
+                                   f"{cycle.cycle} ({', '.join(sorted(set(causes)))})", policy))
+    elif verdicts and state.blind_since is not None:
+        effects.append(_sees(state, at, cycle, len(verdicts), policy))
+    effects.extend(held)
     effects.extend(decisions)
     effects.extend(_missing_language_retests(state, cycle, by_provider, at))
     return effects
@@ -536,7 +598,7 @@ def _common_mode(cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]], u
         probed = failing = 0
         for plans in by_provider.values():
             refs = [cycle.results[p.task_id] for p in plans if p.kind == kind and p.task_id in cycle.results]
-            refs = [r for r in refs if r.outcome != "not_applicable"]
+            refs = [r for r in refs if r.outcome not in ("not_applicable", "blind")]
             if not refs:
                 continue
             probed += 1
@@ -560,6 +622,10 @@ def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle
     if fails:
         reasons = sorted({f"{r.kind}:{r.reason or 'fail'}" for r in fails})
         return ProviderVerdict(provider=provider, verdict="failed", reasons=reasons, results=results, missing=missing)
+    blind = [r for r in results if r.outcome == "blind"]
+    if blind:  # the canary could not see it: no evidence either way
+        reasons = sorted({f"{r.kind}:{r.reason or 'blind'}" for r in blind})
+        return ProviderVerdict(provider=provider, verdict="blind", reasons=reasons, results=results, missing=missing)
     reasons: list[str] = []
     for r in results:
         if r.kind in frozen_kinds:
@@ -592,26 +658,167 @@ def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle
         ps.enforce_streak = 0
         ps.streak_cycles = []
         ps.streak_evidence = []
-    if verdict.verdict != "frozen":
+    if verdict.verdict not in ("frozen", "blind"):
         ps.unjudgeable_reported = False
 
 
 # -- suspensions ---------------------------------------------------------------
 
 
-def _expire(state: ModelState, at: datetime, policy: Policy) -> list[Effect]:
+def _expire(state: ModelState, at: datetime, policy: Policy, keep: set[str] = frozenset()) -> list[Effect]:
+    """End every suspension past its ``until`` at ``at`` (rule 1), but those of ``keep`` (blind now: see :func:`_hold`)."""
     out: list[Effect] = []
     for name in sorted(state.providers):
         ps = state.providers[name]
         s = ps.suspension
+        if name in keep:
+            continue  # blind now: :func:`_hold` decides
         if s is not None and s.until <= at:
-            action = "end" if s.enforced else "would_end"
-            out.append(_decision(state, name, action, s.until, anchor=s.decision_id, reason="expired",
-                                 detail=f"suspension ended at its expiry ({utc_text(s.until)})",
-                                 cycles=s.cycles, ladder_level=s.level, policy=policy))
-            ps.suspension = None
-            ps.failed_streak = ps.enforce_streak = 0
-            ps.streak_cycles, ps.streak_evidence = [], []
+            out.append(_end_expired(state, name, policy))
+    return out
+
+
+def _end_expired(state: ModelState, name: str, policy: Policy) -> Decision:
+    """End ``name``'s suspension at its ``until`` (rule 1)."""
+    ps = state.providers[name]
+    s = ps.suspension
+    assert s is not None
+    action = "end" if s.enforced else "would_end"
+    decision = _decision(state, name, action, s.until, anchor=s.decision_id, reason="expired",
+                         detail=f"suspension ended at its expiry ({utc_text(s.until)})",
+                         cycles=s.cycles, ladder_level=s.level, policy=policy)
+    ps.suspension = None
+    ps.failed_streak = ps.enforce_streak = 0
+    ps.streak_cycles, ps.streak_evidence = [], []
+    return decision
+
+
+# -- the canary's own health ------------------------------------------------------
+
+
+def _hold(state: ModelState, providers: list[str], at: datetime, since: datetime, cycle_no: int,
+          policy: Policy) -> list[Decision]:
+    """At a blind moment ``at``: hold each of ``providers``' suspensions that comes due, expire the lapsed.
+
+    A suspension that comes due before ``at + blind_hold_s`` is held there
+    (``suspension_held``; its first ``until`` kept as ``due``).  One whose
+    ``until`` had passed before the blindness began -- ``since`` for a provider
+    that was not blind yet, ``at`` for one already blind whose hold lapsed (no
+    blind moment for ``blind_hold_s``: the services stopped) -- ends at its
+    ``until`` as rule 1 says.
+    """
+    out: list[Decision] = []
+    horizon = at + timedelta(seconds=policy.blind_hold_s)
+    for name in providers:
+        ps = state.providers.get(name)
+        s = ps.suspension if ps is not None else None
+        if s is None:
+            continue
+        if s.until <= (at if ps.blind_since is not None else since):
+            out.append(_end_expired(state, name, policy))
+            continue
+        if s.until >= horizon:
+            continue
+        s.due = s.due or s.until
+        s.until = horizon
+        out.append(_decision(state, name, "suspension_held", at, anchor=f"{cycle_no}", reason="canary_blind",
+                             detail=(f"came due at {utc_text(s.due)} while the canary could not see it: held until "
+                                     f"{utc_text(horizon)}, renewed while blind, until a cycle judges it again "
+                                     "or an operator lifts it"),
+                             until=horizon, ladder_level=s.level, cycles=s.cycles,
+                             mode="enforce" if s.enforced else "observe", policy=policy))
+    return out
+
+
+def _release(state: ModelState, provider: str, at: datetime, cycle_no: int, policy: Policy) -> list[Decision]:
+    """A cycle judged ``provider`` again: a held suspension whose own ``until`` passed ends now."""
+    ps = state.providers[provider]
+    s = ps.suspension
+    if s is None or s.due is None or s.due > at:
+        return []
+    action = "end" if s.enforced else "would_end"
+    decision = _decision(state, provider, action, at, anchor=s.decision_id, reason="expired",
+                         detail=(f"due at {utc_text(s.due)}, held while the canary could not see it; "
+                                 f"judged again in cycle {cycle_no}"),
+                         cycles=s.cycles, ladder_level=s.level, policy=policy)
+    ps.suspension = None
+    ps.failed_streak = ps.enforce_streak = 0
+    ps.streak_cycles, ps.streak_evidence = [], []
+    return [decision]
+
+
+def _held_list(state: ModelState, held: list[Decision]) -> list[HeldSuspension]:
+    out = []
+    for d in held:
+        ps = state.providers.get(d.provider)
+        s = ps.suspension if ps is not None else None
+        if d.action == "suspension_held" and s is not None and d.until is not None:
+            out.append(HeldSuspension(provider=d.provider, until=s.due or d.until, held_until=d.until,
+                                      decision_id=s.decision_id))
+    return out
+
+
+def _went_blind(state: ModelState, cause: str, at: datetime, cycle_no: int, cycles: list[str],
+                held: list[Decision], detail: str, policy: Policy) -> list[Decision]:
+    """``canary_blind`` once, when the model goes blind (reason: the cause; ``held``: what it holds now)."""
+    if state.blind_since is not None:
+        return []
+    state.blind_since, state.blind_cause = at, cause
+    held_now = _held_list(state, held)
+    decision = _decision(state, "", "canary_blind", at, anchor=f"{cycle_no}", reason=cause, cycles=cycles,
+                         detail=detail + (f"; {len(held_now)} suspension(s) held while blind" if held_now else ""),
+                         policy=policy)
+    return [msgspec.structs.replace(decision, held=held_now)]
+
+
+def _sees(state: ModelState, at: datetime, cycle: OpenCycle, judged: int, policy: Policy) -> Decision:
+    """``canary_sees``: the first close after ``canary_blind`` that judged providers and none blind."""
+    since, cause = state.blind_since, state.blind_cause
+    state.blind_since, state.blind_cause = None, ""
+    return _decision(state, "", "canary_sees", at, anchor=f"{cycle.cycle_no}", reason="judged_again",
+                     cycles=[cycle.cycle],
+                     detail=(f"cycle {cycle.cycle} judged {judged} provider(s) again; blind since "
+                             f"{utc_text(since)} ({cause})"), policy=policy)
+
+
+def _most_common(causes: list[str]) -> str:
+    if not causes:
+        return "blind"
+    counts: dict[str, int] = {}
+    for c in causes:
+        counts[c] = counts.get(c, 0) + 1
+    return min(counts, key=lambda c: (-counts[c], c))
+
+
+def _unplanned(state: ModelState, event: CycleUnplanned, policy: Policy) -> list[Effect]:
+    """A cycle discovery could not plan: every listed provider blind for it, nothing else judged."""
+    if event.cycle in state.closed:
+        return []
+    if state.last_closed_deadline is not None and event.deadline <= state.last_closed_deadline:
+        return []
+    at = event.at
+    state.open_cycles.pop(event.cycle, None)  # a plan published in part before discovery gave up
+    state.closed = [*state.closed, event.cycle][-CLOSED_MEMORY:]
+    state.last_cycle_no = max(state.last_cycle_no, event.cycle_no)
+    state.updated_at = at
+    listed = sorted(name for name, ps in state.providers.items() if ps.present)
+    effects: list[Effect] = list(_expire(state, at, policy, keep=set(listed)))
+    held = _hold(state, listed, at, at, event.cycle_no, policy)
+    reason = f"unplanned:{event.cause}"[:128]
+    verdicts = []
+    for name in listed:
+        ps = state.providers[name]
+        ps.blind_since = ps.blind_since or at
+        ps.history = [*ps.history, VerdictRecord(cycle=event.cycle, cycle_no=event.cycle_no, at=at, verdict="blind",
+                                                 reasons=[reason])][-HISTORY:]
+        verdicts.append(ProviderVerdict(provider=name, verdict="blind", reasons=[reason]))
+    status = f" (HTTP {event.http_status})" if event.http_status is not None else ""
+    detail = (f"cycle {event.cycle} could not be planned: {event.cause}{status} after {event.attempts} "
+              f"attempt(s); nothing was probed")
+    out: list[Effect] = [CycleVerdict(at=at, model=state.model, cycle=event.cycle, cycle_no=event.cycle_no,
+                                      verdicts=verdicts), *effects]
+    out.extend(_went_blind(state, event.cause, at, event.cycle_no, [event.cycle], held, detail, policy))
+    out.extend(held)
     return out
 
 
@@ -716,10 +923,11 @@ def _unjudgeable(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
         ps = state.providers[name]
         if ps.frozen_streak >= policy.unjudgeable_after and not ps.unjudgeable_reported:
             ps.unjudgeable_reported = True
-            reasons = sorted({r for h in ps.history[-ps.frozen_streak:] for r in h.reasons})
+            frozen = [h for h in ps.history if h.verdict == "frozen"][-ps.frozen_streak:]  # blind cycles say nothing
+            reasons = sorted({r for h in frozen for r in h.reasons})
             out.append(_decision(state, name, "unjudgeable", at, anchor=f"{cycle.cycle_no}", reason="frozen_too_long",
                                  detail=f"frozen {ps.frozen_streak} cycles in a row ({', '.join(reasons)})",
-                                 cycles=[h.cycle for h in ps.history[-ps.frozen_streak:]], policy=policy))
+                                 cycles=[h.cycle for h in frozen], policy=policy))
     return out
 
 

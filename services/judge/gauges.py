@@ -13,6 +13,9 @@ Definitions (DESIGN.md, "The judge"):
   suspensions are ``observe_suspended``);
 * floor held: the provider failed at least ``failed_cycles_to_suspend`` cycles
   in a row and is not suspended: the capacity floor keeps it in traffic;
+* blind: the model, from its ``canary_blind`` to its ``canary_sees``; a
+  provider, while its latest word is canary-side (DESIGN.md, "The canary's own
+  health"); last cycle closed: the deadline of the last cycle the judge closed;
 * only providers the gateway still lists (``present``) are exported.
 """
 
@@ -24,7 +27,7 @@ from reverie_canary.services.judge.core import ModelState, Policy, mode_of
 from reverie_canary.shared.events import PROBE_KINDS
 from reverie_canary.shared.metrics import Sample
 
-VERDICTS = ("passed", "failed", "frozen")
+VERDICTS = ("passed", "failed", "frozen", "blind")
 
 
 def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_s: float,
@@ -44,6 +47,7 @@ def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_
         yield "cycle_interval", m, cycle_interval_s
         if state.last_closed_deadline is not None:
             yield "cycle_closed_at", m, state.last_closed_deadline.timestamp()
+        yield "canary_blind", m, 1 if state.blind_since is not None else 0
         if state.last_cycle_no >= 0:
             yield "cycle_number", m, state.last_cycle_no
         for kind in kinds:
@@ -69,6 +73,8 @@ def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_
             if enforced:
                 yield "provider_suspended_until", p, s.until.timestamp()
             yield "provider_floor_held", p, 1 if ps.failed_streak >= need and s is None else 0
+            yield "provider_blind", p, 1 if ps.blind_since is not None else 0
+            yield "provider_suspension_held", p, 1 if s is not None and s.due is not None else 0
             yield "provider_streak", {**p, "streak": "failed"}, ps.failed_streak
             yield "provider_streak", {**p, "streak": "passed"}, ps.passed_streak
             yield "provider_streak", {**p, "streak": "frozen"}, ps.frozen_streak

@@ -13,7 +13,8 @@ Every rule that decides a notice lives here, in the order they apply:
    or re-published with another schema version is the same notice, and the
    delivery book sends each notice to each channel once.
 3. **Folding.** A state that persists (:data:`PERSISTING`: floor held, pin
-   violated, unjudgeable, positive control passed, common mode, canary blind)
+   violated, unjudgeable, positive control passed, common mode, canary blind,
+   a suspension held while blind)
    gives one ``start`` notice, a ``reminder`` each time another
    ``remind_every_s`` has passed since the start (with the count of cycles it
    has lasted), and one ``end`` notice.  Each state's row says which cycle
@@ -128,10 +129,17 @@ def _provider_verdict(held: Held, verdict: CycleVerdict) -> ProviderVerdict | No
     return next((pv for pv in verdict.verdicts if pv.provider == held.provider), None)
 
 
+def _blind_cycle(verdict: CycleVerdict) -> bool:
+    """A cycle the canary could not see at all (every verdict blind, as an unplanned cycle's): it says nothing."""
+    return all(pv.verdict == "blind" for pv in verdict.verdicts)
+
+
 def _floor_held(held: Held, verdict: CycleVerdict) -> Verdict:
     pv = _provider_verdict(held, verdict)
     if pv is None:
         return "end", "no longer probed (not listed this cycle)"
+    if pv.verdict == "blind":
+        return "none", ""  # the canary could not see it: the streak is kept, nothing to count
     if pv.verdict == "passed":
         return "end", "passed a cycle: no longer to be suspended"
     return "renew", ""  # failed again, or frozen (the streak is kept)
@@ -141,6 +149,8 @@ def _pin_violated(held: Held, verdict: CycleVerdict) -> Verdict:
     pv = _provider_verdict(held, verdict)
     if pv is None:
         return "end", "no longer probed (not listed this cycle)"
+    if pv.verdict == "blind":
+        return "none", ""
     if any(r.reason == "pin_violated" for r in pv.results):
         return "renew", ""
     if pv.results:
@@ -160,12 +170,16 @@ def _unjudgeable(held: Held, verdict: CycleVerdict) -> Verdict:
 
 
 def _control_passed(held: Held, verdict: CycleVerdict) -> Verdict:
+    if _blind_cycle(verdict):
+        return "none", ""
     if held.kind in verdict.unproven:
         return "renew", ""
     return "end", f"the positive control no longer passes: {held.kind} results count again"
 
 
 def _common_mode(held: Held, verdict: CycleVerdict) -> Verdict:
+    if _blind_cycle(verdict):
+        return "none", ""
     if held.kind in verdict.common_mode:
         return "renew", ""
     return "end", f"{held.kind} is no longer failing for most providers"
@@ -173,6 +187,13 @@ def _common_mode(held: Held, verdict: CycleVerdict) -> Verdict:
 
 def _blind(held: Held, verdict: CycleVerdict) -> Verdict:
     return "renew", ""  # a cycle closed while blind: still blind until canary_sees
+
+
+def _suspension_held(held: Held, verdict: CycleVerdict) -> Verdict:
+    pv = _provider_verdict(held, verdict)
+    if pv is not None and pv.verdict == "blind":
+        return "renew", ""  # still held; the judge's end decision ends it
+    return "none", ""
 
 
 #: The persisting states, by the decision action that starts them (issue 9, section 3).
@@ -185,6 +206,9 @@ PERSISTING: dict[str, Persisting] = {
     "common_mode": Persisting("kind", _common_mode, noun="common-mode failure"),
     "canary_blind": Persisting("provider", _blind, frozenset({"canary_sees"}), own_end=True,
                                noun="the canary blind"),
+    # renewed every blind cycle by the judge (its until moves on): told once, ended by the suspension's end
+    "suspension_held": Persisting("provider", _suspension_held, frozenset({"end", "would_end"}), own_end=True,
+                                  noun="a suspension held while the canary is blind"),
 }
 
 

@@ -31,6 +31,9 @@ The rules, in the order :func:`decide` applies them:
 
    - a ``suspend`` decision adds a suspension (it must have an ``until``); an
      ``end`` removes it, unless it is older than the suspension it would end;
+     a ``suspension_held`` (enforce mode: the canary is blind, DESIGN.md "The
+     canary's own health") moves its ``until`` to the decision's, or puts it
+     back when it had lapsed here first;
      observe mode's ``would_*`` and the other actions never touch routing;
    - ``AddOverride`` is refused for a model that is not watched, or when it
      expires before it starts or before it arrives; the guard rails (issue 9)
@@ -577,6 +580,17 @@ def _decision(state: RouterState, event: Decision, now: datetime, touched: set[s
             state.suspensions[key] = Suspension(provider=event.provider, model=event.model,
                                                 reason=event.detail or event.reason, since=event.at,
                                                 until=event.until, decision_id=event.decision_id)
+            touched.add(event.model)
+    elif event.action == "suspension_held" and event.mode == "enforce":
+        if event.until is None:
+            return f"suspension_held decision {event.decision_id} has no until"
+        _know_model(state, event.model)
+        current = state.suspensions.get(key)
+        if event.until > now and (current is None or current.until < event.until):
+            state.suspensions[key] = (msgspec.structs.replace(current, until=event.until) if current is not None else
+                                      Suspension(provider=event.provider, model=event.model,
+                                                 reason=event.detail or event.reason, since=event.at,
+                                                 until=event.until, decision_id=event.decision_id))
             touched.add(event.model)
     elif event.action == "end":
         current = state.suspensions.get(key)

@@ -55,6 +55,13 @@ EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
     # "*" reaches the file's model (acme/chat-1) and the configured default model, before either has state
     "enforce_every_model_before_the_first_cycle": [(M, "", "operator", None), (M, "", "operator", None),
                                                    ("suspend", "a/fp8", "failed_cycles", 1)],
+    "canary_blind_holds_a_due_suspension": [(M, "", "operator", None), ("suspend", "a/fp8", "failed_cycles", 1),
+                                            ("canary_blind", "", "gateway_unreachable", None),
+                                            ("suspension_held", "a/fp8", "canary_blind", None),
+                                            ("suspension_held", "a/fp8", "canary_blind", None),
+                                            ("suspension_held", "a/fp8", "canary_blind", None),
+                                            ("end", "a/fp8", "expired", None),
+                                            ("canary_sees", "", "judged_again", None)],
 }
 
 #: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).

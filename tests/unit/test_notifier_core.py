@@ -293,3 +293,28 @@ def test_a_day_of_full_jitter_makes_hundreds_of_attempts():
         now = due
     assert 200 < attempts < 400
     assert now == pytest.approx(86400.0)
+
+
+def test_a_blind_cycle_keeps_every_persisting_state_as_it_was():
+    """Unplanned (all blind) verdicts neither count nor end floor_held, pin_violated, control_passed, common_mode."""
+    events = [decision("floor_held", 1), decision("pin_violated", 1, provider="q/fp8"),
+              decision("control_passed", 1, provider="", kind="refusal"),
+              decision("common_mode", 1, provider="", kind="ttft")]
+    events += [verdict(n, {"p/fp8": "blind", "q/fp8": "blind"}) for n in (2, 3, 4)]
+    state, notices = run(events)
+    assert [label(n) for n in notices] == ["floor_held", "pin_violated", "control_passed", "common_mode"]
+    assert sorted(h.count for h in state.held.values()) == [1, 1, 1, 1]
+
+
+def test_a_suspension_held_while_blind_is_told_once_and_ends_with_the_suspension():
+    """suspension_held each blind cycle: one warning start, counted, and the judge's end is its end notice."""
+    events = [decision("canary_blind", 3, provider="", reason="gateway_auth"),
+              decision("suspension_held", 3, reason="canary_blind", until=at(5)), verdict(3, {"p/fp8": "blind"}),
+              decision("suspension_held", 4, reason="canary_blind", until=at(6)), verdict(4, {"p/fp8": "blind"}),
+              decision("end", 5, reason="expired"), decision("canary_sees", 5, provider="", reason="judged_again"),
+              verdict(5, {"p/fp8": "passed"})]
+    state, notices = run(events)
+    assert [(label(n), n.phase, n.severity) for n in notices] == [
+        ("canary_blind", "start", "critical"), ("suspension_held", "start", "warning"),
+        ("end", "end", "warning"), ("canary_sees", "end", "critical")]
+    assert notices[2].count == 2 and state.held == {}

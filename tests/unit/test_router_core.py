@@ -114,10 +114,35 @@ def test_a_suspend_decision_enters_the_suspension_layer_and_an_end_removes_it():
     assert state.suspensions == {}
 
 
+def held(provider: str, *, minute: float, until: datetime, mode: str = "enforce", did: str = "h1") -> Decision:
+    return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspension_held",
+                    until=until, reason="canary_blind", mode=mode, detail="came due while blind")
+
+
+def test_a_held_suspension_stays_on_the_ignore_list_past_its_first_until():
+    """suspension_held moves the until (the snapshot says the new one); one that lapsed here first comes back."""
+    state, effects = run([Tick(), suspend("bad/fp8", days=1 / 48, did="d1")])  # until minute 30
+    state, effects = decide(state, held("bad/fp8", minute=20, until=at(80)), at(20), POLICY)
+    [snap] = snapshots(effects)
+    assert snap.ignore == ["bad/fp8"] and snap.entries[0].reasons[0].until == at(80)
+    assert snap.entries[0].reasons[0].reference == "d1"  # still the suspension it was
+    state, effects = decide(state, Tick(), at(31), POLICY)
+    assert snapshots(effects) == [] and suspension_key(MODEL, "bad/fp8") in state.suspensions
+    # a hold that reaches the router after its own expiry put the provider back: out of traffic again
+    lapsed, _ = decide(state, Tick(), at(81), POLICY)
+    assert lapsed.suspensions == {}
+    again, effects = decide(lapsed, held("bad/fp8", minute=82, until=at(140), did="h2"), at(82), POLICY)
+    assert [s.ignore for s in snapshots(effects)] == [["bad/fp8"]]
+    # observe mode's hold of a shadow suspension never touches routing
+    shadow, effects = decide(lapsed, held("bad/fp8", minute=82, until=at(140), mode="observe"), at(82), POLICY)
+    assert shadow is lapsed and effects == []
+
+
 def test_observe_mode_decisions_never_touch_routing():
     """would_suspend, floor_held and the other actions change neither the state nor the snapshot."""
     state, _ = run([Tick()])
-    for action in ("would_suspend", "would_end", "floor_held", "unjudgeable", "mode_changed"):
+    for action in ("would_suspend", "would_end", "floor_held", "unjudgeable", "mode_changed", "canary_blind",
+                   "canary_sees"):
         d = Decision(at=at(1), decision_id=f"x-{action}", model=MODEL, provider="a/fp8", action=action,
                      until=at(100))
         after, effects = decide(state, d, at(1), POLICY)

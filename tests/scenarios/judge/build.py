@@ -15,10 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from reverie_canary.shared import codec  # noqa: E402
+from reverie_canary.shared import codec, ids  # noqa: E402
 from reverie_canary.shared.commands import LiftSuspension, SetMode  # noqa: E402
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
-from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy  # noqa: E402
+from reverie_canary.shared.events import CycleUnplanned  # noqa: E402
+from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8")
@@ -40,6 +41,16 @@ def transport(provider: str, fleet=FLEET):
     out = healthy(*fleet)
     out[provider] = {k: ("transport_error", "http_503") for k in out[provider]}
     return out
+
+
+def blind(reason: str = "gateway_auth", fleet=FLEET):
+    return {p: {k: ("blind", reason) for k in ("ttft", "structured")} for p in fleet}
+
+
+def unplanned(n: int, cause: str = "gateway_unreachable"):
+    start = T0 + n * CYCLE
+    return CycleUnplanned(at=start + WINDOW, model=MODEL, cycle=ids.cycle_id(MODEL, start), cycle_no=n,
+                          deadline=start + WINDOW, cause=cause, attempts=20)
 
 
 def scenarios() -> dict[str, list]:
@@ -106,6 +117,12 @@ def scenarios() -> dict[str, list]:
                                                        *cycle_events(1, fail("a/fp8"))]
     s["provider_disappears_and_returns"] = [enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, gone),
                                             *cycle_events(2, fail("a/fp8"))]
+    # the canary's own health: a suspension due in cycle 49 while the gateway is down (48, 49) and the
+    # key refused (50) is held, ends when cycle 51 judges a/fp8 again; one canary_blind, one canary_sees
+    s["canary_blind_holds_a_due_suspension"] = [
+        enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
+        *cycle_events(47, healthy(*FLEET)), unplanned(48), unplanned(49), *cycle_events(50, blind()),
+        *cycle_events(51, healthy(*FLEET))]
     return s
 
 
