@@ -192,7 +192,7 @@ class Observer:
         for pv in v.verdicts:
             self.verdicts.setdefault(pv.provider, []).append(pv.verdict)
             why = ", ".join(pv.reasons) if pv.reasons else ""
-            mark = {"passed": "pass  ", "failed": "FAILED", "frozen": "frozen"}[pv.verdict]
+            mark = {"passed": "pass  ", "failed": "FAILED", "frozen": "frozen", "blind": "BLIND "}[pv.verdict]
             self.print(f"   {pv.provider:<28} {mark}  {why}")
         self.closed.set()
 
