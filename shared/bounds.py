@@ -228,8 +228,10 @@ def free_json_checker(type_: Any):
     """A function that checks every free-form JSON field of a decoded ``type_`` (``None``: it has none).
 
     Free-form JSON fields are marked ``Meta(extra={"free_json": True})`` (``FreeJson`` in
-    :mod:`reverie_canary.shared.events`).  The function raises ``ValueError`` naming the
-    field's path and the bound it breaks.
+    :mod:`reverie_canary.shared.events`).  The function, called as ``check(value, path="$")``,
+    raises ``ValueError`` naming the field's path and the bound it breaks.  Paths are built only
+    when a bound is broken, and an empty mapping is not walked: the check runs on every message a
+    service decodes (about 2 µs for a probe result whose evidence is empty).
     """
     import msgspec.inspect as mi
 
@@ -238,29 +240,44 @@ def free_json_checker(type_: Any):
         match t:
             case mi.Metadata():
                 if (t.extra or {}).get("free_json"):
-                    return lambda value, path: _check_at(value, path)
+                    return _check_leaf
                 return plan(t.type, seen)
             case mi.ListType() | mi.VarTupleType():
                 inner = plan(t.item_type, seen)
                 if inner is None:
                     return None
-                return lambda value, path: [inner(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+                def check_items(value: Any) -> None:
+                    for i, v in enumerate(value):
+                        try:
+                            inner(v)
+                        except _Breach as b:
+                            b.parts.append(f"[{i}]")
+                            raise
+                return check_items
             case mi.DictType():
                 inner = plan(t.value_type, seen)
                 if inner is None:
                     return None
-                return lambda value, path: [inner(v, f"{path}.{k}") for k, v in value.items()]
+
+                def check_values(value: Any) -> None:
+                    for k, v in value.items():
+                        try:
+                            inner(v)
+                        except _Breach as b:
+                            b.parts.append(f".{k}")
+                            raise
+                return check_values
             case mi.UnionType():
                 members = [(m, plan(m, seen)) for m in t.types]
-                members = [(m, c) for m, c in members if c is not None]
+                members = [(getattr(m, "cls", None), c) for m, c in members if c is not None]
                 if not members:
                     return None
 
-                def check_union(value: Any, path: str) -> None:
-                    for m, c in members:
-                        cls = getattr(m, "cls", None)
+                def check_union(value: Any) -> None:
+                    for cls, c in members:
                         if cls is None or isinstance(value, cls):
-                            c(value, path)
+                            c(value)
                 return check_union
             case mi.StructType():
                 if t.cls in seen:
@@ -270,22 +287,44 @@ def free_json_checker(type_: Any):
                 if not fields:
                     return None
 
-                def check_struct(value: Any, path: str) -> None:
+                def check_struct(value: Any) -> None:
                     for name, c in fields:
                         child = getattr(value, name)
                         if child is not None:
-                            c(child, f"{path}.{name}")
+                            try:
+                                c(child)
+                            except _Breach as b:
+                                b.parts.append(f".{name}")
+                                raise
                 return check_struct
             case _:
                 return None
 
-    return plan(mi.type_info(type_), frozenset())
+    root = plan(mi.type_info(type_), frozenset())
+    if root is None:
+        return None
+
+    def check(value: Any, path: str = "$") -> None:
+        try:
+            root(value)
+        except _Breach as b:
+            raise ValueError(f"{b.message} - at `{path}{''.join(reversed(b.parts))}`") from None
+    return check
 
 
-def _check_at(value: Any, path: str) -> None:
-    if not isinstance(value, dict):
+class _Breach(ValueError):
+    """A broken bound on its way up to the checker, collecting its path (innermost part first)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.parts: list[str] = []
+
+
+def _check_leaf(value: Any) -> None:
+    if not value or not isinstance(value, dict):
         return
     try:
         check_free_json(value)
     except ValueError as exc:
-        raise ValueError(f"{exc} - at `{path}`") from None
+        raise _Breach(str(exc)) from None

@@ -8,6 +8,8 @@ Unknown fields are accepted for forward compatibility (CONVENTIONS.md,
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any, TypeVar
 
 import msgspec
@@ -185,6 +187,14 @@ ORIGINS: dict[str, tuple[type, ...]] = {
 NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendNotices, "resent": NoticesResent}
 
 
+@functools.lru_cache(maxsize=8192)
+def _decoded_token(token: str) -> str:
+    """:func:`reverie_canary.shared.subjects.decode_token`, cached: a fleet's subjects repeat every cycle."""
+    from reverie_canary.shared.subjects import decode_token
+
+    return decode_token(token)
+
+
 def check_origin(subject: str, message: Any) -> None:
     """Refuse a message that does not belong on the subject it arrived on.
 
@@ -196,7 +206,7 @@ def check_origin(subject: str, message: Any) -> None:
         Rejected: naming the type, the subject and what belongs there.
     """
     from reverie_canary.shared.commands import VERBS
-    from reverie_canary.shared.subjects import SubjectError, decode_token
+    from reverie_canary.shared.subjects import SubjectError
 
     parts = subject.split(".")
     family = parts[1] if len(parts) > 2 and parts[0] == "canary" else ""
@@ -206,7 +216,7 @@ def check_origin(subject: str, message: Any) -> None:
         names = ", ".join(t.__name__ for t in allowed) or "nothing this service reads"
         raise Rejected(f"a {kind} on {subject}: only {names} may arrive there", subject=subject)
     try:
-        tokens = [decode_token(t) for t in parts[2:]]
+        tokens = [_decoded_token(t) for t in parts[2:]]
     except SubjectError as exc:
         raise Rejected(f"a {kind} on a malformed subject {subject}: {exc}", subject=subject) from exc
     if family == "notices":

@@ -34,9 +34,50 @@ async def read_log(js: JetStreamContext, *, since: datetime | None = None, until
                                    until_seq=until_seq, idle_s=idle_s)
 
 
+class Refold:
+    """The judge's fold of the log, one event at a time, holding only the states (streamed replay).
+
+    Feed it the log in stream order (:meth:`feed`, the ``on_event`` of
+    :func:`reverie_canary.shared.eventlog.scan_log`); memory is the models' states and, when
+    ``keep`` allows, the effects kept, never the log.  A 30-day log of a 2,000-endpoint fleet
+    (about 17 M results) is folded with a bounded footprint (``benchmarks/replay_bench.py``).
+
+    Args:
+        policy: thresholds to fold with.
+        positions: per model, the last sequence to include (the live record's position), so that
+            the comparison is with the same prefix of the log; a model without one is folded to the end.
+        keep: which effects to keep in :attr:`effects` (default: every one; a rebuild keeps none).
+    """
+
+    def __init__(self, policy: Policy, *, positions: dict[str, int] | None = None,
+                 keep: type | tuple[type, ...] | None = object) -> None:
+        self.policy = policy
+        self.positions = positions
+        self.keep = keep
+        self.states: dict[str, ModelState] = {}
+        self.effects: list[tuple[int, Effect]] = []
+        self.events = 0
+
+    def feed(self, item: LoggedEvent) -> None:
+        """Fold one logged event into the state of its model (of every model for a model-wide ``*``)."""
+        model = getattr(item.event, "model", None)
+        if model is None:
+            return
+        self.events += 1
+        targets = sorted(set(self.states) | set(self.policy.models)) if model == "*" else [model]
+        for target in targets:
+            if self.positions is not None and target in self.positions and item.seq > self.positions[target]:
+                continue
+            state = self.states.get(target) or initial(target)
+            state, produced = decide(state, item.event, self.policy)
+            self.states[target] = state
+            if self.keep is not None:
+                self.effects.extend((item.seq, e) for e in produced if isinstance(e, self.keep))
+
+
 def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str, int] | None = None
            ) -> tuple[dict[str, ModelState], list[tuple[int, Effect]]]:
-    """Fold logged events into scratch states.
+    """Fold logged events into scratch states (:class:`Refold` over an iterable).
 
     Args:
         events: in stream order.
@@ -48,21 +89,24 @@ def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str
     Returns:
         States per model and every effect with the sequence that produced it.
     """
-    states: dict[str, ModelState] = {}
-    effects: list[tuple[int, Effect]] = []
+    fold = Refold(policy, positions=positions)
     for item in events:
-        model = getattr(item.event, "model", None)
-        if model is None:
-            continue
-        targets = sorted(set(states) | set(policy.models)) if model == "*" else [model]
-        for target in targets:
-            if positions is not None and target in positions and item.seq > positions[target]:
-                continue
-            state = states.get(target) or initial(target)
-            state, produced = decide(state, item.event, policy)
-            states[target] = state
-            effects.extend((item.seq, e) for e in produced)
-    return states, effects
+        fold.feed(item)
+    return fold.states, fold.effects
+
+
+async def scan_refold(js: JetStreamContext, policy: Policy, *, positions: dict[str, int] | None = None,
+                      until_seq: int | None = None, keep: type | tuple[type, ...] | None = Decision,
+                      idle_s: float = 2.0) -> Refold:
+    """Fold what the judge folds of ``CANARY_LOG`` as it streams by, never holding the log.
+
+    Returns:
+        The :class:`Refold` after the last event up to ``until_seq`` (default: the log's end at start);
+        by default it keeps only the decisions among the effects.
+    """
+    fold = Refold(policy, positions=positions, keep=keep)
+    await eventlog.scan_log(js, fold.feed, prefixes=JUDGE_SUBJECTS, until_seq=until_seq, idle_s=idle_s)
+    return fold
 
 
 def diff_states(replayed: ModelState, live: ModelState) -> list[str]:

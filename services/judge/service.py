@@ -15,7 +15,7 @@ from faststream import FastStream
 
 from reverie_canary.services.judge import answers, gauges
 from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
-from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, refold
+from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, Outbound, RedisJudgeStore
 from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects
 from reverie_canary.shared.broker import Delivery, Publisher
@@ -195,8 +195,9 @@ async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], unti
     """
     missing = [m for m in models if (await store.load(m)).revision == 0]
     if missing and until_seq > 0:
-        logged = await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS, until_seq=until_seq)
-        states, _ = refold(logged, policy, positions={m: until_seq for m in missing})
+        # streamed: the fold holds the states, never the log (a month of results would not fit)
+        states = (await scan_refold(js, policy, positions={m: until_seq for m in missing}, until_seq=until_seq,
+                                    keep=None)).states
         for model in missing:
             state = states.get(model) or initial(model)
             await store.save(model, JudgeRecord(state=state, position=until_seq, revision=1), expected_revision=0)
