@@ -22,6 +22,7 @@ BENCHMARKS = {
     "routing_bench.py": [],
     "notifier_bench.py": [],
     "log_storage.py": [],
+    "replay_bench.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
@@ -30,6 +31,7 @@ QUICK = {
     "hostile_bench.py": ["--cycles", "4", "--repeat", "1"],
     "notifier_bench.py": ["--notices", "100", "--burst", "200"],
     "log_storage.py": ["--cycles", "3", "--results", "20000"],
+    "replay_bench.py": ["--models", "10", "--cycles", "6", "--repeat", "1"],
 }
 
 
