@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.timefmt import age_text, utc_text
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
     KindResult,
@@ -53,17 +53,8 @@ _OUTCOME_TEXT = {
 fmt_time = utc_text
 
 
-def fmt_age(seconds: float | None) -> str:
-    """``4 s``, ``12 min``, ``3.5 h``, ``2.0 d`` (``-`` for none)."""
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}".removesuffix(".0") + " h"
-    return f"{seconds / 86400:.1f}".removesuffix(".0") + " d"
+#: ``4 s``, ``12 min``, ``3.5 h``, ``2.0 d`` (``-`` for none): one formatter for the CLI and the dashboard.
+fmt_age = age_text
 
 
 def fmt_usd(usd: float) -> str:

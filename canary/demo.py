@@ -259,8 +259,11 @@ class Pipeline:
     """A running system: embedded servers, simulated gateway, five services, an observer."""
 
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
-                 passwords: dict[str, str], metrics_urls: dict[str, str] | None = None) -> None:
+                 passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
+                 dashboard_url: str | None = None) -> None:
         self.settings = settings
+        #: the read-only dashboard's URL (``None``: not started)
+        self.dashboard_url = dashboard_url
         self.observer = observer
         self.gateway_url = gateway_url
         self.scenario = scenario
@@ -300,7 +303,8 @@ class Pipeline:
 
 @contextlib.asynccontextmanager
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
-                   out: TextIO | None = None, base: Settings | None = None, **overrides: Any):
+                   out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
+                   **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
     Args:
@@ -310,6 +314,7 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
         probers: prober replicas.
         out: where progress lines go (default: nowhere).
         base: settings to start from (default: from the environment).
+        dashboard: start the read-only dashboard too (on a free loopback port, as the ``dashboard`` user).
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -353,7 +358,16 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                         if urls:
                             observer.print("metrics (/healthz and /readyz beside each): "
                                            + "  ".join(f"{name} {url}" for name, url in urls.items()))
-                        yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls)
+                        async with contextlib.AsyncExitStack() as stack:
+                            dashboard_url = None
+                            if dashboard:
+                                from reverie_canary.services.dashboard.web import serve_dashboard
+
+                                dashboard_url = await stack.enter_async_context(serve_dashboard(
+                                    settings.replace(nats_user="dashboard", nats_password=passwords["dashboard"]),
+                                    poll_s=0.5))
+                                observer.print(f"dashboard (read-only, live): {dashboard_url}")
+                            yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url)
                 finally:
                     await nc.drain()
     finally:
@@ -387,11 +401,11 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
         print(f"canary demo: starting NATS (JetStream) and Redis in {tmp} ...", file=out, flush=True)
         print(f"running {cycles} cycles; Ctrl-C stops early", file=out, flush=True)
         async with pipeline(workdir=Path(tmp), scenario=scenario, sentences=sentences, probers=probers,
-                            out=out) as p:
+                            out=out, dashboard=True) as p:
             completed = await p.wait_cycles(cycles, stop)
             if keep and completed and not stop.is_set():
                 files = write_env_files(p, Path(tmp))
-                _print_keep(out, files, p.metrics_urls)
+                _print_keep(out, files, p.metrics_urls, p.dashboard_url, p.settings.models[0])
                 await stop.wait()
                 stop.clear()
             await asyncio.sleep(0.5)  # let the last decisions reach the router
@@ -413,11 +427,14 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
     demo's servers.  The passwords live only there and in the server's
     environment; they are not printed.
 
+    ``dashboard.env`` holds the read-only ``dashboard`` user's (``canary
+    dashboard``, ``canary incident``).
+
     Returns:
-        ``{"operator": path, "backend": path}``.
+        ``{"operator": path, "backend": path, "dashboard": path}``.
     """
     out = {}
-    for user in ("operator", "backend"):
+    for user in ("operator", "backend", "dashboard"):
         env = p.settings_for(user).environment(with_secrets=True)
         path = directory / f"{user}.env"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -427,7 +444,8 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
     return out
 
 
-def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str] | None = None) -> None:
+def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str] | None = None,
+                dashboard_url: str | None = None, model: str = "MODEL") -> None:
     exe = sys.argv[0] if Path(sys.argv[0]).name == "canary" else "canary"  # as this demo was started
     lines = [
         "",
@@ -436,7 +454,11 @@ def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str
         f"  {exe} override add fireworks --reason 'trying it' --for 2m",
         f"  {exe} status;  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
         f"  . {files['backend']}; {exe} watch      # as the chat backend",
+        f"  . {files['dashboard']}; {exe} incident --model {shlex.quote(model)} --at HH:MM   "
+        "# the look-back, as the dashboard user",
     ]
+    if dashboard_url:
+        lines.insert(1, f"dashboard (read-only, live): {dashboard_url}")
     for name, url in (metrics_urls or {}).items():
         lines.append(f"  curl -s {url} | grep ^canary_      # {name}; /healthz and /readyz beside it")
     print("\n".join(lines), file=out, flush=True)

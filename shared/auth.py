@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 SERVICE_USERS = ("discovery", "prober", "judge", "router", "notifier")
-USERS = ("admin", *SERVICE_USERS, "operator", "backend")
+USERS = ("admin", *SERVICE_USERS, "operator", "backend", "dashboard")
 
 
 def server_config() -> Path:

@@ -39,3 +39,16 @@ def utc_text(at: datetime | None, *, precision: str = "s", missing: str = "never
     except KeyError:
         raise ValueError(f"unknown precision {precision!r}; one of {', '.join(_FORMATS)}") from None
     return at.astimezone(timezone.utc).strftime(pattern)
+
+
+def age_text(seconds: float | None) -> str:
+    """A duration for people: ``4 s``, ``12 min``, ``3.5 h``, ``2.0 d`` (``-`` for none)."""
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}".removesuffix(".0") + " h"
+    return f"{seconds / 86400:.1f}".removesuffix(".0") + " d"

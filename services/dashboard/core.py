@@ -51,6 +51,7 @@ from reverie_canary.shared.events import (
     ReplyEvidence,
     ResultRef,
 )
+from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreSnapshot
 
 #: The time window of the canary's own spend (s): "per day" (issue 9, section 4).
@@ -63,6 +64,14 @@ CYCLE_MEMORY = 8
 DECISION_MEMORY = 8
 #: Probe results kept for the spend, per model; beyond it the oldest go and the spend says it was cut.
 SPEND_MEMORY = 50_000
+#: Snapshots (version, time, entries) kept per model, for the look-back: what was ignored at a time.
+SNAPSHOT_MEMORY = 256
+#: Operator commands (overrides, lifts) kept per model.
+COMMAND_MEMORY = 64
+#: Failed probes kept per cycle of a model (their reply excerpts and evidence: the provider page).
+FAILURE_MEMORY = 256
+#: Characters of a failed probe's reply kept in the window (the wire keeps up to 4,000).
+EXCERPT_CHARS = 600
 
 ProviderStateName = Literal[
     "active", "suspended", "excluded", "overridden", "floor_held", "blind", "would_suspend", "not_listed",
@@ -114,6 +123,10 @@ class DecisionView(Struct, frozen=True, kw_only=True):
     until: datetime | None = None
     kind: str | None = None
     decision_id: str = ""
+    ladder_level: int = 0
+    actor: str | None = None
+    cycles: list[str] = []
+    evidence: list[ResultRef] = []
 
 
 class Spend(Struct, frozen=True, kw_only=True):
@@ -334,6 +347,54 @@ def to_builtins(view: Any) -> Any:
 # -- the log window: a bounded fold of the log's facts ---------------------------------------------------
 
 
+class FailedProbe(Struct, frozen=True, kw_only=True):
+    """One probe that did not pass, with what the reply showed (the provider page).
+
+    ``excerpt`` is the reply's first characters (at most :data:`EXCERPT_CHARS`);
+    ``evidence`` the non-passing checks as ``{check, outcome, reason, evidence}``;
+    ``ttft_ms``/``total_ms`` in ms; ``at`` UTC.
+    """
+
+    task_id: str
+    cycle: str
+    provider: str
+    kind: str
+    at: datetime
+    outcome: str
+    reason: str = ""
+    language: str | None = None
+    http_status: int | None = None
+    finish_reason: str | None = None
+    served_by: str | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    excerpt: str = ""
+    error: str | None = None
+    evidence: list[dict[str, Any]] = []
+    attempts: int = 1
+
+
+class SnapshotMark(Struct, frozen=True, kw_only=True):
+    """One IgnoreSnapshot of a model as the log (or the bucket's history) had it: version, time (UTC), entries."""
+
+    version: int
+    at: datetime
+    entries: list[IgnoreEntry] = []
+
+
+class CommandView(Struct, frozen=True, kw_only=True):
+    """An operator command about a provider (override added or removed, suspension lifted): who, when, why."""
+
+    at: datetime
+    command: str
+    provider: str
+    model: str
+    actor: str
+    reason: str = ""
+    until: datetime | None = None
+    command_id: str = ""
+
+
 class CycleFacts(Struct, kw_only=True):
     """What the log said about one cycle of one model: the plan, the prices, the verdict."""
 
@@ -348,6 +409,8 @@ class CycleFacts(Struct, kw_only=True):
     closed_at: datetime | None = None
     verdict: CycleVerdict | None = None
     seen: set[str] = field(default_factory=set)
+    ttft: dict[str, list[float | None]] = {}  # provider -> time to first token (ms) of each probe, None: no text
+    failures: list[FailedProbe] = []
 
 
 class SpendEntry(Struct, frozen=True, array_like=True):
@@ -377,6 +440,9 @@ class ModelWindow(Struct, kw_only=True):
 
     model: str
     cycle_memory: int = CYCLE_MEMORY
+    decision_memory: int = DECISION_MEMORY
+    snapshots: list[SnapshotMark] = []
+    commands: list[CommandView] = []
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     listing_cycle: str | None = None
@@ -406,12 +472,14 @@ class LogWindow(Struct, kw_only=True):
     last_seq: int = 0
     events: int = 0
     cycle_memory: int = CYCLE_MEMORY
+    decision_memory: int = DECISION_MEMORY
     models: dict[str, ModelWindow] = {}
 
     def model(self, model: str) -> ModelWindow:
         mw = self.models.get(model)
         if mw is None:
-            mw = self.models[model] = ModelWindow(model=model, cycle_memory=self.cycle_memory)
+            mw = self.models[model] = ModelWindow(model=model, cycle_memory=self.cycle_memory,
+                                                  decision_memory=self.decision_memory)
         return mw
 
     def add(self, event: Any, seq: int = 0) -> None:
@@ -419,6 +487,9 @@ class LogWindow(Struct, kw_only=True):
         if seq and seq <= self.last_seq:
             return
         self.last_seq = max(self.last_seq, seq)
+        if isinstance(event, (AddOverride, RemoveOverride, LiftSuspension)):
+            self._command(event)
+            return
         model = getattr(event, "model", None)
         if not isinstance(model, str) or model == "*":
             return
@@ -438,8 +509,30 @@ class LogWindow(Struct, kw_only=True):
                 _verdict(mw, event)
             case Decision():
                 _decided(mw, event)
+            case IgnoreSnapshot():
+                add_snapshot(mw, SnapshotMark(version=event.version, at=event.at, entries=list(event.entries)))
             case _:
                 return
+
+    def _command(self, event: AddOverride | RemoveOverride | LiftSuspension) -> None:
+        """An operator command about a provider: kept per model (``*``: every model the window knows)."""
+        self.events += 1
+        name = {AddOverride: "override_add", RemoveOverride: "override_remove",
+                LiftSuspension: "lift"}[type(event)]
+        view = CommandView(at=event.at, command=name, provider=event.provider, model=event.model,
+                           actor=event.actor, reason=event.reason,
+                           until=getattr(event, "expires_at", None), command_id=event.command_id)
+        for mw in ([self.model(event.model)] if event.model != "*" else list(self.models.values())):
+            if any(c.command_id == view.command_id for c in mw.commands):
+                continue
+            mw.commands = sorted([*mw.commands, view], key=lambda c: c.at)[-COMMAND_MEMORY:]
+
+
+def add_snapshot(mw: ModelWindow, mark: SnapshotMark) -> None:
+    """Keep one snapshot of the model (by version; a repeated version changes nothing), bounded."""
+    if any(m.version == mark.version for m in mw.snapshots):
+        return
+    mw.snapshots = sorted([*mw.snapshots, mark], key=lambda m: m.version)[-SNAPSHOT_MEMORY:]
 
 
 def _cycle(mw: ModelWindow, cycle: str, cycle_no: int, at: datetime) -> CycleFacts:
@@ -490,11 +583,29 @@ def _result(mw: ModelWindow, event: ProbeResult) -> None:
     if len(mw.spend) > SPEND_MEMORY:
         mw.spend_cut_at = mw.spend[-SPEND_MEMORY - 1].at
         del mw.spend[:-SPEND_MEMORY]
+    if facts is not None and not event.control and event.outcome != "not_applicable":
+        facts.ttft.setdefault(event.provider, []).append(event.reply.ttft_ms)  # msgspec: a fresh {} per cycle
+        if event.outcome != "pass" and len(facts.failures) < FAILURE_MEMORY:
+            facts.failures.append(failed_probe(event))
     if not event.control and event.outcome != "not_applicable":
         pf = mw.providers.setdefault(event.provider, ProviderFacts())
         pf.ttft = [*pf.ttft, (event.cycle, event.reply.ttft_ms)]
         cycles = list(dict.fromkeys(c for c, _ in pf.ttft))[-TTFT_CYCLES:]
         pf.ttft = [(c, ms) for c, ms in pf.ttft if c in cycles]
+
+
+def failed_probe(event: ProbeResult) -> FailedProbe:
+    """What the provider page shows of a probe that did not pass (the reply's start, the failing checks)."""
+    checks = [c for a in event.attempts for c in a.checks] if event.attempts else list(event.checks)
+    evidence = [{"check": c.check, "outcome": c.outcome, "reason": c.reason, "evidence": c.evidence}
+                for c in checks if c.outcome != "pass"][:8]
+    r = event.reply
+    return FailedProbe(task_id=event.task_id, cycle=event.cycle, provider=event.provider, kind=event.kind,
+                       at=event.at, outcome=event.outcome, reason=event.reason, language=event.language,
+                       http_status=r.http_status, finish_reason=r.finish_reason, served_by=r.served_by,
+                       ttft_ms=r.ttft_ms, total_ms=r.total_ms, excerpt=r.first_bytes[:EXCERPT_CHARS],
+                       error=r.error[:EXCERPT_CHARS] if r.error else None, evidence=evidence,
+                       attempts=max(1, len(event.attempts)))
 
 
 def _closed(mw: ModelWindow, event: CycleClosed) -> None:
@@ -519,14 +630,16 @@ def _verdict(mw: ModelWindow, event: CycleVerdict) -> None:
 
 def _decided(mw: ModelWindow, event: Decision) -> None:
     view = DecisionView(at=event.at, action=event.action, reason=event.reason, detail=event.detail,
-                        mode=event.mode, until=event.until, kind=event.kind, decision_id=event.decision_id)
+                        mode=event.mode, until=event.until, kind=event.kind, decision_id=event.decision_id,
+                        ladder_level=event.ladder_level, actor=event.actor, cycles=list(event.cycles),
+                        evidence=list(event.evidence))
     if event.provider:
         pf = mw.providers.setdefault(event.provider, ProviderFacts())
         if any(d.decision_id == view.decision_id for d in pf.decisions):
             return
-        pf.decisions = sorted([*pf.decisions, view], key=lambda d: d.at)[-DECISION_MEMORY:]
+        pf.decisions = sorted([*pf.decisions, view], key=lambda d: d.at)[-mw.decision_memory:]
     elif not any(d.decision_id == view.decision_id for d in mw.decisions):
-        mw.decisions = sorted([*mw.decisions, view], key=lambda d: d.at)[-DECISION_MEMORY:]
+        mw.decisions = sorted([*mw.decisions, view], key=lambda d: d.at)[-mw.decision_memory:]
 
 
 # -- spend -------------------------------------------------------------------------------------------------

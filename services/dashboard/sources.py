@@ -8,8 +8,9 @@ ago) into a :class:`~reverie_canary.services.dashboard.core.LogWindow`, then
 follows the log from where it stopped (``canary status --watch``).  It writes
 nothing anywhere.
 
-The NATS credential is the settings' one: the ``operator`` user may read the
-streams and the bucket (``shared/nats/server.conf``).
+The NATS credential is the settings' one: the ``operator`` user (``canary
+status``) or the read-only ``dashboard`` user (``canary dashboard``, ``canary
+incident``) may read the streams and the bucket (``shared/nats/server.conf``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from reverie_canary.services.dashboard.core import (
     SPEND_WINDOW_S,
     FleetStatus,
     LogWindow,
+    SnapshotMark,
+    add_snapshot,
     fleet_status,
     model_status,
 )
@@ -35,8 +38,9 @@ from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 
 #: What the window folds: listings and closes, results, verdicts, decisions (and snapshots, to notice them).
+#: Operator commands too: the provider page shows overrides and lifts, who and why.
 WINDOW_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_VERDICTS,
-                                        subjects.ALL_DECISIONS, subjects.ALL_ROUTING])
+                                        subjects.ALL_DECISIONS, subjects.ALL_ROUTING, subjects.ALL_OPS])
 #: The longest one read of the log may take (s): a bound, not an expectation (a day of a large fleet reads in seconds).
 READ_TIMEOUT_S = 120.0
 #: Types whose arrival changes what ``canary status`` shows at a glance (a refresh of ``--watch``).
@@ -56,12 +60,12 @@ class FleetReader:
     """
 
     def __init__(self, settings: Settings, *, window_s: float = SPEND_WINDOW_S, idle_s: float = 2.0,
-                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 read_timeout_s: float = READ_TIMEOUT_S, window: LogWindow | None = None) -> None:
         self.settings = settings
         self.window_s = window_s
         self.idle_s = idle_s
         self.read_timeout_s = read_timeout_s
-        self.window = LogWindow()
+        self.window = window or LogWindow()
         self.nc: Any = None
         self.js: Any = None
         self.kv: Any = None
@@ -159,6 +163,42 @@ class FleetReader:
             return codec.SNAPSHOT.decode(entry.value)
         except Undecodable as exc:
             raise SourceError(f"the snapshot of {model} in {ROUTING_BUCKET} is unreadable: {exc}") from exc
+
+    async def snapshot_history(self, model: str) -> list[SnapshotMark]:
+        """The model's snapshots the KV bucket still keeps (its history: the last versions), oldest first.
+
+        Raises:
+            SourceError: the bucket cannot be read.
+        """
+        from nats.js.errors import BucketNotFoundError, NoKeysError, NotFoundError
+
+        try:
+            if self.kv is None:
+                self.kv = await self.js.key_value(ROUTING_BUCKET)
+            entries = await asyncio.wait_for(self.kv.history(subjects.kv_key(model)), timeout=10.0)
+        except NoKeysError:
+            return []
+        except (BucketNotFoundError, NotFoundError) as exc:
+            raise SourceError(f"no KV bucket {ROUTING_BUCKET} (run canary init)") from exc
+        except Exception as exc:
+            raise SourceError(f"reading the history of {ROUTING_BUCKET} failed: {exc!r}") from exc
+        marks = []
+        for entry in entries:
+            if not entry.value:
+                continue
+            try:
+                s = codec.SNAPSHOT.decode(entry.value)
+            except Undecodable:
+                continue  # the router never wrote it; the look-back says what it knows
+            marks.append(SnapshotMark(version=s.version, at=s.at, entries=list(s.entries)))
+        return marks
+
+    async def merge_history(self, model: str) -> None:
+        """Add the bucket's kept snapshots of ``model`` to the window (the log read may start after the one in
+        force at a look-back's time)."""
+        mw = self.window.model(model)
+        for mark in await self.snapshot_history(model):
+            add_snapshot(mw, mark)
 
     async def judge_state(self, model: str) -> ModelState | None:
         """The judge's stored state of ``model`` (``None``: nothing in Redis)."""

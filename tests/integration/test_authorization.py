@@ -190,3 +190,34 @@ async def test_a_command_dressed_as_another_message_is_refused(secured):
         await waits.holds(unchanged, for_s=0.5, what="the snapshot revision before the forged messages")
         assert (await kv.get(subjects.kv_key(MODEL))).revision == before
         await admin.close()
+
+
+async def test_the_dashboard_user_reads_the_log_and_the_bucket_and_publishes_nothing(secured):
+    """dashboard: status, the bucket's history and live subjects are readable; every canary.* publish is refused."""
+    from reverie_canary.services.dashboard.sources import FleetReader
+
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        admin = await connect(infra, "admin")
+        await first_revision(await admin.jetstream().key_value("canary-routing"))
+        async with FleetReader(settings_for(infra, "dashboard")) as reader:
+            await reader.follow()
+            fleet = await reader.status()
+            history = await reader.snapshot_history(MODEL)
+        assert fleet.models[0].ignore_list.version == history[-1].version >= 1
+        nc = await connect(infra, "dashboard")
+        live = await nc.subscribe(subjects.ALL_ROUTING)  # subscribe-only: live subjects are readable
+        js = nc.jetstream()
+        for subject, message in ((subjects.ops("override-add"), override("x/fp8", "c-dash")),
+                                 (subjects.decision(MODEL, "x/fp8"), suspend("x/fp8"))):
+            with pytest.raises((nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
+                                nats.errors.NoRespondersError)):
+                await js.publish(subject, codec.encode(message), timeout=1.0)
+        await live.unsubscribe()
+        await nc.close()
+        assert await stored_on(admin.jetstream(), subjects.ops("override-add")) == 0
+        await admin.close()
+    log = infra.nats_log.read_text()
+    assert 'user:dashboard" - Publish Violation - Subject "canary.ops.override-add"' in log
+    assert 'user:dashboard" - Publish Violation - Subject "canary.decisions.' in log

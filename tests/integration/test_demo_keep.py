@@ -75,15 +75,27 @@ async def test_status_against_a_kept_demo_names_every_provider_with_the_summarys
             progress.append(text)
             return text
 
+        dashboard_url = None
         while operator_env is None:
             text = await line()
             if text.strip().endswith("this demo's settings") and "operator.env" in text:
                 operator_env = text.split()[1]
+            if text.startswith("dashboard (read-only, live): "):
+                dashboard_url = text.split()[-1]
+        import httpx
+
+        async with httpx.AsyncClient(timeout=30) as http:  # before the cycle the status is compared on
+            page = await http.get(dashboard_url) if dashboard_url else None
+        dashboard_env = read_env(Path(operator_env).with_name("dashboard.env"))
+        incident = await asyncio.to_thread(CliRunner().invoke, app, [
+            "incident", "--model", "deepseek/deepseek-chat-v3.1", "--at", time.strftime("%H:%M:%S", time.gmtime()),
+            "--window", "30s", "--json"], env=dashboard_env)
         while not (await line()).startswith("-- cycle"):
             pass
         await asyncio.sleep(0.5)  # the cycle's decisions reach the router (as the demo's own summary waits)
         status = await asyncio.to_thread(CliRunner().invoke, app, ["status", "--json"],
                                          env=read_env(Path(operator_env)))
+
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
@@ -98,3 +110,10 @@ async def test_status_against_a_kept_demo_names_every_provider_with_the_summarys
         expected = "suspended" if info["suspended"] else "active"
         assert rows[provider]["state"] == expected, (provider, rows[provider]["state"], info)
     assert model["ignore_list"]["ignored"] == summary["ignore"]
+    # the kept demo printed its dashboard's URL; the page names every provider; incident reads as the dashboard user
+    assert dashboard_url and dashboard_url.startswith("http://127.0.0.1:"), "".join(progress[-30:])
+    assert page.status_code == 200 and all(f'data-provider="{p}"' in page.text for p in summary["providers"])
+    assert dashboard_env["NATS_USER"] == "dashboard"
+    assert incident.exit_code == 0, incident.output
+    answer = json.loads(incident.stdout)
+    assert answer["snapshot_version"] >= 1 and {p["provider"] for p in answer["providers"]} == set(rows)

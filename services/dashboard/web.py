@@ -1,0 +1,412 @@
+"""``canary dashboard``: the read-only operator pages, served by a small process of their own.
+
+A Starlette app with server-rendered Jinja2 templates and one server-sent
+event stream; every asset (templates, CSS, the few lines of JavaScript that
+swap a model's matrix when a cycle closes) ships in the package, nothing comes
+from a CDN and nothing is built.  The pages are views of the one read model
+(:mod:`reverie_canary.services.dashboard.core` and
+:mod:`~reverie_canary.services.dashboard.pages`), read by the same
+:class:`~reverie_canary.services.dashboard.sources.FleetReader` as ``canary
+status``, with the ``dashboard`` NATS user (subscribe-only: it may read the
+log and the bucket, publish nothing; ``shared/nats/server.conf``).
+
+Routes (every one ``GET``; the app changes nothing anywhere):
+
+- ``/``: the fleet, per model (``?cycles=N``, 1..:data:`MAX_CYCLES`);
+- ``/fragment/model?model=M``: one model's section (what the live update swaps in);
+- ``/provider?model=M&provider=P``: one provider in depth;
+- ``/notices``: what operators were told (the notifier's delivery book), newest first;
+- ``/lookback?model=M&at=T&window=45m``: the look-back form and its answer;
+- ``/events``: the server-sent event stream (``event: cycle`` when a cycle closed,
+  a decision or a snapshot arrived);
+- ``/api/fleet``, ``/api/lookback``: the same views as JSON; ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from reverie_canary.services.dashboard import pages
+from reverie_canary.services.dashboard.core import (
+    LogWindow,
+    ModelStatus,
+    provider_detail,
+    to_builtins,
+    to_json,
+)
+from reverie_canary.services.dashboard.sources import REFRESH_ON, FleetReader, SourceError
+from reverie_canary.services.judge.core import Policy
+from reverie_canary.shared import clock
+from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.timefmt import age_text, utc_text
+
+log = structlog.get_logger("reverie_canary.dashboard")
+
+#: The default address: loopback only (the pages name every provider and reason; put a proxy with
+#: authentication in front to show them further).
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8477
+#: The most cycles one row may show, and the most server-sent event streams at once (beyond: 503).
+MAX_CYCLES = 200
+MAX_STREAMS = 32
+#: How often the dashboard looks for new log events (s), and sends a keep-alive comment on a quiet stream (s).
+POLL_S = 1.0
+KEEPALIVE_S = 15.0
+#: Rows of the notices page.
+NOTICES_LIMIT = 100
+
+_PACKAGE = resources.files("reverie_canary.services.dashboard")
+
+
+def asset_dir(name: str) -> Path:
+    """The packaged ``templates`` or ``static`` directory."""
+    return Path(str(_PACKAGE / name))
+
+
+def sparkline(values: list[float | None], width: int = 96, height: int = 18) -> str:
+    """The ``points`` of an SVG polyline for ``values`` (``None``: a gap is skipped), scaled to the box."""
+    known = [(i, v) for i, v in enumerate(values) if v is not None]
+    if not known:
+        return ""
+    top = max(v for _, v in known) or 1.0
+    step = width / max(1, len(values) - 1)
+    return " ".join(f"{i * step:.1f},{height - 1 - (v / top) * (height - 2):.1f}" for i, v in known)
+
+
+def _templates() -> Jinja2Templates:
+    t = Jinja2Templates(directory=str(asset_dir("templates")))
+    env = t.env
+    env.filters["utc"] = lambda at: utc_text(at)
+    env.filters["age"] = age_text
+    env.filters["clock"] = lambda at: utc_text(at, precision="clock", missing="-")
+    env.filters["tojson_pretty"] = lambda v: json.dumps(to_builtins(v), indent=1, ensure_ascii=False, default=str)
+    env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline)
+    env.trim_blocks = env.lstrip_blocks = True
+    return t
+
+
+class Dashboard:
+    """The dashboard's state: one :class:`FleetReader` following the log, and the live streams waiting on it.
+
+    Use as an async context manager (it connects, reads the window, and follows
+    the log every :data:`POLL_S` seconds until it exits).
+
+    Args:
+        settings: the deployment's settings with the ``dashboard`` credential.
+        cycles: cycles per row (the window keeps two more).
+        poll_s: how often to look for new log events (s).
+    """
+
+    def __init__(self, settings: Settings, *, cycles: int = pages.DEFAULT_CYCLES, poll_s: float = POLL_S) -> None:
+        self.settings = settings
+        self.cycles = max(1, min(cycles, MAX_CYCLES))
+        self.poll_s = poll_s
+        self.reader = FleetReader(settings, window=LogWindow(cycle_memory=self.cycles + 2, decision_memory=64))
+        self.version = 0
+        self.changed = asyncio.Condition()
+        self.streams = 0
+        self.closing = False
+        self.problem: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Dashboard:
+        await self.reader.__aenter__()
+        try:
+            await self.reader.follow()
+        except BaseException:
+            await self.reader.__aexit__(None, None, None)
+            raise
+        self._task = asyncio.create_task(self._follow(), name="dashboard-follow")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.closing = True
+        async with self.changed:
+            self.changed.notify_all()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self.reader.__aexit__(*exc)
+
+    async def _follow(self) -> None:
+        while not self.closing:
+            await asyncio.sleep(self.poll_s)
+            try:
+                async with self._lock:
+                    events = await self.reader.follow()
+                if self.problem:
+                    log.info("dashboard_reads_again")
+                self.problem = None
+            except SourceError as exc:
+                if str(exc) != self.problem:
+                    log.warning("dashboard_cannot_read", error=str(exc))
+                self.problem = str(exc)
+                continue
+            if any(type(e).__name__ in REFRESH_ON for e in events):
+                async with self.changed:
+                    self.version += 1
+                    self.changed.notify_all()
+
+    # -- the views -------------------------------------------------------------------------------------
+
+    async def fleet(self, models: list[str] | None = None, cycles: int | None = None) -> list[pages.ModelMatrix]:
+        """One :class:`~reverie_canary.services.dashboard.pages.ModelMatrix` per model (default: every configured)."""
+        async with self._lock:
+            status = await self.reader.status(models)
+            return [pages.model_matrix(m, self.reader.window.models.get(m.model), cycles or self.cycles)
+                    for m in status.models]
+
+    async def model_status(self, model: str) -> ModelStatus:
+        async with self._lock:
+            return (await self.reader.status([model])).models[0]
+
+    async def provider(self, model: str, provider: str) -> pages.ProviderPage:
+        """The provider page.
+
+        Raises:
+            KeyError: the model has no such provider.
+        """
+        async with self._lock:
+            status = (await self.reader.status([model])).models[0]
+            state = await self.reader.judge_state(model)
+            snapshot = await self.reader.snapshot(model)
+            window = self.reader.window.models.get(model)
+            detail = provider_detail(status, provider, state=state, window=window,
+                                     policy=Policy.from_settings(self.settings))
+            return pages.provider_page(detail, window, now=status.at,
+                                       snapshot_entries=list(snapshot.entries) if snapshot else [],
+                                       cycles=self.cycles)
+
+    async def notices(self) -> dict[str, Any]:
+        """The notifier's delivery book (dead, pending, recent), read as ``canary notices list`` reads it."""
+        from reverie_canary.canary.cli_notices import read_book
+
+        return await read_book(self.settings, None, NOTICES_LIMIT)
+
+    async def lookback(self, model: str, at: datetime, window_s: float, kind: str | None = None,
+                       language: str | None = None) -> pages.Lookback:
+        """The look-back (see :func:`~reverie_canary.services.dashboard.pages.lookback`), read for its own window."""
+        return await read_lookback(self.settings, model, at, window_s, kind=kind, language=language)
+
+
+async def read_lookback(settings: Settings, model: str, at: datetime, window_s: float, *, kind: str | None = None,
+                        language: str | None = None, now: datetime | None = None) -> pages.Lookback:
+    """Read the log from a little before ``at - window_s`` to now, and the bucket's history; build the look-back.
+
+    The read is its own (not the dashboard's window): a look-back can reach as
+    far back as the log keeps.  Bounded: at most :data:`LOOKBACK_CYCLES` cycles
+    are kept (the oldest beyond it are dropped and the answer says so).
+
+    Raises:
+        SourceError: NATS, the bucket or Redis could not be read.
+    """
+    from reverie_canary.services.dashboard.served import read_served
+
+    now = now or clock.now()
+    start = at.timestamp() - window_s - 2 * settings.cycle_interval_s
+    span_s = max(now.timestamp() - start, 60.0)
+    cycles = min(LOOKBACK_CYCLES, int(span_s / settings.cycle_interval_s) + 4)
+    reader = FleetReader(settings, window_s=span_s, window=LogWindow(cycle_memory=cycles, decision_memory=64))
+    async with reader:
+        await reader.follow()
+        await reader.merge_history(model)
+        served = await read_served(reader, model, at, window_s)
+    view = pages.lookback(model, at=at, window_s=window_s, now=now, window=reader.window.models.get(model),
+                          control_tags=set(settings.controls.values()), kind=kind, language=language,
+                          served=served, log_since=reader.window.since)
+    if int(span_s / settings.cycle_interval_s) + 4 > LOOKBACK_CYCLES:
+        view = _with_problem(view, f"the read keeps the last {LOOKBACK_CYCLES} cycles: 'failed since' covers "
+                                   "those only")
+    return view
+
+
+def _with_problem(view: pages.Lookback, problem: str) -> pages.Lookback:
+    import msgspec
+
+    return msgspec.structs.replace(view, problems=[*view.problems, problem])
+
+
+#: The most cycles one look-back read keeps (a month of 30-minute cycles and then some).
+LOOKBACK_CYCLES = 2000
+
+
+def create_app(dashboard: Dashboard) -> Starlette:
+    """The Starlette app of a started :class:`Dashboard` (read-only: every route is a GET)."""
+    templates = _templates()
+    settings = dashboard.settings
+
+    def cycles_of(request: Request) -> int:
+        try:
+            return max(1, min(MAX_CYCLES, int(request.query_params.get("cycles", dashboard.cycles))))
+        except ValueError:
+            return dashboard.cycles
+
+    def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        context.setdefault("problem", dashboard.problem)
+        context.setdefault("models", list(settings.models))
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def error(request: Request, text: str, status_code: int) -> Response:
+        return page(request, "error.html", status_code=status_code, message=text)
+
+    def model_of(request: Request) -> str | None:
+        model = request.query_params.get("model") or (settings.models[0] if settings.models else None)
+        return model if model in settings.models else None
+
+    async def fleet(request: Request) -> Response:
+        try:
+            matrices = await dashboard.fleet(cycles=cycles_of(request))
+        except SourceError as exc:
+            return error(request, str(exc), 503)
+        return page(request, "fleet.html", matrices=matrices, version=dashboard.version, cycles=cycles_of(request))
+
+    async def fragment(request: Request) -> Response:
+        model = model_of(request)
+        if model is None:
+            return HTMLResponse("unknown model", status_code=404)
+        try:
+            (matrix,) = await dashboard.fleet([model], cycles=cycles_of(request))
+        except SourceError as exc:
+            return HTMLResponse(str(exc), status_code=503)
+        return templates.TemplateResponse(request, "_model.html", {"m": matrix, "version": dashboard.version})
+
+    async def provider(request: Request) -> Response:
+        model, name = model_of(request), request.query_params.get("provider", "")
+        if model is None or not name:
+            return error(request, "give ?model= (a configured model) and &provider=", 400)
+        try:
+            view = await dashboard.provider(model, name)
+        except KeyError:
+            return error(request, f"{name} is not a provider of {model} in what the canary read", 404)
+        except SourceError as exc:
+            return error(request, str(exc), 503)
+        return page(request, "provider.html", p=view)
+
+    async def notices(request: Request) -> Response:
+        try:
+            book = await dashboard.notices()
+        except Exception as exc:  # Redis unreachable: said on the page, not a traceback
+            return error(request, f"the notifier's delivery book (Redis) could not be read: {exc}", 503)
+        rows = sorted([{**r, "section": s} for s in ("dead", "pending", "recent") for r in book[s]],
+                      key=lambda r: r.get("delivered_at") or r.get("dead_at") or r.get("last_attempt_at")
+                      or r.get("first_attempt_at") or "", reverse=True)
+        return page(request, "notices.html", rows=rows, book=book)
+
+    def lookback_args(request: Request) -> tuple[str, datetime, float, str | None, str | None]:
+        q = request.query_params
+        model = model_of(request)
+        if model is None:
+            raise ValueError(f"unknown model {q.get('model')!r}; one of {', '.join(settings.models)}")
+        at = pages.parse_at(q.get("at", ""), clock.now())
+        window_s = pages.parse_window(q.get("window") or "45m")
+        return model, at, window_s, q.get("kind") or None, q.get("language") or None
+
+    async def lookback(request: Request) -> Response:
+        form = {k: request.query_params.get(k, "") for k in ("model", "at", "window", "kind", "language")}
+        if not form["at"]:
+            return page(request, "lookback.html", form=form, view=None, message=None)
+        try:
+            model, at, window_s, kind, language = lookback_args(request)
+            view = await dashboard.lookback(model, at, window_s, kind, language)
+        except ValueError as exc:
+            return page(request, "lookback.html", form=form, view=None, message=str(exc), status_code=400)
+        except SourceError as exc:
+            return page(request, "lookback.html", form=form, view=None, message=str(exc), status_code=503)
+        return page(request, "lookback.html", form=form, view=view, message=None)
+
+    async def api_fleet(request: Request) -> Response:
+        try:
+            matrices = await dashboard.fleet(cycles=cycles_of(request))
+        except SourceError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        return Response(to_json(matrices), media_type="application/json")
+
+    async def api_lookback(request: Request) -> Response:
+        try:
+            view = await dashboard.lookback(*lookback_args(request))
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except SourceError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        return Response(to_json(view), media_type="application/json")
+
+    async def events(request: Request) -> Response:
+        if dashboard.streams >= MAX_STREAMS:
+            return Response(f"at most {MAX_STREAMS} live streams at once", status_code=503)
+
+        async def stream():
+            dashboard.streams += 1
+            try:
+                seen = dashboard.version
+                yield f"retry: 2000\nevent: hello\ndata: {json.dumps({'version': seen})}\n\n"
+                while not dashboard.closing:
+                    async with dashboard.changed:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(dashboard.changed.wait_for(
+                                lambda: dashboard.version != seen or dashboard.closing), timeout=KEEPALIVE_S)
+                    if dashboard.closing:
+                        return
+                    if dashboard.version == seen:
+                        yield ": keep-alive\n\n"
+                        continue
+                    seen = dashboard.version
+                    yield f"event: cycle\ndata: {json.dumps({'version': seen})}\n\n"
+            finally:
+                dashboard.streams -= 1
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": dashboard.problem is None, "problem": dashboard.problem,
+                             "version": dashboard.version}, status_code=200 if dashboard.problem is None else 503)
+
+    return Starlette(routes=[
+        Route("/", fleet),
+        Route("/fragment/model", fragment),
+        Route("/provider", provider),
+        Route("/notices", notices),
+        Route("/lookback", lookback),
+        Route("/events", events),
+        Route("/api/fleet", api_fleet),
+        Route("/api/lookback", api_lookback),
+        Route("/healthz", healthz),
+        Mount("/static", app=StaticFiles(directory=str(asset_dir("static"))), name="static"),
+    ])
+
+
+@contextlib.asynccontextmanager
+async def serve_dashboard(settings: Settings, *, host: str = DEFAULT_HOST, port: int = 0,
+                          cycles: int = pages.DEFAULT_CYCLES, poll_s: float = POLL_S):
+    """Start the dashboard (reader + HTTP server); yield its URL (``http://host:port/``).
+
+    Raises:
+        SourceError: NATS, the bucket or Redis could not be read at start.
+        OSError: the address cannot be bound.
+    """
+    from reverie_canary.simulator.server import serve
+
+    async with Dashboard(settings, cycles=cycles, poll_s=poll_s) as dashboard:
+        async with serve(create_app(dashboard), host=host, port=port, shutdown_timeout_s=1.0) as url:
+            try:
+                yield url.removesuffix("/api/v1") + "/"
+            finally:  # end the live streams first, or the server waits for them on its way out
+                dashboard.closing = True
+                async with dashboard.changed:
+                    dashboard.changed.notify_all()
