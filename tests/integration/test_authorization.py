@@ -205,7 +205,9 @@ async def test_the_dashboard_user_reads_the_log_and_the_bucket_and_publishes_not
             await reader.follow()
             fleet = await reader.status()
             history = await reader.snapshot_history(MODEL)
+            logged = [m.version for m in reader.window.models[MODEL].snapshots]
         assert fleet.models[0].ignore_list.version == history[-1].version >= 1
+        assert logged and logged[-1] == history[-1].version  # the log was read too, not only the bucket
         nc = await connect(infra, "dashboard")
         live = await nc.subscribe(subjects.ALL_ROUTING)  # subscribe-only: live subjects are readable
         js = nc.jetstream()
