@@ -34,6 +34,7 @@
   function connect() {
     var live = document.getElementById("live");
     if (!window.EventSource || !document.getElementById("fleet")) { return; }
+    if (new URLSearchParams(window.location.search).get("live") === "0") { live.textContent = "not live (?live=0)"; return; }
     var source = new EventSource("/events");
     source.addEventListener("hello", function () { live.setAttribute("data-state", "on"); live.textContent = "live"; });
     source.addEventListener("cycle", refreshModels);

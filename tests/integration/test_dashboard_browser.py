@@ -1,0 +1,304 @@
+"""The dashboard in a real browser (Debian's headless Chromium through Selenium), against a running demo.
+
+The demo runs as ``canary demo --keep`` runs it (the same pipeline, its dashboard
+on a free loopback port as the read-only ``dashboard`` user) in a thread of its
+own for the whole module; the browser is Debian's ``/usr/bin/chromium`` driven by
+``/usr/bin/chromedriver`` (packages chromium and chromium-driver; ``.ci/run``
+installs them).  Nothing downloads a browser: Selenium gets both paths and
+``SE_OFFLINE``.  Every page is saved as a screenshot under ``tmp/artefacts/``
+(``CANARY_ARTEFACTS`` elsewhere); ``CANARY_WRITE_DOCS=1`` also writes the fleet
+live fleet page to ``docs/dashboard-fleet.png``, the README's image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from reverie_canary.canary.demo import pipeline
+from reverie_canary.services.judge.replay import read_log
+from reverie_canary.shared.service import nats_connect
+from reverie_canary.shared.snapshots import IgnoreSnapshot
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+ARTEFACTS = Path(os.environ.get("CANARY_ARTEFACTS") or ROOT / "tmp" / "artefacts")
+MODEL = "deepseek/deepseek-chat-v3.1"
+#: Two suspensions the default scenario makes (lambda: slow first token; baseten: broken JSON).
+SUSPENDED = ("lambda/fp8", "baseten/fp8")
+
+
+class RunningDemo:
+    """A demo pipeline running in its own thread and event loop; :meth:`call` runs a coroutine there (bounded)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stop: asyncio.Event | None = None
+        self.p = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="dashboard-demo", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+            async with pipeline(workdir=self.workdir, scenario="default", dashboard=True) as p:
+                self.p = p
+                self.ready.set()
+                await self.stop.wait()
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # said by the fixture, not lost in the thread
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    def call(self, coro, timeout_s: float = 60.0):
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout_s)
+
+    def close(self) -> None:
+        if self.loop is not None and self.stop is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=60)
+
+
+def _browser_or_skip() -> None:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        message = (f"{', '.join(missing)} not installed (Debian packages chromium and chromium-driver; "
+                   ".ci/run installs them)")
+        if os.environ.get("CANARY_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    _browser_or_skip()
+    running = RunningDemo(tmp_path_factory.mktemp("dashboard-demo"))
+    running.thread.start()
+    assert running.ready.wait(timeout=120), "the demo did not start within 120 s"
+    if running.error is not None:
+        raise running.error
+    try:
+        # two failed cycles suspend each of SUSPENDED; on a loaded machine a cycle can lose its probes
+        for n in range(4, 12):
+            assert running.call(running.p.wait_cycles(n), timeout_s=90), "the demo stopped closing cycles"
+            if set(SUSPENDED) <= set(running.call(running.p.summary())["ignore"]):
+                break
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="module")
+def browser(demo):
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must never look for a browser to download
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+                "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def url(demo, path: str, **query: str) -> str:
+    return demo.p.dashboard_url.rstrip("/") + path + (("?" + urllib.parse.urlencode(query)) if query else "")
+
+
+def screenshot(driver, name: str) -> Path:
+    """Save the page (its whole height) as ``<ARTEFACTS>/<name>.png``."""
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return Math.min(document.documentElement.scrollHeight, 4000)")
+    driver.set_window_size(1400, max(700, height))
+    path = ARTEFACTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)
+    return path
+
+
+CELLS_JS = """return Array.from(document.querySelectorAll('section.model td.cell')).map(c =>
+    [c.dataset.provider, Number(c.dataset.cycleNo), c.dataset.verdict, c.textContent, c.getAttribute('aria-label'),
+     c.getAttribute('title'), c.tabIndex]);"""
+
+
+def expected_cells(summary) -> dict[tuple[str, int], str]:
+    """(provider, cycle no) -> verdict, from the demo's summary (its observer saw every verdict in order)."""
+    numbers = [c["cycle_no"] for c in summary["probes"]]
+    out = {}
+    for provider, info in summary["providers"].items():
+        assert len(info["verdicts"]) == len(numbers), (provider, info["verdicts"], numbers)
+        out.update({(provider, n): v for n, v in zip(numbers, info["verdicts"])})
+    return out
+
+
+def test_the_fleet_matrix_shows_every_provider_and_cycle_with_the_verdicts_of_the_demo_summary(demo, browser):
+    """One row per provider, one lettered cell per closed cycle, each the summary's verdict; the label says why."""
+    browser.get(url(demo, "/", live="0"))
+    cells = browser.execute_script(CELLS_JS)
+    summary = demo.call(demo.p.summary())
+    screenshot(browser, "fleet")
+    want = expected_cells(summary)
+    seen = {(p, n): (verdict, letter, label, title, tab) for p, n, verdict, letter, label, title, tab in cells}
+    shown = max(n for _, n in seen)
+    assert {p for p, _ in seen} == set(summary["providers"])
+    assert set(seen) <= set(want), set(seen) - set(want)  # every column is a cycle of the demo
+    due = {key for key in want if key[1] <= shown}  # closed before the page was read
+    assert due <= set(seen), sorted(due - set(seen))
+    assert len({n for _, n in due}) >= 4
+    letters = {"passed": "P", "failed": "F", "frozen": "Z", "blind": "B", "not_probed": "N"}
+    for key in due:
+        verdict, letter, label, title, tab = seen[key]
+        assert verdict == want[key], (key, verdict, want[key])
+        assert letter == letters[verdict] and tab == 0 and label == title
+        assert label.startswith(f"{key[0]}, cycle #{key[1]}: {verdict.replace('_', ' ')}")
+    slow = [seen[k] for k in due if k[0] == "lambda/fp8" and want[k] == "failed"]
+    assert slow and all("failing kinds:" in s[2] and "ttft_exceeded" in s[2] for s in slow)
+    broken = [seen[k] for k in due if k[0] == "baseten/fp8" and want[k] == "failed"]
+    assert broken and all("structured" in s[2] for s in broken)
+    states = dict(browser.execute_script(
+        "return Array.from(document.querySelectorAll('tr[data-state]')).map(r => [r.dataset.provider, r.dataset.state]);"))
+    for provider in summary["ignore"]:
+        assert states[provider] == "suspended", (provider, states[provider])
+    page = browser.find_element("css selector", "section.model").text
+    assert f"v{summary['snapshot_version']}" in page or "ignore list v" in page
+
+
+def test_a_new_cycle_appears_without_a_reload(demo, browser):
+    """The server-sent event of a closed cycle swaps the model's matrix in place: a new column, the same page."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url(demo, "/"))
+    WebDriverWait(browser, 15).until(lambda d: d.find_element("id", "live").text == "live")
+    browser.execute_script("window.__notReloaded = 'same page';")
+    before = browser.execute_script(
+        "return Math.max(...Array.from(document.querySelectorAll('td.cell')).map(c => Number(c.dataset.cycleNo)));")
+    WebDriverWait(browser, 40, poll_frequency=0.25).until(lambda d: d.execute_script(
+        "return Math.max(...Array.from(document.querySelectorAll('td.cell')).map(c => Number(c.dataset.cycleNo)));")
+        > before)
+    assert browser.execute_script("return window.__notReloaded;") == "same page"
+    assert browser.find_elements("css selector", "section.model.fresh")  # swapped in by the live update
+    path = screenshot(browser, "fleet-live")
+    if os.environ.get("CANARY_WRITE_DOCS"):  # the README's image: the live fleet page
+        shutil.copyfile(path, ROOT / "docs" / "dashboard-fleet.png")
+
+
+def test_keyboard_navigation_reaches_every_cell(demo, browser):
+    """Tab walks through every cell of the matrix in reading order; the arrow keys move between neighbours."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(url(demo, "/", live="0", cycles="12"))
+    cells = browser.execute_script(CELLS_JS)
+    rows = len({c[0] for c in cells})
+    browser.execute_script("""window.__focused = [];
+        document.addEventListener('focusin', e => { const t = e.target;
+          if (t.classList.contains('cell')) window.__focused.push([t.dataset.provider, Number(t.dataset.cycleNo)]); });
+        document.querySelector('section.model a').focus();""")  # the first row's link, just before its cells
+    ActionChains(browser).send_keys(Keys.TAB * (len(cells) + rows + 2)).perform()
+    focused = [tuple(x) for x in browser.execute_script("return window.__focused;")]
+    assert focused == [(c[0], c[1]) for c in cells]
+    first = browser.find_element("css selector", "section.model td.cell")
+    first.click()
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT, Keys.ARROW_DOWN).perform()
+    now = browser.execute_script("const a = document.activeElement; return [a.dataset.provider, "
+                                 "Number(a.dataset.cycleNo)];")
+    by_row = {}
+    for provider, number, *_ in cells:
+        by_row.setdefault(provider, []).append(number)
+    providers = list(by_row)
+    assert tuple(now) == (providers[1], by_row[providers[1]][1])
+
+
+def suspended(demo):
+    """A provider with an enforced suspension in the judge's record, and that suspension."""
+    record = demo.call(demo.p.judge_record())
+    held = {n: ps.suspension for n, ps in record.state.providers.items()
+            if ps.suspension is not None and ps.suspension.enforced}
+    name = next(p for p in SUSPENDED if p in held)
+    return name, held[name]
+
+
+def test_the_provider_page_of_a_suspended_provider_shows_the_failed_probes_behind_its_suspension(demo, browser):
+    """Each cycle the suspension rests on has its failed probes on the page, with the reply and the evidence."""
+    name, suspension = suspended(demo)
+    browser.get(url(demo, "/provider", model=MODEL, provider=name))
+    assert browser.find_element("id", "state").text.startswith("suspended")
+    rows = browser.execute_script("""return Array.from(document.querySelectorAll(
+        'table[data-section=behind] tr.failure')).map(r => [r.dataset.cycle, r.dataset.kind,
+        r.querySelector('td:nth-child(4)').textContent, r.querySelector('pre.excerpt') !== null]);""")
+    screenshot(browser, "provider")
+    assert {cycle for cycle, *_ in rows} == set(suspension.cycles), (rows, suspension.cycles)
+    assert all(outcome == "fail" and has_reply for _, _, outcome, has_reply in rows)
+    ladder = browser.find_element("id", "ladder").text
+    assert "suspend" in ladder and "enforce" in ladder
+
+
+def test_the_look_back_inside_a_suspension_names_that_provider_as_ignored_with_the_snapshot_version(demo, browser):
+    """The form, filled as a support person would: the suspended provider reads ignored, with the version in force."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    name, suspension = suspended(demo)
+
+    async def snapshots() -> list[IgnoreSnapshot]:
+        nc = await nats_connect(demo.p.settings)
+        try:
+            return [e.event for e in await read_log(nc.jetstream(), judge_only=False)
+                    if isinstance(e.event, IgnoreSnapshot)]
+        finally:
+            await nc.close()
+
+    logged = sorted(demo.call(snapshots()), key=lambda s: s.version)
+    first = next(s for s in logged if name in s.ignore_at(s.at) and s.at >= suspension.since)
+    at = first.at.replace(microsecond=0) + (first.at - first.at.replace(microsecond=0)).__class__(seconds=1)
+    assert at < suspension.until
+    version = max(s.version for s in logged if s.at <= at)
+    browser.get(url(demo, "/lookback"))
+    Select(browser.find_element(By.NAME, "model")).select_by_visible_text(MODEL)
+    browser.find_element(By.NAME, "at").send_keys(at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    window = browser.find_element(By.NAME, "window")
+    window.clear()
+    window.send_keys("1m")
+    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    answer = browser.find_element(By.ID, "answer")
+    screenshot(browser, "lookback")
+    assert answer.get_attribute("data-snapshot-version") == str(version)
+    assert browser.find_element(By.ID, "snapshot").text == f"v{version}"
+    row = browser.find_element(By.CSS_SELECTOR, f'tr[data-provider="{name}"]')
+    assert row.get_attribute("data-routing") == "ignored" and "suspension" in row.text
+    healthy = browser.find_element(By.CSS_SELECTOR, 'tr[data-provider="deepinfra/fp8"]')
+    assert healthy.get_attribute("data-routing") == "eligible"
+
+
+def test_the_notices_page_lists_what_operators_were_told_newest_first(demo, browser):
+    """The notifier's delivery book: the demo's signed webhook deliveries, the suspensions among them."""
+    browser.get(url(demo, "/notices"))
+    screenshot(browser, "notices")
+    rows = browser.execute_script("""return Array.from(document.querySelectorAll('#notices tbody tr')).map(r =>
+        Array.from(r.cells).map(c => c.textContent));""")
+    assert len(rows) >= len(SUSPENDED), rows
+    assert any(row[4] == "suspend" and row[6] in SUSPENDED for row in rows), rows
+    stamps = [row[0] for row in rows]
+    assert stamps == sorted(stamps, reverse=True)
