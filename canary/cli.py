@@ -284,6 +284,35 @@ def asyncapi(
     typer.echo(f"wrote {path}")
 
 
+@app.command("redis-acl")
+def redis_acl(
+    out: Annotated[Optional[Path], typer.Option("--out", help="write the file (mode 0600) instead of printing it")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Write the ACL file redis-server loads (--aclfile): a Redis user per service, a reader and an admin.
+
+    Rules from shared/redis/users.acl; the key patterns under CANARY_NAMESPACE; each user's password
+    from CANARY_REDIS_<USER>_PASSWORD (or CANARY_REDIS_<USER>_PASSWORD_FILE), written as its SHA-256
+    (the file holds no password). Exit 2 when a password is missing.
+    """
+    from reverie_canary.shared.auth import redis_passwords_from, render_redis_acl
+
+    settings = _settings(config)
+    try:
+        text = render_redis_acl(redis_passwords_from(os.environ), settings.namespace)
+    except ConfigError as exc:
+        typer.echo(error_line(str(exc)), err=True)
+        raise typer.Exit(2) from exc
+    if out is None:
+        sys.stdout.write(text)
+        return
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(out, 0o600)
+    typer.echo(f"wrote {out}")
+
+
 def main() -> None:
     """Console-script entry point: errors become one line on stderr, not a traceback.
 

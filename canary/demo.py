@@ -33,7 +33,8 @@ from reverie_canary.canary.runtime import SERVICES, running
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared import clock, codec, ids, metrics, subjects
-from reverie_canary.shared.auth import generate_passwords, server_config, server_env
+from reverie_canary.shared.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
+                                        redis_url_without_credential, render_redis_acl, server_config, server_env)
 from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
@@ -52,6 +53,11 @@ SUMMARY_CYCLES = 30
 TTFT_THRESHOLD_S = 1.0
 
 
+def demo_namespace() -> str:
+    """The demo's key namespace in Redis: one per process."""
+    return f"demo{os.getpid()}"
+
+
 def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url: str, model: str,
                   controls: dict[str, str]) -> Settings:
     """Settings of the demo: compressed time, enforce mode, embedded servers."""
@@ -63,7 +69,7 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         openrouter_base_url=gateway_url,
         openrouter_api_key="",
         models=[model],
-        namespace=f"demo{os.getpid()}",
+        namespace=demo_namespace(),
         cycle_interval_s=CYCLE_S,
         probe_window_s=CYCLE_S * 0.8,
         ttft_threshold_s=TTFT_THRESHOLD_S,
@@ -260,7 +266,7 @@ class Pipeline:
 
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
                  passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
-                 dashboard_url: str | None = None) -> None:
+                 dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None) -> None:
         self.settings = settings
         #: the read-only dashboard's URL (``None``: not started)
         self.dashboard_url = dashboard_url
@@ -268,12 +274,25 @@ class Pipeline:
         self.gateway_url = gateway_url
         self.scenario = scenario
         self.passwords = passwords
+        #: Redis user -> password (``shared/redis/users.acl``); ``settings`` connects as admin
+        self.redis_passwords = redis_passwords or {}
         #: service -> its /metrics URL (``/healthz`` and ``/readyz`` beside it)
         self.metrics_urls = metrics_urls or {}
 
     def settings_for(self, user: str) -> Settings:
-        """The demo's settings with ``user``'s NATS credential (operator, backend, a service)."""
-        return self.settings.replace(nats_user=user, nats_password=self.passwords[user])
+        """The demo's settings with ``user``'s NATS and Redis credentials (operator, backend, a service).
+
+        Redis: a service its own user, the operator and the dashboard the read-only ``reader``
+        (status, explain, replay, report, the pages), the chat backend none (it never reads Redis).
+        """
+        own = self.settings.replace(nats_user=user, nats_password=self.passwords[user])
+        redis_user = "reader" if user in ("operator", "dashboard") else user
+        if redis_user in self.redis_passwords:
+            return own.replace(redis_url=redis_url_for(self.settings.redis_url, redis_user,
+                                                       self.redis_passwords[redis_user]))
+        if self.redis_passwords:
+            return own.replace(redis_url=redis_url_without_credential(self.settings.redis_url))
+        return own
 
     async def wait_cycles(self, n: int, stop: asyncio.Event | None = None) -> bool:
         """Wait until ``n`` cycles closed; ``False`` if stopped or stuck (no cycle for 6 intervals)."""
@@ -327,15 +346,20 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     controls = dict(getattr(loaded, "controls", {}) or {})
     sink = out or open(os.devnull, "w")  # noqa: SIM115
     passwords = generate_passwords()
+    redis_passwords = generate_redis_passwords()
+    namespace = overrides.get("namespace") or demo_namespace()
+    acl = render_redis_acl(redis_passwords, namespace)
     try:
-        async with embedded.aservers(workdir, server_config(), server_env(passwords)) as (nats_server, redis_server):
+        async with embedded.aservers(workdir, server_config(), server_env(passwords),
+                                     redis_acl=acl) as (nats_server, redis_server):
             gateway = create_gateway(loaded, sentences_dir=sentences)
             observer = Observer(sink, model, probers)
             notice_secret = "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES[0])).decode()
             async with serve(gateway) as gateway_url, \
                     serve(notice_receiver(notice_secret, observer.on_notice)) as receiver_url:
+                admin_redis = redis_url_for(redis_server.url, "admin", redis_passwords["admin"])
                 settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
-                                         redis_url=redis_server.url, gateway_url=gateway_url, model=model,
+                                         redis_url=admin_redis, gateway_url=gateway_url, model=model,
                                          controls=controls)
                 settings = settings.replace(nats_user="admin", nats_password=passwords["admin"],
                                             notify_urls={"demo": receiver_url.removesuffix("/api/v1") + "/notices"},
@@ -351,10 +375,11 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                 await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
                 started = time.monotonic()
                 try:
-                    async with running(settings, probers=probers, passwords=passwords):
+                    async with running(settings, probers=probers, passwords=passwords,
+                                       redis_passwords=redis_passwords):
                         urls = {name: url for name, url in metrics.urls().items() if name in SERVICES}
                         observer.print(f"all five services up in {time.monotonic() - started:.1f} s, each with "
-                                       "its own NATS credential; waiting for cycle 1 ...")
+                                       "its own NATS and Redis credential; waiting for cycle 1 ...")
                         if urls:
                             observer.print("metrics (/healthz and /readyz beside each): "
                                            + "  ".join(f"{name} {url}" for name, url in urls.items()))
@@ -364,10 +389,13 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                                 from reverie_canary.services.dashboard.web import serve_dashboard
 
                                 dashboard_url = await stack.enter_async_context(serve_dashboard(
-                                    settings.replace(nats_user="dashboard", nats_password=passwords["dashboard"]),
+                                    settings.replace(nats_user="dashboard", nats_password=passwords["dashboard"],
+                                                     redis_url=redis_url_for(redis_server.url, "reader",
+                                                                             redis_passwords["reader"])),
                                     poll_s=0.5))
                                 observer.print(f"dashboard (read-only, live): {dashboard_url}")
-                            yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url)
+                            yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
+                                           redis_passwords)
                 finally:
                     await nc.drain()
     finally:

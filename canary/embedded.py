@@ -160,19 +160,31 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
     return _start("nats-server", "nats", command, workdir, port, env)
 
 
-def start_redis(workdir: Path, port: int | None = None, *, password: str | None = None) -> RunningServer:
+def start_redis(workdir: Path, port: int | None = None, *, password: str | None = None,
+                acl: str | None = None) -> RunningServer:
     """Start ``redis-server`` on 127.0.0.1 without persistence, files in ``workdir``.
 
     Args:
         password: require it (``requirepass``); the URL returned does not carry it.
+        acl: the text of an ACL file (:func:`reverie_canary.shared.auth.render_redis_acl`),
+            written to ``workdir/users.acl`` (mode 0600) and loaded with ``--aclfile``.
 
     Raises:
         ServerUnavailable: binary missing or the server did not come up.
     """
     binary = find_redis_server()
+    acl_args: list[str] = []
+    if acl is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        acl_file = workdir / "users.acl"
+        fd = os.open(acl_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(acl)
+        acl_args = ["--aclfile", str(acl_file)]
 
     def command(p: int) -> list[str]:
         auth = ["--requirepass", password] if password else []
+        auth += acl_args
         return [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", str(workdir), "--logfile", str(workdir / f"redis-{p}.log"), "--daemonize", "no", *auth]
 
@@ -203,12 +215,12 @@ def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
 
 
 @contextlib.contextmanager
-def servers(workdir: Path, nats_config: Path | None = None,
-            nats_env: dict[str, str] | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
-    """Run NATS and Redis for the duration of the block."""
+def servers(workdir: Path, nats_config: Path | None = None, nats_env: dict[str, str] | None = None,
+            redis_acl: str | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
+    """Run NATS and Redis (with the ACL file ``redis_acl``, when given) for the duration of the block."""
     nats_server = start_nats(workdir / "nats", nats_config, env=nats_env)
     try:
-        redis_server = start_redis(workdir / "redis")
+        redis_server = start_redis(workdir / "redis", acl=redis_acl)
     except BaseException:
         nats_server.stop()
         raise
@@ -220,10 +232,10 @@ def servers(workdir: Path, nats_config: Path | None = None,
 
 
 @contextlib.asynccontextmanager
-async def aservers(workdir: Path, nats_config: Path | None = None,
-                   nats_env: dict[str, str] | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
+async def aservers(workdir: Path, nats_config: Path | None = None, nats_env: dict[str, str] | None = None,
+                   redis_acl: str | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
     """Async form of :func:`servers` (starts them in a thread)."""
-    cm = servers(workdir, nats_config, nats_env)
+    cm = servers(workdir, nats_config, nats_env, redis_acl)
     pair = await asyncio.to_thread(cm.__enter__)
     try:
         yield pair

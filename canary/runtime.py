@@ -15,6 +15,7 @@ from faststream import FastStream
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import metrics, streams
+from reverie_canary.shared.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
@@ -54,7 +55,8 @@ def factory(name: str) -> Callable[[Settings], FastStream]:
 
 @contextlib.asynccontextmanager
 async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVICES,
-                  *, probers: int = 1, passwords: dict[str, str] | None = None) -> AsyncIterator[list[FastStream]]:
+                  *, probers: int = 1, passwords: dict[str, str] | None = None,
+                  redis_passwords: dict[str, str] | None = None) -> AsyncIterator[list[FastStream]]:
     """Start the named services (each its own broker connection) and stop them on exit.
 
     Args:
@@ -63,6 +65,9 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
         probers: how many prober replicas (one shared durable).
         passwords: user -> password; each service then connects as its own
             NATS user (``shared/nats/server.conf``).
+        redis_passwords: Redis user -> password; each service then connects to
+            ``settings.redis_url`` as its own Redis user (``shared/redis/users.acl``),
+            the prober with no credential (it keeps no state).
 
     Raises:
         ServiceStuck: when a service does not start within :data:`START_S`.
@@ -74,6 +79,9 @@ async def running(settings: Settings, names: tuple[str, ...] | list[str] = SERVI
     try:
         for name in start_order(names):
             own = settings.replace(nats_user=name, nats_password=passwords[name]) if passwords else settings
+            if redis_passwords:
+                own = own.replace(redis_url=redis_url_for(settings.redis_url, name, redis_passwords[name])
+                                  if name in redis_passwords else redis_url_without_credential(settings.redis_url))
             replicas = probers if name == "prober" else 1
             for i in range(replicas):
                 if replicas > 1:  # each replica signs its results with an id of its own (ProbeResult.prober)
@@ -138,16 +146,20 @@ async def _ignore(exc: Exception) -> None:
 
 
 async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redis_needed: bool,
-                                streams_needed: bool = True,
+                                streams_needed: bool = True, names: tuple[str, ...] | list[str] = (),
                                 waiting_endpoints: list[metrics.Endpoint] | tuple = ()) -> bool:
     """Wait until NATS (and Redis, and the streams, when needed) are there; ``False`` if stopped first.
 
     Services start in any order in a deployment (compose starts containers
     together): a service waits for its bus instead of dying, and says so, in
     its log and on the ``/readyz`` of ``waiting_endpoints`` (503 with the problems).
+    A Redis that refuses the credential is not waited for (``names``: the services, for the message).
+
+    Raises:
+        ConfigError: Redis refused the credential of ``settings.redis_url``.
     """
     from reverie_canary.shared.logging import get as get_logger
-    from reverie_canary.shared.service import nats_connect, redis_client
+    from reverie_canary.shared.service import nats_connect, redis_client, redis_refusal, redis_refused
 
     log = get_logger("runtime")
     delay, said = 0.5, 0.0
@@ -175,6 +187,8 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
             try:
                 await client.ping()
             except Exception as exc:
+                if redis_refusal(exc):  # a wrong credential does not heal by waiting: refuse to start
+                    raise redis_refused(settings, "+".join(dict.fromkeys(names)) or "canary", exc) from None
                 problems.append(f"Redis at {masked_url(settings.redis_url)}: {type(exc).__name__}")
             finally:
                 await client.aclose()
@@ -213,7 +227,7 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
             held.append(name)
             if endpoint is not None:
                 endpoints.append(endpoint)
-        if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"},
+        if not await wait_for_dependencies(settings, stop, redis_needed=set(names) != {"prober"}, names=names,
                                            waiting_endpoints=endpoints):
             return
         async with running(settings, names, probers=probers):

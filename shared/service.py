@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,10 @@ import nats
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoPermissionError as RedisNoPermissionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from faststream import AckPolicy, FastStream
 from faststream.nats import JStream, NatsMessage, PullSub
@@ -34,7 +38,7 @@ from reverie_canary.shared import metrics, streams
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.errors import ConfigError, Transient
 from reverie_canary.shared.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
@@ -92,6 +96,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     """
     return aioredis.from_url(
         settings.redis_url,
+        **_REDIS_CONNECT,
         socket_connect_timeout=5,
         socket_timeout=REDIS_COMMAND_TIMEOUT_S,
         health_check_interval=REDIS_HEALTH_CHECK_S,
@@ -107,8 +112,56 @@ def redis_watch_client(settings: Settings) -> aioredis.Redis:
     the services' own clients (:func:`redis_client`) ride through a short outage
     by retrying, which would hide it from the log and from ``/readyz``.
     """
-    return aioredis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=1,
+    return aioredis.from_url(settings.redis_url, **_REDIS_CONNECT, socket_connect_timeout=1, socket_timeout=1,
                              retry=Retry(NoBackoff(), 0))
+
+
+#: Options of every Redis connection: no ``CLIENT SETINFO`` on connect (redis-py's default), which
+#: the per-service users of ``shared/redis/users.acl`` may not run (Redis 7.0 does not know it at all)
+#: and which would fill the server's ACL LOG with denials.
+#: (redis-py 7.1+ calls it ``driver_info``, older ones ``lib_name`` / ``lib_version``.)
+_REDIS_CONNECT: dict[str, Any] = (
+    {"driver_info": None} if "driver_info" in inspect.signature(aioredis.connection.AbstractConnection.__init__).parameters
+    else {"lib_name": None, "lib_version": None})
+
+
+def redis_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` says that Redis refused this credential, rather than that it is unreachable."""
+    return isinstance(exc, (RedisAuthenticationError, RedisNoPermissionError))
+
+
+def _user_of(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).username or "(none)"
+
+
+def redis_refused(settings: Settings, service: str, exc: BaseException) -> ConfigError:
+    """The one-line error of a service whose Redis credential is refused (no password in it)."""
+    reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return ConfigError(f"{service}: Redis at {masked_url(settings.redis_url)} refused user {_user_of(settings.redis_url)}"
+                       f" ({reason}): set REDIS_URL to redis://<user>:<password>@host (shared/redis/users.acl)")
+
+
+async def check_redis_credential(settings: Settings, service: str) -> None:
+    """Refuse to start when Redis refuses ``settings.redis_url``'s credential (one PING, 1 s).
+
+    An unreachable Redis is not refused here: the service starts, its watch logs the
+    outage and its stores retry (DESIGN.md, "The canary's own health").
+
+    Raises:
+        ConfigError: a wrong password, an unknown or disabled user, no user where the
+            server has no default user, or a user that may not PING.
+    """
+    client = redis_watch_client(settings)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        if redis_refusal(exc):
+            raise redis_refused(settings, service, exc) from None
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
 
 
 async def _raw_body(msg: NatsMessage) -> bytes:
@@ -293,6 +346,8 @@ class Shell:
             if self._endpoint.users == 1:
                 self.log.info("metrics_serving", url=self._endpoint.url, healthz=f"{self._endpoint.base_url}/healthz",
                               readyz=f"{self._endpoint.base_url}/readyz")
+        if self.redis_link is not None:
+            await check_redis_credential(self.settings, self.name)
         await ensure_streams(self.settings)
         if self.redis_link is not None:
             self._health_redis = redis_watch_client(self.settings)

@@ -492,23 +492,33 @@ def with_secret_files(env: Mapping[str, str]) -> Mapping[str, str]:
             continue
         if env.get(name, ""):
             raise ConfigError(f"{name} and {name}_FILE are both set: set one of them")
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(SECRET_FILE_MAX_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror or exc}") from None
-        if len(raw) > SECRET_FILE_MAX_BYTES:
-            raise ConfigError(f"{name}_FILE: {path} is larger than {SECRET_FILE_MAX_BYTES} bytes")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ConfigError(f"{name}_FILE: {path} is not UTF-8 text") from None
-        if text.endswith("\r\n"):
-            text = text[:-2]
-        elif text.endswith("\n"):
-            text = text[:-1]
-        changes[name] = text
+        changes[name] = read_secret_file(name, path)
     return {**env, **changes} if changes else env
+
+
+def read_secret_file(name: str, path: str) -> str:
+    """The content of the secret file ``path`` given as ``<name>_FILE``, one trailing newline stripped.
+
+    Raises:
+        ConfigError: when the file is missing, unreadable, larger than :data:`SECRET_FILE_MAX_BYTES`
+            or not UTF-8 (the message names the variable and the path, never the content).
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(SECRET_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{name}_FILE: cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > SECRET_FILE_MAX_BYTES:
+        raise ConfigError(f"{name}_FILE: {path} is larger than {SECRET_FILE_MAX_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{name}_FILE: {path} is not UTF-8 text") from None
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    return text
 
 
 def _split_list(value: str) -> list[str]:

@@ -14,7 +14,7 @@ from reverie_canary.canary.demo import pipeline
 from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.judge.replay import diff_states, read_log, refold
 from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import nats_connect
+from reverie_canary.shared.service import nats_connect, redis_client
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration
@@ -29,8 +29,13 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
         assert await p.wait_cycles(4)
         summary = await p.summary()
         replay_differences, replayed_suspends = await _replay(p)
-        cli = await asyncio.to_thread(_replay_cli, p.settings)
+        # as an operator runs it: the operator's NATS user, the read-only Redis user
+        cli = await asyncio.to_thread(_replay_cli, p.settings_for("operator"))
+        denied = await _acl_denials(p.settings)
 
+    # every service ran as its own Redis user (shared/redis/users.acl) and none was refused a
+    # command or a key: the ACL grants what the pipeline needs
+    assert denied == []
     # the live Redis state is exactly the fold of the log (DESIGN.md: replay gives the same state)
     assert replay_differences == []
     assert replayed_suspends == sorted([BROKEN, SLOW])
@@ -71,6 +76,15 @@ def _replay_cli(settings):
            "CANARY_LADDER_S": ",".join(str(x) for x in settings.ladder_s),
            "CANARY_LADDER_RESET_S": str(settings.ladder_reset_s)}
     return CliRunner().invoke(app, ["replay"], env=env)
+
+
+async def _acl_denials(admin) -> list[tuple[str, str, str]]:
+    """Redis's ACL LOG of the pipeline's server: (user, reason, object) of every refused command or key."""
+    client = redis_client(admin)
+    try:
+        return [(e["username"], e["reason"], e["object"]) for e in await client.acl_log(count=100)]
+    finally:
+        await client.aclose()
 
 
 async def _replay(p) -> tuple[list[str], list[str]]:

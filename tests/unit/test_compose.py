@@ -31,7 +31,7 @@ def test_compose_runs_nats_redis_the_five_services_and_an_optional_simulator():
     for name in SERVICES:
         assert services[name]["command"] == ["run", name]
         env = services[name]["environment"]
-        assert env["NATS_URL"] == "nats://nats:4222" and env["REDIS_URL"].startswith("redis://redis:")
+        assert env["NATS_URL"] == "nats://nats:4222" and env["REDIS_URL"].endswith("redis:6379/0")
         assert env["NATS_USER"] == name
     assert services["simulator"]["profiles"] == ["simulator"]
     assert all("profiles" not in services[name] for name in SERVICES)
@@ -74,3 +74,21 @@ def test_prometheus_scrapes_each_service_on_its_standard_port():
         else:
             assert job["static_configs"] == [{"targets": [f"{name}:{STANDARD_METRICS_PORTS[name]}"]}]
     assert config["rule_files"] == ["alerts.yml"]
+
+
+def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_user():
+    """redis-acl renders shared/redis/users.acl, Redis loads it, every stateful service has its own user in REDIS_URL."""
+    from reverie_canary.shared.auth import REDIS_SERVICE_USERS, REDIS_USERS, redis_password_variable
+
+    services = _compose()["services"]
+    acl = services["redis-acl"]
+    assert acl["command"] == ["redis-acl", "--out", "/acl/users.acl"]
+    assert {redis_password_variable(u) for u in REDIS_USERS} <= set(acl["environment"])
+    assert services["redis"]["depends_on"]["redis-acl"]["condition"] == "service_completed_successfully"
+    assert "--aclfile /data/users.acl" in services["redis"]["command"][-1]
+    for name in SERVICES:
+        url = services[name]["environment"]["REDIS_URL"]
+        if name in REDIS_SERVICE_USERS:
+            assert url == f"redis://{name}:${{{redis_password_variable(name)}:?set in .env}}@redis:6379/0"
+        else:  # the prober keeps no state: no Redis credential at all
+            assert url == "redis://redis:6379/0"
