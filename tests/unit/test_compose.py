@@ -92,3 +92,6 @@ def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_u
             assert url == f"redis://{name}:${{{redis_password_variable(name)}:?set in .env}}@redis:6379/0"
         else:  # the prober keeps no state: no Redis credential at all
             assert url == "redis://redis:6379/0"
+    # the read-only dashboard reads the judge's state as the read-only reader
+    assert services["dashboard"]["environment"]["REDIS_URL"] == \
+        "redis://reader:${CANARY_REDIS_READER_PASSWORD:?set in .env}@redis:6379/0"
