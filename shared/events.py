@@ -56,7 +56,7 @@ FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_le
 MAX_PROBES_PER_ENDPOINT = 64
 #: The most checks of one reply, and the most requests of one probe (the language probe's
 #: confirmations make three).
-MAX_CHECKS = 16
+MAX_CHECKS = 24
 MAX_ATTEMPTS = 4
 
 #: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
