@@ -50,14 +50,23 @@ def demo(
     probers: Annotated[int, typer.Option(min=1, help="prober replicas sharing one durable consumer")] = 1,
     keep: Annotated[bool, typer.Option(help="after the cycles keep running until Ctrl-C, for the operator "
                                             "commands in another terminal")] = False,
+    gateway_fault: Annotated[Optional[list[str]], typer.Option(
+        "--gateway-fault", metavar="KIND:N[-M]",
+        help="make the simulated gateway refuse the canary from cycle N (to M): auth (401), credit (402), "
+             "forbidden (403), or down (connections refused), e.g. auth:3, down:2-3; repeatable")] = None,
 ) -> None:
     """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
     from reverie_canary.canary.demo import run_demo
     from reverie_canary.canary.embedded import ServerUnavailable
+    from reverie_canary.simulator.faults import parse_fault
 
     try:
+        faults = tuple(parse_fault(text) for text in gateway_fault or ())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gateway-fault") from exc
+    try:
         code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers,
-                                    keep=keep))
+                                    keep=keep, gateway_faults=faults))
     except ServerUnavailable as exc:
         typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(3) from exc

@@ -5,7 +5,10 @@ directory, the simulated OpenRouter gateway with a fleet of providers, and all
 five services; prints each cycle's verdicts, every decision and every change of
 the ignore list as they happen; stops after ``--cycles`` cycles (or Ctrl-C)
 and removes what it started.  With ``--json`` the progress goes to stderr and
-one JSON summary to stdout.
+one JSON summary to stdout.  ``--gateway-fault`` makes the simulated gateway
+refuse the canary's key (``auth:N`` 401, ``credit:N`` 402, ``forbidden:N``
+403) from the demo's cycle ``N`` on, or refuse connections (``down:N-M``), to
+show the canary going blind and seeing again (:mod:`reverie_canary.simulator.faults`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared import clock, codec, ids, metrics, subjects
 from reverie_canary.shared.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
                                         redis_url_without_credential, render_redis_acl, server_config, server_env)
-from reverie_canary.shared.events import CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
+from reverie_canary.shared.events import CycleUnplanned, CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
@@ -149,6 +152,13 @@ class Observer:
         self.cycle_times: list[float] = []
         self.notices: list[Notice] = []
         self.cycle_nos: set[int] = set()
+        self.first_seen = asyncio.Event()  # the first cycle of the demo has a number (for --gateway-fault)
+        self.unplanned: dict[int, CycleUnplanned] = {}
+
+    async def first_cycle_no(self) -> int:
+        """The cycle number (``epoch // interval``) of the demo's cycle 1, once discovery said it."""
+        await self.first_seen.wait()
+        return min(self.cycle_nos)
 
     def print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -189,6 +199,9 @@ class Observer:
         if v.common_mode:
             extra.append(f"common-mode frozen: {', '.join(v.common_mode)}")
         self.cycle_ids.append((v.cycle, v.cycle_no))
+        gone = self.unplanned.get(v.cycle_no)
+        if gone is not None:
+            extra.append(f"not planned: {gone.cause}" + (f" (HTTP {gone.http_status})" if gone.http_status else ""))
         self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {utc_text(v.at, precision='clock')}"
                    + (f"  [{'; '.join(extra)}]" if extra else ""))
         if self.probers > 1:
@@ -205,8 +218,12 @@ class Observer:
     async def on_discovery(self, msg) -> None:
         event = codec.ENDPOINTS_OR_CLOSE.decode(msg.data)
         self.cycle_nos.add(event.cycle_no)  # numbers the demo's cycles for the notices
+        self.first_seen.set()
         if isinstance(event, EndpointsDiscovered):  # a large listing comes in parts
             self.planned.setdefault(event.cycle, {})[event.part] = len(event.planned)
+        elif isinstance(event, CycleUnplanned):
+            self.unplanned[event.cycle_no] = event
+            self.print(f"   >> cycle #{event.cycle_no} could not be planned: {event.cause} - {event.detail[:160]}")
 
     async def on_result(self, msg) -> None:
         r: ProbeResult = codec.PROBE_RESULT.decode(msg.data)
@@ -243,6 +260,8 @@ def _state_label(state: ModelState, provider: str) -> dict[str, Any]:
         return {"state": "unknown"}
     if ps.suspension is not None and ps.suspension.enforced:
         label = "suspended"
+    elif ps.blind_since is not None:
+        label = "blind"
     elif ps.failed_streak:
         label = "failing"
     elif ps.frozen_streak:
@@ -258,6 +277,8 @@ def _state_label(state: ModelState, provider: str) -> dict[str, Any]:
         "frozen_streak": ps.frozen_streak,
         "ladder_level": ps.ladder_level,
         "until": ps.suspension.until.isoformat() if ps.suspension else None,
+        "blind": ps.blind_since is not None,
+        "held": ps.suspension is not None and ps.suspension.due is not None,
     }
 
 
@@ -266,7 +287,8 @@ class Pipeline:
 
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
                  passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
-                 dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None) -> None:
+                 dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None, *,
+                 gateway: Any = None, faults: tuple[Any, ...] = ()) -> None:
         self.settings = settings
         #: the read-only dashboard's URL (``None``: not started)
         self.dashboard_url = dashboard_url
@@ -278,6 +300,10 @@ class Pipeline:
         self.redis_passwords = redis_passwords or {}
         #: service -> its /metrics URL (``/healthz`` and ``/readyz`` beside it)
         self.metrics_urls = metrics_urls or {}
+        #: the simulated gateway (:class:`reverie_canary.simulator.gateway.Gateway`): ``outage`` refuses the key
+        self.gateway = gateway
+        #: the gateway faults the demo plays (``--gateway-fault``)
+        self.faults = faults
 
     def settings_for(self, user: str) -> Settings:
         """The demo's settings with ``user``'s NATS and Redis credentials (operator, backend, a service).
@@ -313,7 +339,7 @@ class Pipeline:
     async def summary(self) -> dict[str, Any]:
         """The machine-readable summary (see ``canary demo --json``)."""
         return {**await _summary(self.settings, self.observer, self.settings.models[0]),
-                "metrics": dict(self.metrics_urls)}
+                "metrics": dict(self.metrics_urls), "gateway_faults": [str(f) for f in self.faults]}
 
     async def judge_record(self) -> JudgeRecord:
         """The judge's stored record of the demo's model."""
@@ -323,6 +349,7 @@ class Pipeline:
 @contextlib.asynccontextmanager
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
+                   gateway_faults: tuple[Any, ...] = (),
                    **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
@@ -334,6 +361,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
         out: where progress lines go (default: nowhere).
         base: settings to start from (default: from the environment).
         dashboard: start the read-only dashboard too (on a free loopback port, as the ``dashboard`` user).
+        gateway_faults: :class:`reverie_canary.simulator.faults.GatewayFault` s to play, switched at the
+            demo's cycle boundaries (the first that holds in a cycle wins).
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -355,8 +384,9 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
             gateway = create_gateway(loaded, sentences_dir=sentences)
             observer = Observer(sink, model, probers)
             notice_secret = "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES[0])).decode()
-            async with serve(gateway) as gateway_url, \
-                    serve(notice_receiver(notice_secret, observer.on_notice)) as receiver_url:
+            async with serve(gateway) as served_url, \
+                    serve(notice_receiver(notice_secret, observer.on_notice)) as receiver_url, \
+                    _faulty_front(served_url, gateway_faults) as gateway_url:
                 admin_redis = redis_url_for(redis_server.url, "admin", redis_passwords["admin"])
                 settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
                                          redis_url=admin_redis, gateway_url=gateway_url, model=model,
@@ -374,6 +404,10 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                 await nc.subscribe(subjects.ALL_DECISIONS, cb=observer.on_decision)
                 await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
                 started = time.monotonic()
+                driver = None
+                if gateway_faults:
+                    driver = asyncio.create_task(_drive_faults(gateway_faults, observer, gateway.state.gateway,
+                                                               _FRONTS.get(gateway_url), settings.cycle_interval_s))
                 try:
                     async with running(settings, probers=probers, passwords=passwords,
                                        redis_passwords=redis_passwords):
@@ -395,16 +429,62 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                                     poll_s=0.5))
                                 observer.print(f"dashboard (read-only, live): {dashboard_url}")
                             yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
-                                           redis_passwords)
+                                           redis_passwords, gateway=gateway.state.gateway,
+                                           faults=tuple(gateway_faults))
                 finally:
+                    if driver is not None:
+                        driver.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await driver
                     await nc.drain()
     finally:
         if out is None:
             sink.close()
 
 
+#: Fronts that refuse connections for a ``down`` fault, by the URL the services use.
+_FRONTS: dict[str, Any] = {}
+
+
+@contextlib.asynccontextmanager
+async def _faulty_front(url: str, faults: tuple[Any, ...]):
+    """The gateway's URL as the services see it: behind a :class:`~reverie_canary.simulator.faults.Front`
+    that can refuse connections when a ``down`` fault is played, else the gateway's own."""
+    if not any(f.kind == "down" for f in faults):
+        yield url
+        return
+    import httpx
+
+    from reverie_canary.simulator.faults import Front
+
+    target = httpx.URL(url)
+    front = Front(target.host, target.port)
+    port = await front.up()
+    front_url = f"http://127.0.0.1:{port}/api/v1"
+    _FRONTS[front_url] = front
+    try:
+        yield front_url
+    finally:
+        _FRONTS.pop(front_url, None)
+        await front.down()
+
+
+async def _drive_faults(faults: tuple[Any, ...], observer: Observer, gateway: Any, front: Any,
+                        interval_s: float) -> None:
+    """Play the gateway faults at the demo's cycle boundaries (:func:`reverie_canary.simulator.faults.drive`)."""
+    from reverie_canary.simulator.faults import drive
+
+    async def switch(fault) -> None:
+        gateway.outage = fault.status if fault is not None else None
+        if front is not None:
+            await (front.down() if fault is not None and fault.kind == "down" else front.up())
+        observer.print(f"   >> simulated gateway: {('fault ' + str(fault)) if fault is not None else 'serving again'}")
+
+    await drive(faults, observer.first_cycle_no, interval_s, switch)
+
+
 async def run_demo(cycles: int, as_json: bool, scenario: str = "default", sentences: str | None = None,
-                   probers: int = 1, keep: bool = False) -> int:
+                   probers: int = 1, keep: bool = False, gateway_faults: tuple[Any, ...] = ()) -> int:
     """Run the demo; returns the process exit code.
 
     With ``keep``, after the cycles everything keeps running until Ctrl-C, and
@@ -429,7 +509,7 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
         print(f"canary demo: starting NATS (JetStream) and Redis in {tmp} ...", file=out, flush=True)
         print(f"running {cycles} cycles; Ctrl-C stops early", file=out, flush=True)
         async with pipeline(workdir=Path(tmp), scenario=scenario, sentences=sentences, probers=probers,
-                            out=out, dashboard=True) as p:
+                            out=out, dashboard=True, gateway_faults=gateway_faults) as p:
             completed = await p.wait_cycles(cycles, stop)
             if keep and completed and not stop.is_set():
                 files = write_env_files(p, Path(tmp))
@@ -542,6 +622,9 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
         "decisions": [{"action": d.action, "provider": d.provider, "reason": d.reason,
                        "until": d.until.isoformat() if d.until else None} for d in observer.decisions],
         "notices": observer.notice_entries(settings.cycle_interval_s),
+        "canary": {"blind": record.state.blind_since is not None, "cause": record.state.blind_cause or None,
+                   "since": record.state.blind_since.isoformat() if record.state.blind_since else None,
+                   "unplanned": sorted(observer.unplanned)},
     }
 
 
@@ -565,7 +648,7 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
 
 
 def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
-    print("\n== summary (verdict per cycle: p passed, F failed, f frozen) ==", file=out)
+    print("\n== summary (verdict per cycle: p passed, F failed, f frozen, b blind) ==", file=out)
     for provider, info in summary["providers"].items():
         marks = [v[0].upper() if v == "failed" else v[0] for v in info["verdicts"]]
         if len(marks) > SUMMARY_CYCLES:  # a long --keep run: the last cycles only (--json has them all)
@@ -574,6 +657,10 @@ def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
         flag = "SUSPENDED" if info["suspended"] else info["state"]
         print(f"   {provider:<28} {verdicts:<20} {flag}", file=out)
     print(f"   ignore list: {json.dumps({'ignore': summary['ignore']})}", file=out)
+    canary = summary.get("canary") or {}
+    if canary.get("blind"):
+        print(f"   the canary is BLIND ({canary['cause']}) since {canary['since']}: nothing is judged, "
+              "suspensions that come due are held", file=out)
     totals: Counter[str] = Counter()
     for cycle in summary.get("probes", []):
         totals.update(cycle["by_prober"])

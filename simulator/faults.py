@@ -10,10 +10,10 @@ these are about the gateway itself, the answers that mean the canary cannot see
 - ``down:N-M`` -- the gateway refuses connections in cycles ``N`` to ``M``.
 
 Each form takes ``N`` (to the end) or ``N-M`` (cycles ``N`` to ``M``, both
-included).  :class:`Front` is a TCP front of the gateway that can refuse
-connections for real (its listening socket closes, so a connect gets
-``ECONNREFUSED``), and :func:`drive` switches a fault on and off at the demo's
-cycle boundaries.
+included); several faults may be given (the first that holds in a cycle wins).
+:class:`Front` is a TCP front of the gateway that can refuse connections for
+real (its listening socket closes, so a connect gets ``ECONNREFUSED``), and
+:func:`drive` switches the faults at the demo's cycle boundaries.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 #: The HTTP answer of each key fault (``down`` has none: no connection at all).
@@ -131,33 +131,37 @@ class Front:
             self._pipes -= {writer, up_writer}
 
 
-async def drive(fault: GatewayFault, first_cycle_no: Callable[[], Awaitable[int]], interval_s: float,
-                switch: Callable[[bool], Awaitable[None]], *, cycles: int | None = None) -> None:
-    """Switch ``fault`` on and off at the demo's cycle boundaries.
+def fault_at(faults: Sequence[GatewayFault], cycle: int) -> GatewayFault | None:
+    """The fault that holds in the demo's cycle ``cycle``: the first of ``faults`` that does, or ``None``."""
+    return next((f for f in faults if f.active(cycle)), None)
+
+
+async def drive(faults: Sequence[GatewayFault], first_cycle_no: Callable[[], Awaitable[int]], interval_s: float,
+                switch: Callable[[GatewayFault | None], Awaitable[None]]) -> None:
+    """Switch the gateway's faults at the demo's cycle boundaries.
 
     Args:
-        fault: what to do in which cycles.
+        faults: what to do in which cycles (:func:`fault_at` picks per cycle).
         first_cycle_no: waits for and returns the cycle number (``epoch // interval``) of the demo's cycle 1.
-        interval_s: the cycle interval.
-        switch: turns the fault on (``True``) or off; called at most once per cycle.
-        cycles: the demo's last cycle, if known (the driver ends there).
+        interval_s: the cycle interval (s).
+        switch: sets the gateway to a fault, or back to serving (``None``); called only on a change.
 
-    The switch for cycle ``n`` happens :data:`SWITCH_LEAD_SHARE` of an interval
-    before it starts; for cycle 1 at once.
+    The switch into cycle ``n`` happens :data:`SWITCH_LEAD_SHARE` of an
+    interval before the cycle starts (after the previous cycle's deadline,
+    before its listing); into cycle 1 at once.  Returns after the last change.
     """
-    on = fault.active(1)
-    if on:
-        await switch(True)
+    current = fault_at(faults, 1)
+    if current is not None:
+        await switch(current)
+    if not faults:
+        return
     first = await first_cycle_no()
-    n = 1
-    while cycles is None or n < cycles:
-        n += 1
-        if fault.last is not None and n > fault.last + 1:
-            return
-        want = fault.active(n)
-        if want == on:
+    horizon = max(f.last + 1 if f.last is not None else f.first for f in faults)
+    for n in range(2, horizon + 1):
+        want = fault_at(faults, n)
+        if want == current:
             continue
         at = (first + n - 1) * interval_s - SWITCH_LEAD_SHARE * interval_s
         await asyncio.sleep(max(0.0, at - time.time()))
         await switch(want)
-        on = want
+        current = want

@@ -175,10 +175,12 @@ def read_events_file(lines: Iterable[str]) -> list[Any]:
 
 
 #: The settings the judge's policy is made of (:meth:`Policy.from_settings`), but ``models``: a
-#: backtest folds every model of the log under both configurations.
-POLICY_SETTINGS: tuple[str, ...] = tuple(
+#: backtest folds every model of the log under both configurations; ``cycle_interval_s`` sets the hold.
+POLICY_SETTINGS: tuple[str, ...] = (*(
     f.name for f in msgspec.structs.fields(Policy)
-    if f.name != "models" and f.name in {g.name for g in msgspec.structs.fields(Settings)})
+    if f.name != "models" and f.name in {g.name for g in msgspec.structs.fields(Settings)}),
+    "cycle_interval_s",  # the blind hold is two cycle intervals (Policy.blind_hold_s)
+)
 
 
 class SettingDifference(msgspec.Struct, frozen=True, kw_only=True):
