@@ -14,7 +14,7 @@ import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import metrics, streams
+from reverie_canary.shared import metrics, retry, streams
 from reverie_canary.shared.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.logging import get as get_logger
@@ -162,7 +162,7 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
     from reverie_canary.shared.service import nats_connect, redis_client, redis_refusal, redis_refused
 
     log = get_logger("runtime")
-    delay, said = 0.5, 0.0
+    attempt, said = 0, 0.0
     while not stop.is_set():
         problems = []
         try:
@@ -199,8 +199,8 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
         if time.monotonic() - said > 10:
             log.warning("waiting_for_dependencies", problems=problems)
             said = time.monotonic()
-        await wait_event(stop, delay)
-        delay = min(delay * 2, 5.0)
+        attempt += 1
+        await wait_event(stop, retry.DEPENDENCY.delay(attempt))
     return False
 
 
@@ -270,7 +270,7 @@ async def initialise(settings: Settings, wait_s: float) -> None:
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
-    delay, last = 0.5, "no answer"
+    attempt, last = 0, "no answer"
     candidates = [f"$JS.API.{verb}.{name}" for name in (*(c.name for c in streams.stream_configs(settings)),
                                                          f"KV_{streams.ROUTING_BUCKET}")
                   for verb in ("STREAM.CREATE", "STREAM.UPDATE", "STREAM.INFO")]
@@ -320,8 +320,9 @@ async def initialise(settings: Settings, wait_s: float) -> None:
                         last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             finally:
                 await nc.close()
-        if loop.time() + delay >= deadline:
+        attempt += 1
+        remaining = deadline - loop.time()
+        if remaining <= 0.05:
             raise NatsUnanswered(f"NATS at {masked_url(settings.nats_url)} did not answer within {wait_s:g} s "
                                  f"(last: {last})")
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+        await asyncio.sleep(min(retry.DEPENDENCY.delay(attempt), remaining))

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import tempfile
 import time
 from collections.abc import Callable
@@ -219,19 +220,23 @@ class IgnoreListClient:
         kwargs: dict[str, Any] = {}
         if self.user:
             kwargs = {"user": self.user, "password": self.password}
-        delay = 0.2
+        attempt = 0
         while True:
             try:
+                # nats-py waits reconnect_time_wait between reconnects with no jitter of its own: drawn
+                # once per client, so that the replicas of a chat backend do not reconnect in step
                 return await nats.connect(
                     self.nats_url, name=f"canary-client-{self.model}", connect_timeout=2,
-                    max_reconnect_attempts=-1, reconnect_time_wait=1, allow_reconnect=True,
+                    max_reconnect_attempts=-1, reconnect_time_wait=random.uniform(0.5, 1.5), allow_reconnect=True,
                     disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
                     error_cb=self._error, **kwargs)
             except Exception as exc:  # NoServersError, OSError, auth errors: keep serving the cache
                 self._last_error = self._last_error or repr(exc)
                 self._set_problem(self._unreachable())
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                attempt += 1
+                # capped exponential backoff with full jitter (as reverie_canary.shared.retry, whose
+                # tenacity this light distribution does not depend on): uniform in [0, min(5, 0.2 * 2^n)]
+                await asyncio.sleep(random.uniform(0.0, min(5.0, 0.2 * 2 ** (attempt - 1))))
 
     async def _disconnected(self) -> None:
         self.connected = False

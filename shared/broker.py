@@ -36,7 +36,7 @@ from typing import Any
 from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from nats.errors import Error as NatsError
 
-from reverie_canary.shared import clock, codec, ids, metrics, subjects
+from reverie_canary.shared import clock, codec, ids, metrics, retry, subjects
 from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES, fit
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
@@ -86,7 +86,9 @@ def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] |
         settings.nats_url,
         name=f"canary-{service}",
         max_reconnect_attempts=-1,
-        reconnect_time_wait=1,
+        # nats-py has no reconnect jitter of its own: the wait is drawn once per connection so that
+        # the services and probers of a fleet do not all reconnect in step after an outage
+        reconnect_time_wait=retry.reconnect_wait_s(),
         connect_timeout=5,
         graceful_timeout=10.0,
         error_cb=nats_error_cb,
@@ -263,7 +265,7 @@ async def handle(
             metrics.of(service).inc("messages", outcome="term")
             return
         log.warning("message_retry", subject=delivery.subject, deliveries=delivery.deliveries, error=str(exc))
-        await msg.nack(delay=settings.retry_delay_s * delivery.deliveries)
+        await msg.nack(delay=retry.redelivery_delay(settings.retry_delay_s, delivery.deliveries))
         metrics.of(service).inc("messages", outcome="nak")
         return
     await msg.ack()

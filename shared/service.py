@@ -34,7 +34,7 @@ from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from reverie_canary.shared import metrics, streams
+from reverie_canary.shared import metrics, retry, streams
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
@@ -363,8 +363,8 @@ class Shell:
             self._tasks.append(asyncio.create_task(self._guard(loop), name=f"{self.name}-loop"))
 
     async def _guard(self, loop: Callable[[], Awaitable[None]]) -> None:
-        """Run a background loop for the life of the service: restart it after a crash (1 s .. 30 s)."""
-        delay = 1.0
+        """Run a background loop for the life of the service: restart it after a crash (:data:`retry.LOOP`)."""
+        crashes = 0
         while True:
             try:
                 await loop()
@@ -372,9 +372,10 @@ class Shell:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.log.error("background_loop_crashed", restart_in_s=delay, exc_info=True)
+                crashes += 1
+                delay = retry.LOOP.delay(crashes)
+                self.log.error("background_loop_crashed", restart_in_s=round(delay, 2), exc_info=True)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
 
     async def _stop_loops(self) -> None:
         """Cancel the background loops and wait for each, at most ``LOOP_STOP_S`` (:func:`reverie_canary.shared.aio.stop_task`).

@@ -22,7 +22,7 @@ import httpx
 from faststream import FastStream
 
 from reverie_canary.services.discovery.core import cycle_start, plan, split
-from reverie_canary.shared import clock, codec, ids, streams, subjects
+from reverie_canary.shared import clock, codec, ids, retry, streams, subjects
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.events import CycleClosed, CycleUnplanned, ProbeTask, RetestRequested
@@ -161,7 +161,7 @@ class Discovery:
         Returns:
             ``True`` when the plan was published, ``False`` when the cycle is unplanned.
         """
-        delay, attempts = 0.2, 0
+        attempts = 0
         cause, status, detail = "bus_unavailable", None, ""
         while True:
             attempts += 1
@@ -178,8 +178,7 @@ class Discovery:
             remaining = deadline_epoch - time.time()
             if remaining <= 0:
                 break
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, 10.0)
+            await asyncio.sleep(min(retry.GATEWAY.delay(attempts), remaining))
         await self.unplanned(model, cycle_no, cause=cause, http_status=status, detail=detail, attempts=attempts)
         return False
 
@@ -210,14 +209,15 @@ class Discovery:
         return published
 
     async def _retry(self, what: str, fn, until_epoch: float) -> bool:
-        delay = 0.2
+        """``fn()`` until it returns or ``until_epoch`` passes, retrying :class:`Transient` (:data:`retry.GATEWAY`)."""
+        attempt = 0
         while time.time() < until_epoch:
             try:
                 return bool(await fn())
             except Transient as exc:
+                attempt += 1
                 self.shell.log.warning(f"{what}_retry", error=str(exc))
-                await asyncio.sleep(min(delay, max(0.0, until_epoch - time.time())))
-                delay = min(delay * 2, 10.0)
+                await asyncio.sleep(min(retry.GATEWAY.delay(attempt), max(0.0, until_epoch - time.time())))
         return False
 
     async def run(self) -> None:
