@@ -169,8 +169,15 @@ def watch(
     def show(snapshot) -> None:
         print(json.dumps({"version": snapshot.version, "provider": client.provider()}), flush=True)
 
+    from reverie_canary.shared.tls import nats_tls
+
+    try:
+        tls = nats_tls(settings)
+    except ConfigError as exc:
+        typer.echo(error_line(str(exc)), err=True)
+        raise typer.Exit(2) from exc
     client = IgnoreListClient(settings.nats_url, target, user=settings.nats_user,
-                              password=settings.nats_password, cache_path=cache, on_change=show)
+                              password=settings.nats_password, cache_path=cache, on_change=show, tls=tls)
 
     async def main() -> int:
         await client.start()

@@ -137,17 +137,14 @@ def _since(since: str | None) -> datetime | None:
 
 async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
                        start: datetime | None, differences=None) -> int:
-    import nats
-
     from reverie_canary.services.judge.replay import backtest, diff_states, read_log, refold
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.service import nats_connect, redis_client
 
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS
     from reverie_canary.services.router.store import RedisRouterStore
 
-    kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)
     try:
@@ -155,7 +152,7 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         stored = await store.models()
         records = {m: await store.load(m) for m in stored}
         router_record = await RedisRouterStore(client, settings.namespace).load()
-        nc = await nats.connect(settings.nats_url, **kwargs)
+        nc = await nats_connect(settings)
         try:
             # always from the beginning: a fold that starts mid-log has no earlier state and
             # would invent decisions; --since only chooses which part of the timeline is shown
@@ -258,7 +255,7 @@ def explain(
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import explain_provider
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.service import nats_connect, redis_client
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -321,21 +318,18 @@ def report(
     log holds no events of a model (its source is gone: the stream was replaced,
     or the events expired), saying so.
     """
-    import nats
-
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
     from reverie_canary.services.judge.replay import read_log, refold
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.service import nats_connect, redis_client
 
     settings = _settings(config)
     models = [model] if model else list(settings.models)
     policy = Policy.from_settings(settings)
 
     async def load():
-        kwargs = {"user": settings.nats_user, "password": settings.nats_password} if settings.nats_user else {}
         client = redis_client(settings)
         try:
             store = RedisJudgeStore(client, settings.namespace)
@@ -344,7 +338,7 @@ def report(
         finally:
             await client.aclose()
         try:
-            nc = await nats.connect(settings.nats_url, allow_reconnect=False, **kwargs)
+            nc = await nats_connect(settings, allow_reconnect=False)
         except Exception as exc:
             raise _ReportError(f"cannot read the log: NATS at {settings.nats_url}: {exc!r}") from exc
         try:

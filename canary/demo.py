@@ -349,7 +349,7 @@ class Pipeline:
 @contextlib.asynccontextmanager
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
-                   gateway_faults: tuple[Any, ...] = (),
+                   gateway_faults: tuple[Any, ...] = (), tls: embedded.ServerTls | None = None,
                    **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
@@ -363,6 +363,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
         dashboard: start the read-only dashboard too (on a free loopback port, as the ``dashboard`` user).
         gateway_faults: :class:`reverie_canary.simulator.faults.GatewayFault` s to play, switched at the
             demo's cycle boundaries (the first that holds in a cycle wins).
+        tls: run NATS and Redis with TLS only (``tls://``, ``rediss://``); give the
+            clients' CA and certificate files in ``overrides`` (``nats_ca_file`` ...).
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -380,7 +382,7 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     acl = render_redis_acl(redis_passwords, namespace)
     try:
         async with embedded.aservers(workdir, server_config(), server_env(passwords),
-                                     redis_acl=acl) as (nats_server, redis_server):
+                                     redis_acl=acl, tls=tls) as (nats_server, redis_server):
             gateway = create_gateway(loaded, sentences_dir=sentences)
             observer = Observer(sink, model, probers)
             notice_secret = "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES[0])).decode()

@@ -136,8 +136,36 @@ class RunningServer:
                 self.process.wait(timeout=5)
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """A TLS-only server's files: its certificate chain and key, and the CA its clients' certificates must chain to.
+
+    With ``verify_clients`` a client without a certificate from that CA is refused (mutual TLS).
+    """
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+    verify_clients: bool = True
+
+
+def _nats_tls_config(workdir: Path, config_file: Path | None, tls: ServerTls) -> Path:
+    """A configuration that includes ``config_file`` (copied beside it: includes are relative) and requires TLS."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    if config_file is not None:
+        shutil.copyfile(config_file, workdir / "base.conf")
+        lines.append('include "base.conf"')
+    lines += ["tls {", f'  cert_file: "{tls.cert_file}"', f'  key_file: "{tls.key_file}"',
+              f'  ca_file: "{tls.ca_file}"', f"  verify: {'true' if tls.verify_clients else 'false'}",
+              "  timeout: 5", "}"]
+    path = workdir / "tls.conf"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def start_nats(workdir: Path, config_file: Path | None = None, port: int | None = None,
-               env: dict[str, str] | None = None) -> RunningServer:
+               env: dict[str, str] | None = None, *, tls: ServerTls | None = None) -> RunningServer:
     """Start ``nats-server -js`` on 127.0.0.1 with its store in ``workdir``.
 
     Args:
@@ -146,28 +174,32 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
             store directory given here still apply.
         port: a fixed port (default: a free one).
         env: extra environment for the server (the passwords the config reads).
+        tls: accept TLS connections only (the URL returned is ``tls://``).
 
     Raises:
         ServerUnavailable: binary missing or the server did not come up.
     """
     binary = find_nats_server()
+    if tls is not None:
+        config_file = _nats_tls_config(workdir, config_file, tls)
 
     def command(p: int) -> list[str]:
         cmd = [binary, "-js", "-a", "127.0.0.1", "-p", str(p), "-sd", str(workdir / "jetstream"),
                "-l", str(workdir / f"nats-{p}.log")]
         return cmd if config_file is None else [binary, "-c", str(config_file), *cmd[1:]]
 
-    return _start("nats-server", "nats", command, workdir, port, env)
+    return _start("nats-server", "tls" if tls else "nats", command, workdir, port, env)
 
 
 def start_redis(workdir: Path, port: int | None = None, *, password: str | None = None,
-                acl: str | None = None) -> RunningServer:
+                acl: str | None = None, tls: ServerTls | None = None) -> RunningServer:
     """Start ``redis-server`` on 127.0.0.1 without persistence, files in ``workdir``.
 
     Args:
         password: require it (``requirepass``); the URL returned does not carry it.
         acl: the text of an ACL file (:func:`reverie_canary.shared.auth.render_redis_acl`),
             written to ``workdir/users.acl`` (mode 0600) and loaded with ``--aclfile``.
+        tls: accept TLS connections only (no plain port; the URL returned is ``rediss://``).
 
     Raises:
         ServerUnavailable: binary missing or the server did not come up.
@@ -185,10 +217,16 @@ def start_redis(workdir: Path, port: int | None = None, *, password: str | None 
     def command(p: int) -> list[str]:
         auth = ["--requirepass", password] if password else []
         auth += acl_args
-        return [binary, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        if tls is not None:
+            ports = ["--port", "0", "--tls-port", str(p), "--tls-cert-file", str(tls.cert_file),
+                     "--tls-key-file", str(tls.key_file), "--tls-ca-cert-file", str(tls.ca_file),
+                     "--tls-auth-clients", "yes" if tls.verify_clients else "no"]
+        else:
+            ports = ["--port", str(p)]
+        return [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", str(workdir), "--logfile", str(workdir / f"redis-{p}.log"), "--daemonize", "no", *auth]
 
-    return _start("redis-server", "redis", command, workdir, port, None)
+    return _start("redis-server", "rediss" if tls else "redis", command, workdir, port, None)
 
 
 def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
@@ -205,7 +243,7 @@ def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
                                        env={**os.environ, **(env or {})}, start_new_session=True)
         try:
             _wait_port(p, process, 15.0, what, errors)
-            suffix = "/0" if scheme == "redis" else ""
+            suffix = "/0" if scheme.startswith("redis") else ""
             return RunningServer(url=f"{scheme}://127.0.0.1:{p}{suffix}", port=p, process=process, workdir=workdir)
         except ServerUnavailable:
             process.kill()
@@ -216,11 +254,12 @@ def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
 
 @contextlib.contextmanager
 def servers(workdir: Path, nats_config: Path | None = None, nats_env: dict[str, str] | None = None,
-            redis_acl: str | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
-    """Run NATS and Redis (with the ACL file ``redis_acl``, when given) for the duration of the block."""
-    nats_server = start_nats(workdir / "nats", nats_config, env=nats_env)
+            redis_acl: str | None = None,
+            tls: ServerTls | None = None) -> Iterator[tuple[RunningServer, RunningServer]]:
+    """Run NATS and Redis (with the ACL file ``redis_acl``, when given; TLS only with ``tls``) for the block."""
+    nats_server = start_nats(workdir / "nats", nats_config, env=nats_env, tls=tls)
     try:
-        redis_server = start_redis(workdir / "redis", acl=redis_acl)
+        redis_server = start_redis(workdir / "redis", acl=redis_acl, tls=tls)
     except BaseException:
         nats_server.stop()
         raise
@@ -233,9 +272,10 @@ def servers(workdir: Path, nats_config: Path | None = None, nats_env: dict[str, 
 
 @contextlib.asynccontextmanager
 async def aservers(workdir: Path, nats_config: Path | None = None, nats_env: dict[str, str] | None = None,
-                   redis_acl: str | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
+                   redis_acl: str | None = None,
+                   tls: ServerTls | None = None) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
     """Async form of :func:`servers` (starts them in a thread)."""
-    cm = servers(workdir, nats_config, nats_env, redis_acl)
+    cm = servers(workdir, nats_config, nats_env, redis_acl, tls)
     pair = await asyncio.to_thread(cm.__enter__)
     try:
         yield pair

@@ -6,6 +6,7 @@ reverie-canary repository) installs this package only, with nats-py and msgspec:
     from reverie_canary.client import IgnoreListClient
 
     client = IgnoreListClient(nats_url, "deepseek/deepseek-chat-v3.1", user="backend", password=...)
+    # over TLS: IgnoreListClient("tls://nats:4222", ..., tls=tls_context("ca.pem", "backend.pem", "backend.key"))
     await client.start()
     body["provider"] = client.provider({"sort": "latency"})
 
@@ -15,6 +16,7 @@ defined once, in this distribution, and the main one depends on it.
 """
 
 from reverie_canary.client.ignore_list import IgnoreListClient, snapshot_bytes
+from reverie_canary.client.tls import tls_context
 from reverie_canary.client.subjects import ROUTING_BUCKET, SubjectError, decode_token, encode_token, kv_key, routing
 from reverie_canary.client.wire import (
     IgnoreEntry,
@@ -25,7 +27,7 @@ from reverie_canary.client.wire import (
 )
 
 __all__ = [
-    "IgnoreListClient", "snapshot_bytes",
+    "IgnoreListClient", "snapshot_bytes", "tls_context",
     "IgnoreEntry", "IgnoreReason", "IgnoreSnapshot", "SnapshotUndecodable", "decode_snapshot",
     "ROUTING_BUCKET", "SubjectError", "decode_token", "encode_token", "kv_key", "routing",
 ]

@@ -35,6 +35,7 @@ import contextlib
 import logging
 import os
 import random
+import ssl
 import tempfile
 import time
 from collections.abc import Callable
@@ -71,13 +72,18 @@ class IgnoreListClient:
         cache_path: file keeping the last good snapshot across restarts.
         on_change: called with each newly applied snapshot.
         now: the client's clock (UTC), for expiry; default the system clock.
+        tls: an SSLContext for a ``tls://`` NATS (:func:`reverie_canary.client.tls_context`: the
+            CA to trust, the backend's client certificate); ``None``: as the URL says.
     """
 
     def __init__(self, nats_url: str, model: str, *, user: str = "", password: str = "",
                  cache_path: str | os.PathLike[str] | None = None,
                  on_change: Callable[[IgnoreSnapshot], None] | None = None,
-                 now: Callable[[], datetime] | None = None) -> None:
+                 now: Callable[[], datetime] | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.nats_url = nats_url
+        #: TLS to NATS (a ``tls://`` URL): :func:`reverie_canary.client.tls_context` builds one
+        self.tls = tls
         self.model = model
         self.user = user
         self.password = password
@@ -220,6 +226,8 @@ class IgnoreListClient:
         kwargs: dict[str, Any] = {}
         if self.user:
             kwargs = {"user": self.user, "password": self.password}
+        if self.tls is not None:
+            kwargs["tls"] = self.tls
         attempt = 0
         while True:
             try:

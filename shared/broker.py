@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
+from faststream.nats.security import NatsSecurity
 from nats.errors import Error as NatsError
 
 from reverie_canary.shared import clock, codec, ids, metrics, retry, subjects
@@ -45,6 +46,7 @@ from reverie_canary.shared.logging import adopt_library_loggers
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import DEADLETTER
+from reverie_canary.shared.tls import nats_tls
 
 PUBLISH_TIMEOUT_S = 5.0
 
@@ -80,8 +82,11 @@ def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] |
     """
     adopt_library_loggers()  # FastStream's own stdout handler would print beside structlog
     kwargs: dict[str, Any] = dict(callbacks or {})
+    tls = nats_tls(settings)  # a tls:// URL: the settings' CA and client certificate
     if settings.nats_user:
-        kwargs["security"] = NatsUserPassword(settings.nats_user, settings.nats_password)
+        kwargs["security"] = NatsUserPassword(settings.nats_user, settings.nats_password, ssl_context=tls)
+    elif tls is not None:
+        kwargs["security"] = NatsSecurity(ssl_context=tls)
     return NatsBroker(
         settings.nats_url,
         name=f"canary-{service}",

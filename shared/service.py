@@ -44,11 +44,15 @@ from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import ConsumerSpec
+from reverie_canary.shared.tls import nats_tls, redis_tls
 
 
 async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
-    """A plain nats-py connection with the settings' credential (tools, audits, tests)."""
+    """A plain nats-py connection with the settings' credential and TLS (tools, audits, tests)."""
     kwargs.setdefault("error_cb", nats_error_cb)
+    tls = nats_tls(settings)
+    if tls is not None:
+        kwargs.setdefault("tls", tls)
     if settings.nats_user:
         kwargs.setdefault("user", settings.nats_user)
         kwargs.setdefault("password", settings.nats_password)
@@ -87,6 +91,9 @@ REDIS_COMMAND_TIMEOUT_S = 10.0
 def redis_client(settings: Settings) -> aioredis.Redis:
     """An asyncio Redis client for ``settings.redis_url`` (bytes in, bytes out) that survives a Redis restart.
 
+    ``rediss://`` URLs get TLS with the settings' CA and client certificate
+    (:func:`reverie_canary.shared.tls.redis_tls`).
+
     A pooled connection idle for :data:`REDIS_HEALTH_CHECK_S` is checked with a
     PING before use, and a command that meets a dead connection (Redis restarted
     since) is sent again on a new one, 3 times at most with jittered backoff
@@ -97,6 +104,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     return aioredis.from_url(
         settings.redis_url,
         **_REDIS_CONNECT,
+        **redis_tls(settings),
         socket_connect_timeout=5,
         socket_timeout=REDIS_COMMAND_TIMEOUT_S,
         health_check_interval=REDIS_HEALTH_CHECK_S,
@@ -112,7 +120,8 @@ def redis_watch_client(settings: Settings) -> aioredis.Redis:
     the services' own clients (:func:`redis_client`) ride through a short outage
     by retrying, which would hide it from the log and from ``/readyz``.
     """
-    return aioredis.from_url(settings.redis_url, **_REDIS_CONNECT, socket_connect_timeout=1, socket_timeout=1,
+    return aioredis.from_url(settings.redis_url, **_REDIS_CONNECT, **redis_tls(settings), socket_connect_timeout=1,
+                             socket_timeout=1,
                              retry=Retry(NoBackoff(), 0))
 
 

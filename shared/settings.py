@@ -57,6 +57,12 @@ class Settings(Struct, kw_only=True):
     """Every setting of every service.
 
     Attributes (selected):
+        nats_ca_file, nats_cert_file, nats_key_file: TLS to NATS (a ``tls://``
+            ``nats_url``): the CA's PEM file the server's certificate must chain to
+            (empty: the system's trust store) and this client's certificate and key
+            (mutual TLS; both or neither).  Set with a ``nats://`` URL: refused.
+        redis_ca_file, redis_cert_file, redis_key_file: the same for Redis (a
+            ``rediss://`` ``redis_url``).
         cycle_interval_s: time between cycle starts (DESIGN.md: 30 min).
         probe_window_s: a cycle's deadline after its start; results later than
             this are late.  Must be below ``cycle_interval_s``.
@@ -112,7 +118,13 @@ class Settings(Struct, kw_only=True):
     nats_url: str = "nats://127.0.0.1:4222"
     nats_user: str = ""
     nats_password: str = ""
+    nats_ca_file: str = ""
+    nats_cert_file: str = ""
+    nats_key_file: str = ""
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_ca_file: str = ""
+    redis_cert_file: str = ""
+    redis_key_file: str = ""
     namespace: str = "canary"
 
     openrouter_base_url: str = "https://openrouter.ai/api/v1"
@@ -395,10 +407,32 @@ def _problems(s: Settings) -> list[str]:
     for name, schemes in _URL_SCHEMES.items():
         if not getattr(s, name).startswith(schemes):
             problems.append(f"{name} must start with one of {list(schemes)}")
+    problems.extend(_tls_problems(s))
     key = s.openrouter_api_key
     if key and (not key.isascii() or not key.isprintable() or any(c.isspace() for c in key)):
         # never echo the value: it is a secret
         problems.append("OPENROUTER_API_KEY contains spaces, control or non-ASCII characters")
+    return problems
+
+
+#: The URL schemes that mean TLS, per connection.
+TLS_SCHEMES = {"nats": ("tls://", "wss://"), "redis": ("rediss://",)}
+
+
+def _tls_problems(s: Settings) -> list[str]:
+    """TLS files: readable, a certificate with its key, and only with a URL that uses TLS."""
+    problems: list[str] = []
+    for system in ("nats", "redis"):
+        url = getattr(s, f"{system}_url")
+        files = {kind: getattr(s, f"{system}_{kind}_file") for kind in ("ca", "cert", "key")}
+        for kind, path in files.items():
+            if path and not os.path.isfile(path):
+                problems.append(f"{system}_{kind}_file: no readable file at {path}")
+        if bool(files["cert"]) != bool(files["key"]):
+            problems.append(f"{system}_cert_file and {system}_key_file: a client certificate needs both")
+        if any(files.values()) and not url.startswith(TLS_SCHEMES[system]):
+            problems.append(f"{system}_ca_file / _cert_file / _key_file are set but {system}_url does not use TLS "
+                            f"(start it with {' or '.join(TLS_SCHEMES[system])}): the connection would be plain text")
     return problems
 
 

@@ -95,3 +95,32 @@ def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_u
     # the read-only dashboard reads the judge's state as the read-only reader
     assert services["dashboard"]["environment"]["REDIS_URL"] == \
         "redis://reader:${CANARY_REDIS_READER_PASSWORD:?set in .env}@redis:6379/0"
+
+
+def _tls_override() -> dict:
+    return yaml.safe_load((ROOT / "compose.tls.yaml").read_text())
+
+
+def test_the_tls_override_validates_and_puts_every_connection_on_tls():
+    """compose.tls.yaml: valid Compose; NATS on tls.conf, Redis with no plain port; every canary container on tls:// and rediss://."""
+    override = _tls_override()
+    schema = json.loads(shared_path("reference", "compose-spec.json").read_text())
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(override), key=lambda e: list(e.path))
+    assert [f"{list(e.path)}: {e.message}" for e in errors] == []
+    services = override["services"]
+    assert services["nats"]["command"][-2:] == ["-c", "/etc/nats/tls.conf"]
+    assert 'include "server.conf"' in (ROOT / "shared" / "nats" / "tls.conf").read_text()
+    redis_command = services["redis"]["command"][-1]
+    assert "--port 0 --tls-port 6379" in redis_command and "--tls-auth-clients yes" in redis_command
+    assert "--aclfile /data/users.acl" in redis_command
+    base = _compose()["services"]
+    canary_containers = [name for name, s in base.items() if s.get("image") == "reverie-canary:latest"
+                         and "profiles" not in s and name != "redis-acl"]
+    assert set(canary_containers) <= set(services)
+    for name in canary_containers:
+        env = services[name]["environment"]
+        assert env["NATS_URL"] == "tls://nats:4222" and env["CANARY_NATS_CERT_FILE"] == "/certs/client.pem"
+        assert env["CANARY_REDIS_CA_FILE"] == "/certs/ca.pem"
+        # the same Redis user as compose.yaml, over TLS (the settings refuse TLS files with a redis:// URL)
+        assert env["REDIS_URL"] == base[name]["environment"]["REDIS_URL"].replace("redis://", "rediss://", 1)
+        assert "./certs:/certs:ro" in services[name]["volumes"]
