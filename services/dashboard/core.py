@@ -411,6 +411,9 @@ class CycleFacts(Struct, kw_only=True):
     seen: set[str] = field(default_factory=set)
     ttft: dict[str, list[float | None]] = {}  # provider -> time to first token (ms) of each probe, None: no text
     failures: list[FailedProbe] = []
+    #: a memo of the dashboard's cells of this cycle (pages.model_matrix), valid while ``memo_key`` holds
+    memo: dict[str, Any] = {}
+    memo_key: tuple = ()
 
 
 class SpendEntry(Struct, frozen=True, array_like=True):
@@ -855,8 +858,14 @@ def _ttft(pf: ProviderFacts | None) -> tuple[float | None, int, int]:
 
 
 def provider_status(provider: str, *, now: datetime, state: ModelState | None, snapshot: IgnoreSnapshot | None,
-                    window: ModelWindow | None, modes: dict[str, Mode], kinds: list[str]) -> ProviderStatus:
-    """One provider's row (see :class:`ProviderStatus`); ``now`` is UTC."""
+                    window: ModelWindow | None, modes: dict[str, Mode], kinds: list[str],
+                    spend_entries: list[SpendEntry] | None = None) -> ProviderStatus:
+    """One provider's row (see :class:`ProviderStatus`); ``now`` is UTC.
+
+    ``spend_entries`` are its probes' spend in the spend window when the caller
+    grouped them already (:func:`model_status` does, once per model); else the
+    window's are scanned.
+    """
     ps = state.providers.get(provider) if state is not None else None
     pf = window.providers.get(provider) if window is not None else None
     entry = next((e for e in (snapshot.entries if snapshot else []) if e.provider == provider), None)
@@ -874,8 +883,11 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
     # the log's verdict of the cycle the judge last judged it in (its stored history keeps no passes)
     verdict = pf.verdict if pf is not None and (last is None or pf.verdict_cycle == last.cycle) else None
     ttft, samples, missing = _ttft(pf)
-    spend = sum_spend(e for e in window.spend if e.provider == provider
-                      and now - timedelta(seconds=SPEND_WINDOW_S) < e.at <= now) if window is not None else Spend()
+    if spend_entries is not None:
+        spend = sum_spend(spend_entries)
+    else:
+        spend = sum_spend(e for e in window.spend if e.provider == provider
+                          and now - timedelta(seconds=SPEND_WINDOW_S) < e.at <= now) if window is not None else Spend()
     s = ps.suspension if ps is not None else None
     return ProviderStatus(
         provider=provider,
@@ -981,8 +993,13 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
     names |= {e.provider for e in (snapshot.entries if snapshot is not None else [])}
     names |= {e.provider for e in (window.listing if window is not None else [])}
     names -= control_tags
+    since = now - timedelta(seconds=SPEND_WINDOW_S)
+    spent: dict[str, list[SpendEntry]] = {}  # grouped once: a scan per provider is providers x probes
+    for entry in (window.spend if window is not None else []):
+        if since < entry.at <= now:
+            spent.setdefault(entry.provider, []).append(entry)
     providers = [provider_status(p, now=now, state=state, snapshot=snapshot, window=window, modes=modes,
-                                 kinds=kinds) for p in sorted(names)]
+                                 kinds=kinds, spend_entries=spent.get(p, [])) for p in sorted(names)]
     closed = window.last_closed if window is not None else None
     last_closed_at = closed.at if closed is not None else (state.last_closed_deadline if state is not None else None)
     last_cycle = closed.cycle if closed is not None else (state.closed[-1] if state is not None and state.closed

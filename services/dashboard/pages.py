@@ -220,22 +220,34 @@ def _median(values: list[float]) -> float | None:
 
 
 def cell(facts: CycleFacts, provider: str, blind: list[tuple[datetime, datetime | None]] = (),
-         kind: str | None = None, language: str | None = None) -> CellView:
+         kind: str | None = None, language: str | None = None, index: dict | None = None,
+         in_blind: bool | None = None) -> CellView:
     """One provider's cell in one closed cycle (see :class:`CellView`).
 
     A frozen (or missing) verdict in a cycle that closed while the canary said
     it was blind is ``blind``; a provider without a verdict is ``not_probed``.
     ``kind``/``language`` narrow the failing kinds and reasons to those.
+    ``index`` (the cycle's verdicts by provider, :func:`verdict_index`) and
+    ``in_blind`` (:func:`closed_blind`) are the per-cycle parts when the caller
+    computed them once for every provider (the fleet matrix does).
     """
-    pv = next((v for v in facts.verdict.verdicts if v.provider == provider), None) if facts.verdict else None
+    if index is not None:
+        pv = index.get(provider)
+    else:
+        pv = next((v for v in facts.verdict.verdicts if v.provider == provider), None) if facts.verdict else None
     closed = facts.closed_at or (facts.verdict.at if facts.verdict else None)
-    in_blind = closed is not None and any(start <= closed and (end is None or closed < end) for start, end in blind)
-    ttft = _median([ms for ms in facts.ttft.get(provider, []) if ms is not None])
+    if in_blind is None:
+        in_blind = closed_blind(closed, blind)
+    samples = facts.ttft.get(provider)
+    ttft = _median([ms for ms in samples if ms is not None]) if samples else None
     if pv is None:
         verdict: str = "blind" if in_blind else "not_probed"
         return CellView(cycle=facts.cycle, cycle_no=facts.cycle_no, closed_at=closed, verdict=verdict,
                         letter=LETTERS[verdict], ttft_ms=ttft)
     verdict = pv.verdict if pv.verdict in LETTERS else "frozen"
+    if verdict == "passed" and kind is None and language is None:  # the common case: nothing to name
+        return CellView(cycle=facts.cycle, cycle_no=facts.cycle_no, closed_at=closed, verdict="passed",
+                        letter="P", ttft_ms=ttft)
     if verdict == "frozen" and in_blind:
         verdict = "blind"
     failing = [r for r in pv.results if r.outcome == "fail"
@@ -247,6 +259,16 @@ def cell(facts: CycleFacts, provider: str, blind: list[tuple[datetime, datetime 
         reasons = sorted(set(pv.reasons))
     return CellView(cycle=facts.cycle, cycle_no=facts.cycle_no, closed_at=closed, verdict=verdict,
                     letter=LETTERS[verdict], kinds=kinds, reasons=reasons, ttft_ms=ttft)
+
+
+def closed_blind(closed: datetime | None, blind: list[tuple[datetime, datetime | None]]) -> bool:
+    """Whether a cycle that closed at ``closed`` closed inside one of the ``blind`` spans."""
+    return closed is not None and any(start <= closed and (end is None or closed < end) for start, end in blind)
+
+
+def verdict_index(facts: CycleFacts) -> dict:
+    """A closed cycle's verdicts by provider (one lookup per cell instead of a scan)."""
+    return {v.provider: v for v in facts.verdict.verdicts} if facts.verdict is not None else {}
 
 
 def _closed_cycles(window: ModelWindow | None, n: int | None = None) -> list[CycleFacts]:
@@ -264,7 +286,27 @@ def model_matrix(status: ModelStatus, window: ModelWindow | None, cycles: int = 
     """The fleet page of one model: every provider of ``status`` x its last ``cycles`` closed cycles."""
     closed = _closed_cycles(window, cycles)
     blind = _blind_spans(window)
-    rows = [MatrixRow(status=p, cells=[cell(f, p.provider, blind) for f in closed]) for p in status.providers]
+    memos = []
+    for f in closed:
+        # a closed cycle's cells change only with a late result or a new blind span: memoised per cycle, so a
+        # page costs the newest cycle's cells, not all of them (benchmarks/dashboard_bench.py)
+        key = (f.results, f.verdict.at if f.verdict else None, tuple(blind))
+        if f.memo_key != key:
+            f.memo, f.memo_key = {}, key
+        memos.append((f, f.memo, None, None))
+    rows = []
+    for p in status.providers:
+        cells = []
+        for i, (f, memo, index, in_blind) in enumerate(memos):
+            c = memo.get(p.provider)
+            if c is None:
+                if index is None:
+                    index = verdict_index(f)
+                    in_blind = closed_blind(f.closed_at or (f.verdict.at if f.verdict else None), blind)
+                    memos[i] = (f, memo, index, in_blind)
+                c = memo[p.provider] = cell(f, p.provider, index=index, in_blind=in_blind)
+            cells.append(c)
+        rows.append(MatrixRow(status=p, cells=cells))
     return ModelMatrix(status=status, columns=[_column(f) for f in closed], rows=rows)
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -77,14 +78,34 @@ def asset_dir(name: str) -> Path:
     return Path(str(_PACKAGE / name))
 
 
-def sparkline(values: list[float | None], width: int = 96, height: int = 18) -> str:
-    """The ``points`` of an SVG polyline for ``values`` (``None``: a gap is skipped), scaled to the box."""
+def sparkline(values: list, width: int = 96, height: int = 18) -> str:
+    """The ``points`` of an SVG polyline for ``values`` (ms, or cells with a ``ttft_ms``; ``None``: a gap,
+    skipped), scaled to the box: the largest value at the top."""
+    if values and not isinstance(values[0], (int, float, type(None))):
+        values = [c.ttft_ms for c in values]
     known = [(i, v) for i, v in enumerate(values) if v is not None]
     if not known:
         return ""
     top = max(v for _, v in known) or 1.0
     step = width / max(1, len(values) - 1)
     return " ".join(f"{i * step:.1f},{height - 1 - (v / top) * (height - 2):.1f}" for i, v in known)
+
+
+def cells_html(provider: str, cells: list[pages.CellView]) -> Markup:
+    """One row's cells as HTML: focusable, coloured by class, lettered, labelled (title and aria-label).
+
+    Written here rather than in a template loop: the fleet page has one per
+    provider and cycle (96,000 for 2,000 endpoints x 48 cycles), and this is
+    its hot path (``benchmarks/dashboard_bench.py``).
+    """
+    who = str(escape(provider))
+    parts = []
+    for c in cells:  # the row (tr) carries data-provider; the class names the verdict
+        # only a failing cell's label holds reason codes (which may hold < & '): escape what needs it
+        label = f"{who}, {escape(c.label) if c.kinds or c.reasons else c.label}"
+        parts.append(f'<td class="cell v-{c.verdict}" tabindex="0" data-cycle-no="{c.cycle_no}" '
+                     f'title="{label}" aria-label="{label}">{c.letter}</td>')
+    return Markup("".join(parts))
 
 
 def _templates() -> Jinja2Templates:
@@ -94,7 +115,7 @@ def _templates() -> Jinja2Templates:
     env.filters["age"] = age_text
     env.filters["clock"] = lambda at: utc_text(at, precision="clock", missing="-")
     env.filters["tojson_pretty"] = lambda v: json.dumps(to_builtins(v), indent=1, ensure_ascii=False, default=str)
-    env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline)
+    env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline, cells_html=cells_html)
     env.trim_blocks = env.lstrip_blocks = True
     return t
 
@@ -128,6 +149,7 @@ class Dashboard:
         await self.reader.__aenter__()
         try:
             await self.reader.follow()
+            await self.fleet()  # builds the memo of every closed cycle's cells: the first page is a warm one
         except BaseException:
             await self.reader.__aexit__(None, None, None)
             raise

@@ -139,7 +139,8 @@ def screenshot(driver, name: str) -> Path:
 
 
 CELLS_JS = """return Array.from(document.querySelectorAll('section.model td.cell')).map(c =>
-    [c.dataset.provider, Number(c.dataset.cycleNo), c.dataset.verdict, c.textContent, c.getAttribute('aria-label'),
+    [c.closest('tr').dataset.provider, Number(c.dataset.cycleNo),
+     Array.from(c.classList).find(k => k.startsWith('v-')).slice(2), c.textContent, c.getAttribute('aria-label'),
      c.getAttribute('title'), c.tabIndex]);"""
 
 
@@ -214,7 +215,8 @@ def test_keyboard_navigation_reaches_every_cell(demo, browser):
     rows = len({c[0] for c in cells})
     browser.execute_script("""window.__focused = [];
         document.addEventListener('focusin', e => { const t = e.target;
-          if (t.classList.contains('cell')) window.__focused.push([t.dataset.provider, Number(t.dataset.cycleNo)]); });
+          if (t.classList.contains('cell'))
+            window.__focused.push([t.closest('tr').dataset.provider, Number(t.dataset.cycleNo)]); });
         document.querySelector('section.model a').focus();""")  # the first row's link, just before its cells
     ActionChains(browser).send_keys(Keys.TAB * (len(cells) + rows + 2)).perform()
     focused = [tuple(x) for x in browser.execute_script("return window.__focused;")]
@@ -222,7 +224,7 @@ def test_keyboard_navigation_reaches_every_cell(demo, browser):
     first = browser.find_element("css selector", "section.model td.cell")
     first.click()
     ActionChains(browser).send_keys(Keys.ARROW_RIGHT, Keys.ARROW_DOWN).perform()
-    now = browser.execute_script("const a = document.activeElement; return [a.dataset.provider, "
+    now = browser.execute_script("const a = document.activeElement; return [a.closest('tr').dataset.provider, "
                                  "Number(a.dataset.cycleNo)];")
     by_row = {}
     for provider, number, *_ in cells:
@@ -244,12 +246,14 @@ def test_the_provider_page_of_a_suspended_provider_shows_the_failed_probes_behin
     """Each cycle the suspension rests on has its failed probes on the page, with the reply and the evidence."""
     name, suspension = suspended(demo)
     browser.get(url(demo, "/provider", model=MODEL, provider=name))
-    assert browser.find_element("id", "state").text.startswith("suspended")
+    state = browser.find_element("id", "state").text
+    assert state.startswith("suspended"), (name, state, suspension)
     rows = browser.execute_script("""return Array.from(document.querySelectorAll(
         'table[data-section=behind] tr.failure')).map(r => [r.dataset.cycle, r.dataset.kind,
         r.querySelector('td:nth-child(4)').textContent, r.querySelector('pre.excerpt') !== null]);""")
     screenshot(browser, "provider")
-    assert {cycle for cycle, *_ in rows} == set(suspension.cycles), (rows, suspension.cycles)
+    again = suspended(demo)
+    assert {cycle for cycle, *_ in rows} == set(suspension.cycles), (name, rows, suspension, again)
     assert all(outcome == "fail" and has_reply for _, _, outcome, has_reply in rows)
     ladder = browser.find_element("id", "ladder").text
     assert "suspend" in ladder and "enforce" in ladder

@@ -16,7 +16,7 @@
       }).then(function (html) {
         var focused = document.activeElement;
         var keep = focused && focused.classList && focused.classList.contains("cell")
-          ? [focused.getAttribute("data-provider"), focused.getAttribute("data-cycle-no")] : null;
+          ? [focused.closest("tr").getAttribute("data-provider"), focused.getAttribute("data-cycle-no")] : null;
         var holder = document.createElement("div");
         holder.innerHTML = html;
         var fresh = holder.querySelector("section.model");
@@ -24,7 +24,7 @@
         fresh.classList.add("fresh");
         section.replaceWith(fresh);
         if (keep) {
-          var again = fresh.querySelector('.cell[data-provider="' + CSS.escape(keep[0]) + '"][data-cycle-no="' + keep[1] + '"]');
+          var again = fresh.querySelector('tr[data-provider="' + CSS.escape(keep[0]) + '"] .cell[data-cycle-no="' + keep[1] + '"]');
           if (again) { again.focus(); }
         }
       }).catch(function () { /* the next event tries again */ });
