@@ -17,7 +17,16 @@ defined once, in this distribution, and the main one depends on it.
 
 from reverie_canary.client.ignore_list import IgnoreListClient, snapshot_bytes
 from reverie_canary.client.tls import tls_context
-from reverie_canary.client.subjects import ROUTING_BUCKET, SubjectError, decode_token, encode_token, kv_key, routing
+from reverie_canary.client.served import ServedCounts, ServedRecorder, decode_counts
+from reverie_canary.client.subjects import (
+    ROUTING_BUCKET,
+    SubjectError,
+    decode_token,
+    encode_token,
+    kv_key,
+    routing,
+    served,
+)
 from reverie_canary.client.wire import (
     IgnoreEntry,
     IgnoreReason,
@@ -27,7 +36,7 @@ from reverie_canary.client.wire import (
 )
 
 __all__ = [
-    "IgnoreListClient", "snapshot_bytes", "tls_context",
+    "IgnoreListClient", "snapshot_bytes", "tls_context", "ServedCounts", "ServedRecorder", "decode_counts", "served",
     "IgnoreEntry", "IgnoreReason", "IgnoreSnapshot", "SnapshotUndecodable", "decode_snapshot",
     "ROUTING_BUCKET", "SubjectError", "decode_token", "encode_token", "kv_key", "routing",
 ]

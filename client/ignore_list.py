@@ -26,6 +26,12 @@ Guarantees (DESIGN.md, "The router"; issue "Router and its users"):
 - :attr:`problem` says, in one line, why it has no current snapshot (bus
   unreachable, credential refused, bucket or snapshot missing); each new
   problem is logged once at WARNING, and its end at INFO.
+- :meth:`record_served` (when the caller hands it the gateway's response
+  metadata) keeps which provider served each request, with its time, in a
+  bounded ring (:class:`~reverie_canary.client.served.ServedRecorder`); with
+  ``publish_served_s`` it publishes counts per provider on
+  ``canary.served.<model>`` that often.  Never a prompt or a reply: only the
+  provider, the model and the time are read.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.client import subjects
 from reverie_canary.client.aio import stop_task
+from reverie_canary.client.served import DEFAULT_CAPACITY, ServedRecorder
 from reverie_canary.client.subjects import ROUTING_BUCKET
 from reverie_canary.client.wire import IgnoreSnapshot, SnapshotUndecodable, decode_snapshot, encode
 
@@ -74,13 +81,18 @@ class IgnoreListClient:
         now: the client's clock (UTC), for expiry; default the system clock.
         tls: an SSLContext for a ``tls://`` NATS (:func:`reverie_canary.client.tls_context`: the
             CA to trust, the backend's client certificate); ``None``: as the URL says.
+        served_capacity: entries the ring of served requests keeps (:meth:`record_served`).
+        publish_served_s: publish the counts per provider this often (s); ``None``: never
+            (the ring stays local).  Publishing needs the ``backend`` credential.
+        source: this backend's name in the published counts (optional).
     """
 
     def __init__(self, nats_url: str, model: str, *, user: str = "", password: str = "",
                  cache_path: str | os.PathLike[str] | None = None,
                  on_change: Callable[[IgnoreSnapshot], None] | None = None,
                  now: Callable[[], datetime] | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, served_capacity: int = DEFAULT_CAPACITY,
+                 publish_served_s: float | None = None, source: str = "") -> None:
         self.nats_url = nats_url
         #: TLS to NATS (a ``tls://`` URL): :func:`reverie_canary.client.tls_context` builds one
         self.tls = tls
@@ -102,6 +114,11 @@ class IgnoreListClient:
         self._refused: str | None = None  # the server's authorization error, until a connection succeeds
         self._nc: Any = None
         self._log = _Log(logging.getLogger("reverie_canary.client"))
+        self.served = ServedRecorder(model, capacity=served_capacity, source=source, now=self.now)
+        if publish_served_s is not None and not 1.0 <= publish_served_s <= 86400.0:
+            raise ValueError(f"publish_served_s {publish_served_s} outside 1..86400 s")
+        self.publish_served_s = publish_served_s
+        self._publisher: asyncio.Task[None] | None = None
 
     # -- what the chat backend calls ---------------------------------------------
 
@@ -127,6 +144,19 @@ class IgnoreListClient:
         out["ignore"] = sorted(set(theirs) | set(ours))
         return out
 
+    def record_served(self, metadata: Any, *, at: datetime | None = None) -> str | None:
+        """Record which provider served one request, from the gateway's response metadata (sync, never blocks).
+
+        Args:
+            metadata: the response JSON (or its first streamed chunk) as a dict; only its
+                ``provider`` and ``model`` are read, nothing else is kept.
+            at: when (UTC; default now).
+
+        Returns:
+            The provider recorded, or ``None`` when the metadata named none.
+        """
+        return self.served.record(metadata, at=at)
+
     @property
     def version(self) -> int:
         """Version of the applied snapshot (0: none)."""
@@ -144,6 +174,8 @@ class IgnoreListClient:
         self._stopping = False
         self._load_cache()
         self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
+        if self.publish_served_s is not None:
+            self._publisher = asyncio.create_task(self._publish_served(), name=f"served-{self.model}")
         await asyncio.sleep(0)
 
     async def wait_ready(self, timeout_s: float = 10.0) -> bool:
@@ -158,6 +190,10 @@ class IgnoreListClient:
     async def stop(self) -> None:
         """Stop following the bus and close the connection (returns within about a second)."""
         self._stopping = True
+        if self._publisher is not None:
+            await stop_task(self._publisher, STOP_S)
+            self._publisher = None
+            await self._publish_once()  # the last period's counts are not lost on a clean stop
         task = self._task
         if task is not None:
             # Python 3.11's asyncio.wait_for (inside nats-py's KeyWatcher.updates) can swallow a
@@ -199,6 +235,20 @@ class IgnoreListClient:
             except Exception:  # the caller's callback must not stop the client following the bus
                 self._log.error("on_change_failed", version=snapshot.version, exc_info=True)
         return True
+
+    async def _publish_served(self) -> None:
+        assert self.publish_served_s is not None
+        while not self._stopping:
+            await asyncio.sleep(self.publish_served_s)
+            await self._publish_once()
+
+    async def _publish_once(self) -> None:
+        if self._nc is None or not self.connected:
+            return  # kept for the next period
+        try:
+            await self.served.publish(self._nc)
+        except Exception as exc:  # a permission, no stream, a timeout: counted again next time
+            self._log.warning("served_counts_not_published", model=self.model, error=repr(exc))
 
     def _load_cache(self) -> None:
         if self.cache_path is None or not self.cache_path.exists():

@@ -91,6 +91,11 @@ def routing(model: str) -> str:
     return f"{PREFIX}.routing.{encode_token(model)}"
 
 
+def served(model: str) -> str:
+    """``canary.served.<model>``: a chat backend's ServedCounts (requests per provider; counts only)."""
+    return f"{PREFIX}.served.{encode_token(model)}"
+
+
 def kv_key(model: str) -> str:
     """Key of a model's IgnoreSnapshot in the ``canary-routing`` KV bucket."""
     return encode_token(model)

@@ -73,6 +73,8 @@ CHANNELS: tuple[Channel, ...] = (
             "An operator asks the notifier to deliver dead-lettered notices again."),
     Channel("notices-resent", "canary.notices.resent", "canary.notices.resent", {},
             "The notifier's answer to a resend."),
+    Channel("served", "canary.served.{model}", "canary.served.*", {"model": "the model id, token-encoded"},
+            "A chat backend's requests per provider over a period (counts only, never a prompt or a reply)."),
 )
 
 
@@ -143,7 +145,10 @@ def _readers() -> dict[str, list[str]]:
             out.setdefault(family, []).append(service)
     extra = {"tasks": ["prober"], "retest": ["discovery"], "routing-kv": ["backend"],
              "notices-resend": ["notifier"], "notices-resent": ["operator"], "answers": ["operator"],
-             "deadletter": ["operator"], "notices-dead": ["operator"]}
+             "deadletter": ["operator"], "notices-dead": ["operator"],
+             # the read-only dashboard (canary dashboard, canary incident) reads the log's families
+             **{f: ["dashboard"] for f in ("discovery", "results", "verdicts", "decisions", "routing", "ops",
+                                            "served")}}
     for key, users in extra.items():
         out.setdefault(key, []).extend(u for u in users if u not in out.get(key, []))
     return {k: sorted(v) for k, v in out.items()}

@@ -42,6 +42,7 @@ from reverie_canary.shared.events import (
     RetestRequested,
 )
 from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.client.served import ServedCounts
 
 T = TypeVar("T")
 
@@ -125,6 +126,7 @@ DECISION = Codec(Decision, "Decision")
 VERDICT = Codec(CycleVerdict, "CycleVerdict")
 RETEST = Codec(RetestRequested, "RetestRequested")
 SNAPSHOT = Codec(IgnoreSnapshot, "IgnoreSnapshot")
+SERVED = Codec(ServedCounts, "ServedCounts")
 DEAD_LETTER = Codec(DeadLetter, "DeadLetter")
 COMMAND = Codec(OperatorCommand, "operator command")
 NOTICE_DEAD = Codec(NoticeDeadLettered, "NoticeDeadLettered")
@@ -148,20 +150,21 @@ LOG_EVENT = Codec(
     | SetMode
     | ReloadExclusions
     | CommandApplied
-    | CommandRefused,
+    | CommandRefused
+    | ServedCounts,
     "log event",
 )
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
-              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused)
+              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused, ServedCounts)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
     | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
     | NoticeDeadLettered | ResendNotices | NoticesResent
-    | CommandApplied | CommandRefused,
+    | CommandApplied | CommandRefused | ServedCounts,
     "message",
 )
 
@@ -182,6 +185,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "deadletter": (DeadLetter,),
     "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
     "answers": (CommandApplied, CommandRefused),
+    "served": (ServedCounts,),  # chat backends' counts per provider (the backend user publishes them)
 }
 #: ``canary.notices.<what>``: the one type of each.
 NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendNotices, "resent": NoticesResent}
@@ -233,7 +237,7 @@ def check_origin(subject: str, message: Any) -> None:
             raise Rejected(f"a {kind} on {subject}: it belongs on canary.ops.{VERBS[type(message)]}", subject=subject)
         return
     model = getattr(message, "model", None)
-    if family in ("discovery", "tasks", "results", "verdicts", "decisions", "retest", "routing") and \
+    if family in ("discovery", "tasks", "results", "verdicts", "decisions", "retest", "routing", "served") and \
             tokens[:1] != [model]:
         raise Rejected(f"a {kind} of model {model!r} on {subject}", subject=subject)
     if family in ("tasks", "results", "decisions"):

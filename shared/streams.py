@@ -62,6 +62,7 @@ LOG_SUBJECTS = [
     subjects.ALL_OPS,
     subjects.ALL_ROUTER,
     subjects.ALL_ANSWERS,
+    subjects.ALL_SERVED,
 ]
 
 

@@ -17,6 +17,7 @@ from reverie_canary.client.subjects import (  # noqa: F401  (re-exported)
     encode_token,
     kv_key,
     routing,
+    served,
 )
 
 
@@ -116,3 +117,5 @@ ALL_DEADLETTER = f"{PREFIX}.deadletter.>"
 ALL_NOTICES = f"{PREFIX}.notices.>"
 ALL_NOTICES_DEAD = f"{PREFIX}.notices.dead.>"
 ALL_ANSWERS = f"{PREFIX}.answers.>"
+#: Chat backends' ServedCounts (requests per provider: counts only, never text).
+ALL_SERVED = f"{PREFIX}.served.>"

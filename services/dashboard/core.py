@@ -51,6 +51,7 @@ from reverie_canary.shared.events import (
     ReplyEvidence,
     ResultRef,
 )
+from reverie_canary.client.served import ServedCounts
 from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreSnapshot
 
@@ -72,6 +73,8 @@ COMMAND_MEMORY = 64
 FAILURE_MEMORY = 256
 #: Characters of a failed probe's reply kept in the window (the wire keeps up to 4,000).
 EXCERPT_CHARS = 600
+#: Chat backends' ServedCounts kept per model (a backend publishing every minute: two weeks of one).
+SERVED_MEMORY = 20_000
 
 ProviderStateName = Literal[
     "active", "suspended", "excluded", "overridden", "floor_held", "blind", "would_suspend", "not_listed",
@@ -446,6 +449,7 @@ class ModelWindow(Struct, kw_only=True):
     decision_memory: int = DECISION_MEMORY
     snapshots: list[SnapshotMark] = []
     commands: list[CommandView] = []
+    served: list[ServedCounts] = []  # chat backends' counts per provider, in log order
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     listing_cycle: str | None = None
@@ -514,6 +518,10 @@ class LogWindow(Struct, kw_only=True):
                 _decided(mw, event)
             case IgnoreSnapshot():
                 add_snapshot(mw, SnapshotMark(version=event.version, at=event.at, entries=list(event.entries)))
+            case ServedCounts():
+                mw.served.append(event)
+                if len(mw.served) > SERVED_MEMORY:
+                    del mw.served[:-SERVED_MEMORY]
             case _:
                 return
 

@@ -409,6 +409,27 @@ def snapshot_at(snapshots: list[SnapshotMark], at: datetime) -> tuple[SnapshotMa
     return current, (later[0] if later else None)
 
 
+def served_in(window: ModelWindow | None, since: datetime, until: datetime) -> dict[str, int] | None:
+    """The chat backends' request counts per provider whose period ends inside ``since`` .. ``until`` (UTC);
+    ``None`` when no backend published any for the model (not zero: unknown)."""
+    if window is None or not window.served:
+        return None
+    out: dict[str, int] = {}
+    for counts in window.served:
+        if since <= counts.at <= until or counts.since <= until <= counts.at:
+            for provider, n in counts.counts.items():
+                out[provider] = out.get(provider, 0) + n
+    return dict(sorted(out.items()))
+
+
+def _served_by_tag(served: dict[str, int], window: ModelWindow | None, tag: str) -> int:
+    """What a tag served: counts under the tag itself, or under its provider name (the gateway names the
+    provider, ``DeepInfra``, not the endpoint: every endpoint of that name gets the name's count)."""
+    names = {e.provider_name for e in (window.listing if window is not None else []) if e.provider == tag
+             and e.provider_name}
+    return served.get(tag, 0) + sum(n for name, n in served.items() if name in names and name != tag)
+
+
 def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window: ModelWindow | None,
              control_tags: set[str] | None = None, kind: str | None = None, language: str | None = None,
              served: dict[str, int] | None = None, log_since: datetime | None = None) -> Lookback:
@@ -423,13 +444,16 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
             ``at - window_s`` up to now, the snapshots of the log and the bucket's history).
         control_tags: positive controls (never production hosts: left out).
         kind, language: narrow ``failed_since`` to failures of that probe kind / language.
-        served: the chat backends' request counts per provider in the window (``None``: none published).
+        served: the chat backends' request counts per provider in the window (default: from the
+            window's ServedCounts, :func:`served_in`; ``None`` there: none published).
         log_since: where the log read started (UTC), for the problems.
 
     Returns:
         :class:`Lookback`.
     """
     since, until = at - timedelta(seconds=window_s), at + timedelta(seconds=window_s)
+    if served is None:
+        served = served_in(window, since, until)
     problems: list[str] = []
     current, nxt = snapshot_at(window.snapshots if window is not None else [], at)
     if current is None:
@@ -465,7 +489,7 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
             layers=sorted({r.layer for r in entry.reasons}) if entry is not None else [],
             reasons=list(entry.reasons) if entry is not None else [],
             cells=[cell(f, name, blind) for f in around], failed_since=failed,
-            served=(served or {}).get(name, 0) if served is not None else None))
+            served=_served_by_tag(served, window, name) if served is not None else None))
     if not around:
         problems.append("no closed cycle of the log read opened inside the window")
     return Lookback(model=model, at=at, window_s=window_s, since=since, until=until, now=now,

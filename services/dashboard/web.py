@@ -238,8 +238,6 @@ async def read_lookback(settings: Settings, model: str, at: datetime, window_s: 
     Raises:
         SourceError: NATS, the bucket or Redis could not be read.
     """
-    from reverie_canary.services.dashboard.served import read_served
-
     now = now or clock.now()
     start = at.timestamp() - window_s - 2 * settings.cycle_interval_s
     span_s = max(now.timestamp() - start, 60.0)
@@ -248,10 +246,9 @@ async def read_lookback(settings: Settings, model: str, at: datetime, window_s: 
     async with reader:
         await reader.follow()
         await reader.merge_history(model)
-        served = await read_served(reader, model, at, window_s)
     view = pages.lookback(model, at=at, window_s=window_s, now=now, window=reader.window.models.get(model),
                           control_tags=set(settings.controls.values()), kind=kind, language=language,
-                          served=served, log_since=reader.window.since)
+                          log_since=reader.window.since)
     if int(span_s / settings.cycle_interval_s) + 4 > LOOKBACK_CYCLES:
         view = _with_problem(view, f"the read keeps the last {LOOKBACK_CYCLES} cycles: 'failed since' covers "
                                    "those only")

@@ -55,10 +55,13 @@ def test_senders_are_who_nats_lets_publish(doc):
     assert ("judge", "decisions") in senders and ("prober", "results") in senders
     assert ("router", "routing-kv") in senders and ("operator", "ops") in senders
     assert not {s for s in senders if s[1] == "decisions" and s[0] != "judge"}  # only the judge decides
-    assert not {s for s in senders if s[0] == "backend"}  # a chat backend publishes nothing
+    # a chat backend publishes its served-by counts and nothing else (issue 14 §2); the dashboard nothing at all
+    assert {s for s in senders if s[0] == "backend"} == {("backend", "served")}
+    assert not {s for s in senders if s[0] == "dashboard"}
     receives = {(op["x-canary-user"], op["channel"]["$ref"].rsplit("/", 1)[1]) for op in ops.values()
                 if op["action"] == "receive"}
-    assert {("judge", "results"), ("router", "decisions"), ("prober", "tasks"), ("backend", "routing-kv")} <= receives
+    assert {("judge", "results"), ("router", "decisions"), ("prober", "tasks"), ("backend", "routing-kv"),
+            ("dashboard", "served"), ("dashboard", "verdicts")} <= receives
     judge_ops = ops["judge-receives-ops"]["messages"]
     assert {m["$ref"].rsplit("/", 1)[1] for m in judge_ops} == {"LiftSuspension", "SetMode"}
 

@@ -218,3 +218,24 @@ def test_times_are_utc_and_a_clock_time_is_the_latest_one_not_after_now():
     for bad in ("2026-12-02T08:00:00Z", "25:00", "yesterday"):
         with pytest.raises(ValueError):
             pages.parse_at(bad, now)
+
+
+def test_the_look_back_shows_the_chat_backends_counts_under_each_endpoint_of_the_provider_named():
+    """Counts by the gateway's provider name go to the endpoints of that name; none published: None, not 0."""
+    from reverie_canary.client.served import ServedCounts
+    from reverie_canary.shared.events import Endpoint, EndpointsDiscovered
+
+    events = run(2)
+    state, window = observe(events)
+    mw = window.models[MODEL]
+    mw.listing = [Endpoint(provider=p, provider_name="Alpha" if p.startswith("a") else p.upper()) for p in FLEET]
+    window.add(snapshot(1, T0), 90_001)
+    at = T0 + timedelta(minutes=40)
+    assert pages.lookback(MODEL, at=at, window_s=600, now=T0 + 2 * CYCLE, window=mw).served is None
+    window.add(ServedCounts(at=at + timedelta(minutes=1), since=at, model=MODEL, counts={"Alpha": 7, "b/fp8": 2}),
+               90_002)
+    window.add(ServedCounts(at=at + timedelta(hours=3), since=at + timedelta(hours=2), model=MODEL,
+                            counts={"Alpha": 100}), 90_003)  # outside the window
+    view = pages.lookback(MODEL, at=at, window_s=600, now=T0 + 2 * CYCLE, window=mw)
+    assert view.served == {"Alpha": 7, "b/fp8": 2}
+    assert {p.provider: p.served for p in view.providers} == {"a/fp8": 7, "b/fp8": 2, "c/fp8": 0, "d/fp8": 0}
