@@ -13,6 +13,7 @@ live fleet page to ``docs/dashboard-fleet.png``, the README's image.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import threading
@@ -25,6 +26,7 @@ from reverie_canary.canary.demo import pipeline
 from reverie_canary.services.judge.replay import read_log
 from reverie_canary.shared.service import nats_connect
 from reverie_canary.shared.snapshots import IgnoreSnapshot
+from tests import waits
 
 pytestmark = pytest.mark.integration
 
@@ -245,15 +247,24 @@ def suspended(demo):
 def test_the_provider_page_of_a_suspended_provider_shows_the_failed_probes_behind_its_suspension(demo, browser):
     """Each cycle the suspension rests on has its failed probes on the page, with the reply and the evidence."""
     name, suspension = suspended(demo)
-    browser.get(url(demo, "/provider", model=MODEL, provider=name))
-    state = browser.find_element("id", "state").text
-    assert state.startswith("suspended"), (name, state, suspension)
-    rows = browser.execute_script("""return Array.from(document.querySelectorAll(
+    rows_js = """return Array.from(document.querySelectorAll(
         'table[data-section=behind] tr.failure')).map(r => [r.dataset.cycle, r.dataset.kind,
-        r.querySelector('td:nth-child(4)').textContent, r.querySelector('pre.excerpt') !== null]);""")
+        r.querySelector('td:nth-child(4)').textContent, r.querySelector('pre.excerpt') !== null]);"""
+    seen: list = []
+
+    def page_shows_every_cycle() -> bool:
+        browser.get(url(demo, "/provider", model=MODEL, provider=name))
+        seen[:] = [browser.find_element("id", "state").text, browser.execute_script(rows_js)]
+        return {cycle for cycle, *_ in seen[1]} == set(suspension.cycles)
+
+    # the dashboard follows the log every 0.5 s: the last cycle's results may reach it after the judge's decision
+    with contextlib.suppress(waits.WaitTimeout):
+        waits.until_sync(page_shows_every_cycle, timeout_s=15, interval_s=0.5,
+                         what=f"the failed probes of {suspension.cycles} on the provider page")
+    state, rows = seen
     screenshot(browser, "provider")
-    again = suspended(demo)
-    assert {cycle for cycle, *_ in rows} == set(suspension.cycles), (name, rows, suspension, again)
+    assert state.startswith("suspended"), (name, state, suspension)
+    assert {cycle for cycle, *_ in rows} == set(suspension.cycles), (name, rows, suspension, suspended(demo))
     assert all(outcome == "fail" and has_reply for _, _, outcome, has_reply in rows)
     ladder = browser.find_element("id", "ladder").text
     assert "suspend" in ladder and "enforce" in ladder
