@@ -6,6 +6,12 @@ Each service module builds one :class:`Shell`, registers its handlers with
 and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
 runs one app; ``canary up`` and ``canary demo`` run all five in one process.
 
+A work queue (the prober's tasks) is pulled by :meth:`Shell.work_queue`, not by
+FastStream: a task is fetched only when a worker is free, and every task held is
+kept alive with in-progress signals until it is acknowledged, so the
+consumer's ``ack_wait`` can be a few seconds and a dead process's tasks come back
+within it (issue 11 §1).
+
 The shell also serves the service's ``/metrics``, ``/healthz`` and ``/readyz``
 (:mod:`reverie_canary.shared.metrics`) from before the broker connects until it
 stopped, and watches its NATS and Redis connections (:mod:`reverie_canary.shared.health`):
@@ -185,6 +191,37 @@ async def _raw_body(msg: NatsMessage) -> bytes:
 
 #: Longest wait for one background loop to stop at shutdown (seconds).
 LOOP_STOP_S = 10.0
+#: Seconds one pull of a work queue waits for tasks before it asks again.
+WORK_FETCH_S = 1.0
+
+
+class _Held:
+    """A JetStream message pulled by :meth:`Shell.work_queue`, in the shape :func:`handle` reads.
+
+    ``body`` and ``raw_message`` as FastStream's ``NatsMessage``; ``ack`` /
+    ``reject`` / ``nack(delay)`` map to nats-py's ``ack`` / ``term`` / ``nak``.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self.raw_message = raw
+        self.body: bytes = raw.data
+        self.settled = False
+
+    async def ack(self) -> None:
+        self.settled = True
+        await self.raw_message.ack()
+
+    async def reject(self) -> None:
+        self.settled = True
+        await self.raw_message.term()
+
+    async def nack(self, delay: float | None = None) -> None:
+        self.settled = True
+        await self.raw_message.nak(delay=delay)
+
+    async def in_progress(self) -> None:
+        if not self.settled:
+            await self.raw_message.in_progress()
 
 
 class Shell:
@@ -271,6 +308,92 @@ class Shell:
         async def _handler(msg: NatsMessage) -> None:
             await handle(msg, service=self.name, decoder=decoder, apply=apply,
                          publisher=self.publisher, settings=self.settings)
+
+    def work_queue(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
+                   *, workers: int, heartbeat_s: float) -> None:
+        """Pull the shared durable ``spec`` with up to ``workers`` messages in hand; keep each alive until settled.
+
+        A message is fetched only when a worker is free and handled at once
+        (:func:`handle`: decode, ``apply``, ack / term / nak), so none waits in a
+        queue with no word to the server.  Every ``heartbeat_s`` seconds each
+        message in hand gets an in-progress signal (``+WPI``, which restarts its
+        ``ack_wait``; operators.md, 8): a live process keeps its tasks however long
+        they take, a dead one's are redelivered to another process after
+        ``ack_wait``.  At shutdown the loop stops fetching and the messages in
+        hand are given back (``nak``, redelivered at once), not left to time out.
+
+        Args:
+            workers: messages handled at once (``prober_concurrency``).
+            heartbeat_s: seconds between two in-progress signals
+                (:func:`reverie_canary.shared.streams.task_heartbeat_s`), well under ``ack_wait``.
+        """
+        self._specs.append(spec)
+        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
+
+        async def loop() -> None:
+            await self._pull(spec, decoder, apply, workers, heartbeat_s)
+
+        self._loops.append(loop)
+
+    async def _pull(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
+                    workers: int, heartbeat_s: float) -> None:
+        js = self.broker.connection.jetstream()
+        sub = await js.pull_subscribe(spec.filter_subjects[0], durable=spec.durable, stream=spec.stream,
+                                      config=spec.config())
+        held: set[_Held] = set()
+        freed = asyncio.Event()
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(message: _Held) -> None:
+            try:
+                await handle(message, service=self.name, decoder=decoder, apply=apply, publisher=self.publisher,
+                             settings=self.settings)  # type: ignore[arg-type]
+            except asyncio.CancelledError:
+                if not message.settled:  # shutting down: give it back now, not after ack_wait
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(message.nack())
+                raise
+            finally:
+                held.discard(message)
+                freed.set()
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(heartbeat_s)
+                for message in list(held):
+                    try:
+                        await message.in_progress()
+                    except Exception:  # disconnected: the next beat tries again
+                        break
+
+        beats = asyncio.create_task(heartbeat(), name=f"{self.name}-heartbeat")
+        try:
+            while True:
+                while len(held) >= workers:
+                    freed.clear()
+                    await freed.wait()
+                try:
+                    messages = await sub.fetch(batch=workers - len(held), timeout=WORK_FETCH_S)
+                except (TimeoutError, asyncio.TimeoutError):  # nothing to do
+                    messages = []
+                except NatsError:  # NATS away (reconnecting, closed): ask again in a while
+                    messages = []
+                    await asyncio.sleep(WORK_FETCH_S)
+                for raw in messages:
+                    message = _Held(raw)
+                    held.add(message)
+                    task = asyncio.create_task(one(message), name=f"{self.name}-work")
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+        finally:
+            beats.cancel()
+            for task in list(running):
+                task.cancel()
+            for task in list(running):
+                await stop_task(task, LOOP_STOP_S)
+            await stop_task(beats, LOOP_STOP_S)
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     def background(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run ``loop`` as a task once the broker is connected; cancel it on shutdown."""

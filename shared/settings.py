@@ -100,7 +100,13 @@ class Settings(Struct, kw_only=True):
             streams, the default) or ``none``.
         stream_replicas: copies of every stream and of the KV bucket (1, or
             3 / 5 on a JetStream cluster; docs/scaling.md).
-        prober_concurrency: probes one prober runs at once.
+        prober_concurrency: probes one prober runs at once (it holds at most
+            this many tasks: it fetches one only when a worker is free).
+        task_ack_wait_s: seconds the task consumer waits for word from a
+            prober before it gives the task to another; 0 (default): an eighth
+            of ``probe_window_s``, between 2 and 30 s
+            (:func:`reverie_canary.shared.streams.task_ack_wait_s`).  A prober
+            says each task it holds is in progress four times per ``ack_wait``.
         reply_max_bytes: text plus reasoning a probe keeps of one reply (UTF-8
             bytes); a reply past it ignored its budget and fails
             ``reply_too_large``.  At least 256 bytes per ``max_tokens``.

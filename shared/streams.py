@@ -9,7 +9,8 @@ same settings and binds with ``JStream(name, declare=False)``.
   everything a fold needs, and ``canary replay`` reads the same order the
   judge read live.
 - ``CANARY_TASKS``: probe tasks (WORK_QUEUE: a task is removed when acked; a
-  dead prober's task is redelivered after ``ack_wait``).
+  dead prober's task is redelivered after ``ack_wait``, a few seconds: a live
+  prober says every task it holds is in progress, :func:`task_heartbeat_s`).
 - ``CANARY_DEADLETTER``: refused messages with their reason.
 - ``CANARY_NOTICES``: the notifier's own: notices that exhausted their delivery
   schedule (``canary.notices.dead.<channel>``, with the error), operators'
@@ -17,8 +18,13 @@ same settings and binds with ``JStream(name, declare=False)``.
   (``canary.notices.resent``).  Kept as long as the log, bounded in bytes.
 - KV ``canary-routing``: the latest IgnoreSnapshot per model, history kept.
 
-A durable's configuration is not updated by the server once it exists
-(faststream-nats.md, section 3): change a consumer here, bump its ``-vN``.
+A durable's configuration is not updated by the server once it exists, nor by
+nats-py or FastStream when a service binds it (faststream-nats.md, section 3):
+every service reconciles its durables with this module at start
+(:func:`reverie_canary.shared.preflight.reconcile_consumers`), which updates what
+the server allows to change in place (``ack_wait``, ``max_deliver``,
+``max_ack_pending``, the filter) and logs what it changed.  A change the server
+refuses in place (the ack policy) needs a new ``-vN``.
 """
 
 from __future__ import annotations
@@ -239,21 +245,50 @@ class ConsumerSpec:
         )
 
 
+#: Bounds of the task consumer's derived ``ack_wait`` (seconds): :func:`task_ack_wait_s`.
+TASK_ACK_WAIT_MIN_S = 2.0
+TASK_ACK_WAIT_MAX_S = 30.0
+#: ``ack_wait`` is this share of the probe window (a dead prober's tasks come back within it).
+TASK_ACK_WAIT_SHARE = 1 / 8
+#: In-progress signals a prober sends per ``ack_wait`` for every task it holds.
+HEARTBEATS_PER_ACK_WAIT = 4
+
+
+def task_ack_wait_s(settings: Settings) -> float:
+    """Seconds a task may go without word from its prober before JetStream gives it to another one.
+
+    A prober says every task it holds is in progress :data:`HEARTBEATS_PER_ACK_WAIT`
+    times per ``ack_wait`` (:func:`task_heartbeat_s`), from the moment it fetched
+    it, so ``ack_wait`` no longer has to cover a probe: it is an eighth of the probe
+    window, between 2 and 30 s (README short cycles, a 14 s window: 2 s; the
+    default 600 s window: 30 s), and a SIGKILLed prober's tasks are probed by
+    another prober within the same cycle (issue 11 §1; before, ``ack_wait``
+    followed the request timeout: 370 s).  ``task_ack_wait_s`` in the settings
+    overrides it.
+    """
+    if settings.task_ack_wait_s:
+        return settings.task_ack_wait_s
+    return min(TASK_ACK_WAIT_MAX_S, max(TASK_ACK_WAIT_MIN_S, settings.probe_window_s * TASK_ACK_WAIT_SHARE))
+
+
+def task_heartbeat_s(settings: Settings) -> float:
+    """Seconds between two in-progress signals of a prober for each task it holds (``ack_wait`` / 4)."""
+    return task_ack_wait_s(settings) / HEARTBEATS_PER_ACK_WAIT
+
+
 def prober_consumer(settings: Settings) -> ConsumerSpec:
     """Shared by every prober replica: one task goes to one prober.
 
-    ``ack_wait`` covers a task that waits for a free worker behind one probe
-    and then runs the slowest probe: the language probe's request plus its
-    confirmations (DESIGN.md, contract 4; sent at once, counted here as if one
-    after the other, an upper bound), twice over.
+    ``ack_wait`` is short (:func:`task_ack_wait_s`): the prober keeps each task it
+    holds alive with in-progress signals; a task whose prober died is redelivered
+    to another after at most ``ack_wait``.  Three deliveries at most.
     """
-    worst = settings.request_timeout_s * (1 + settings.language_confirmations)
     return ConsumerSpec(
         stream=TASKS,
         durable="prober-v2",
         filter_subjects=[subjects.ALL_TASKS],
         max_ack_pending=1000,
-        ack_wait_s=settings.task_ack_wait_s or 2 * worst + 10.0,
+        ack_wait_s=task_ack_wait_s(settings),
         max_deliver=3,
     )
 
@@ -341,3 +376,4 @@ def discovery_consumer(settings: Settings) -> ConsumerSpec:
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,
     )
+

@@ -1,8 +1,12 @@
 """Prober service: pull ProbeTasks from the shared durable, probe, publish ProbeResults.
 
-Every replica binds the same durable (``prober-v1``), so tasks are spread
-across probers and a dead prober's tasks are redelivered after ``ack_wait``
-(DESIGN.md, "Subjects and streams").  A result is published with the task id
+Every replica binds the same durable (``prober-v2``), so tasks are spread
+across probers (DESIGN.md, "Subjects and streams").  A prober fetches a task
+only when one of its ``prober_concurrency`` workers is free and says it is in
+progress every ``ack_wait / 4`` while it probes (:meth:`Shell.work_queue`), so
+the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.streams.task_ack_wait_s`)
+and a dead prober's tasks are redelivered to another within it, in the same
+cycle (issue 11 §1).  A result is published with the task id
 as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
 result is dropped by JetStream.  A task past its cycle's deadline is dropped
 unprobed: its result could not count any more.
@@ -161,5 +165,6 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_client)
     shell.on_shutdown(close_client)
-    shell.subscribe(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=settings.prober_concurrency)
+    shell.work_queue(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=settings.prober_concurrency,
+                     heartbeat_s=streams.task_heartbeat_s(settings))
     return shell.app

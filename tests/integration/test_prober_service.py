@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import clock, codec, subjects
+from reverie_canary.shared import clock, codec, streams, subjects
 from reverie_canary.shared.events import ProbeTask
 from reverie_canary.shared.service import ensure_streams, nats_connect
 from reverie_canary.shared.settings import Settings
@@ -24,13 +24,14 @@ pytestmark = pytest.mark.integration
 
 MODEL = "deepseek/deepseek-chat-v3.1"
 HEALTHY = ("deepinfra/fp8", "novita/fp8", "together", "fireworks")
+NAMES = {"deepinfra/fp8": "DeepInfra", "novita/fp8": "Novita", "together": "Together", "fireworks": "Fireworks",
+         "lambda/fp8": "Lambda"}
 
 
 def task(i: int, provider: str, *, deadline_s: float = 600, kind: str = "echo") -> ProbeTask:
     now = clock.now()
     return ProbeTask(at=now, task_id=f"t{i}|{provider}", model=MODEL, provider=provider,
-                     provider_name={"deepinfra/fp8": "DeepInfra", "novita/fp8": "Novita", "together": "Together",
-                                    "fireworks": "Fireworks"}[provider],
+                     provider_name=NAMES[provider],
                      kind=kind, language="en", cycle="c", deadline=now + timedelta(seconds=deadline_s),
                      supported_parameters=["max_tokens", "structured_outputs", "response_format"])
 
@@ -113,3 +114,23 @@ async def test_a_task_past_its_deadline_is_dropped_unprobed(infra):
         left = (await js.stream_info(TASKS)).state.messages
     assert [r.task_id for r in results] == [fresh.task_id]
     assert left == 0
+
+
+async def test_a_probe_longer_than_ack_wait_is_kept_alive_and_never_redelivered(infra):
+    """ack_wait 1 s, probes of 2 s and more, two probers: in-progress signals keep each task with its prober."""
+    tasks = [task(i, "lambda/fp8", kind="ttft") for i in range(6)]  # first token after 2.0 s
+    async with bench(infra, len(tasks), prober_concurrency=2, task_ack_wait_s=1.0, ttft_threshold_s=5.0,
+                     request_timeout_s=10.0) as (settings, js, publish, results, done):
+        async with running(settings, ["prober"], probers=2):
+            for t in tasks:
+                await publish(t)
+            await waits.within(done.wait(), timeout_s=40, what="six results of 2 s probes")
+            await waits.until(lambda: queue_empty(js), timeout_s=10, what="every task acknowledged")
+            spec = streams.prober_consumer(settings)
+            info = await js.consumer_info(spec.stream, spec.durable)
+            await waits.holds(lambda: len(results) == len(tasks), for_s=1.5, what="one result per task")
+    assert info.config.ack_wait == 1.0
+    assert info.num_redelivered == 0  # each task was delivered once, though it took twice ack_wait
+    assert sorted(r.task_id for r in results) == sorted(t.task_id for t in tasks)
+    assert min(r.reply.ttft_ms for r in results) >= 2000.0  # the probes really outlasted ack_wait
+
