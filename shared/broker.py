@@ -37,7 +37,7 @@ from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from faststream.nats.security import NatsSecurity
 from nats.errors import Error as NatsError
 
-from reverie_canary.shared import clock, codec, ids, metrics, retry, subjects
+from reverie_canary.shared import clock, codec, ids, metrics, retry, subjects, tracing
 from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES, fit
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
@@ -193,7 +193,8 @@ class Publisher:
             ack = await self.broker.publish(
                 body,
                 subject,
-                headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
+                # the current span's trace context travels with the message (shared/tracing.py)
+                headers=tracing.inject({"Nats-Msg-Id": msg_id, "content-type": "application/json"}),
                 stream=stream,
                 timeout=PUBLISH_TIMEOUT_S,
             )
@@ -221,6 +222,17 @@ class Publisher:
             get_logger(self.service).error("dead_letter_publish_failed", subject=delivery.subject, error=str(exc))
 
 
+def _span_attributes(event: Any, delivery: Delivery) -> dict[str, Any]:
+    """The attributes of a handled message's span: its subject, stream sequence and identifying fields."""
+    attributes: dict[str, Any] = {"messaging.destination.name": delivery.subject,
+                                  "canary.stream_seq": delivery.stream_seq, "canary.deliveries": delivery.deliveries}
+    for name in ("task_id", "model", "provider", "kind", "cycle", "decision_id", "action", "version"):
+        value = getattr(event, name, None)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            attributes[f"canary.{name}"] = value
+    return attributes
+
+
 async def handle(
     msg: NatsMessage,
     *,
@@ -242,7 +254,10 @@ async def handle(
     try:
         event = decoder.decode(body)
         codec.check_origin(delivery.subject, event)
-        await apply(event, delivery)
+        # one span per handled message, child of the context its headers carry (shared/tracing.py)
+        with tracing.span(f"{service} {type(event).__name__}", headers=delivery.headers,
+                          attributes=_span_attributes(event, delivery)):
+            await apply(event, delivery)
     except Undecodable as exc:
         reason = _REASONS.get(type(exc), "undecodable")
         log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc))

@@ -40,7 +40,7 @@ from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from reverie_canary.shared import metrics, retry, streams
+from reverie_canary.shared import metrics, retry, streams, tracing
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
@@ -472,6 +472,7 @@ class Shell:
 
     async def _on_startup(self) -> None:
         self.metrics.set("ready", 0)
+        tracing.configure(self.settings.traces, self.name)
         self._endpoint = await metrics.acquire(self.settings, self.name)
         if self._endpoint is not None:
             self._endpoint.sources.append(self)

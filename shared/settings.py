@@ -57,6 +57,9 @@ class Settings(Struct, kw_only=True):
     """Every setting of every service.
 
     Attributes (selected):
+        traces: ``off`` (the default) or ``otlp``: export OpenTelemetry spans
+            with OTLP over HTTP, one trace per probe (the ``[otel]`` extra;
+            shared/tracing.py; ``OTEL_EXPORTER_OTLP_ENDPOINT`` says where).
         nats_ca_file, nats_cert_file, nats_key_file: TLS to NATS (a ``tls://``
             ``nats_url``): the CA's PEM file the server's certificate must chain to
             (empty: the system's trust store) and this client's certificate and key
@@ -196,6 +199,7 @@ class Settings(Struct, kw_only=True):
     metrics_ports: dict[str, int] = {}
     log_format: str = "console"
     log_level: str = "INFO"
+    traces: str = "off"
 
     def __post_init__(self) -> None:
         self.openrouter_api_key = self.openrouter_api_key.strip()
@@ -410,6 +414,8 @@ def _problems(s: Settings) -> list[str]:
         problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")
     if s.log_format not in ("console", "json"):
         problems.append("log_format must be console or json")
+    if s.traces not in ("off", "otlp"):
+        problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/tracing.py)")
     for name, schemes in _URL_SCHEMES.items():
         if not getattr(s, name).startswith(schemes):
             problems.append(f"{name} must start with one of {list(schemes)}")

@@ -22,7 +22,7 @@ import httpx
 from faststream import FastStream
 
 from reverie_canary.services.discovery.core import cycle_start, plan, split
-from reverie_canary.shared import clock, codec, ids, retry, streams, subjects
+from reverie_canary.shared import clock, codec, ids, retry, streams, subjects, tracing
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.events import CycleClosed, CycleUnplanned, ProbeTask, RetestRequested
@@ -133,7 +133,12 @@ class Discovery:
         for part in parts:  # a large model's listing in parts that each fit the wire bound
             await pub.publish(part, subjects.discovery(model), ids.discovered_id(model, cycle_no, part.part), LOG)
         for task in tasks:
-            await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
+            # one probe is one trace: its root is the task (shared/tracing.py)
+            with tracing.span("discovery task", root=True,
+                              attributes={"canary.task_id": task.task_id, "canary.model": model,
+                                          "canary.provider": task.provider, "canary.kind": task.kind,
+                                          "canary.cycle": task.cycle}):
+                await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
         self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(event.endpoints),
                             tasks=len(tasks), **({"parts": len(parts)} if len(parts) > 1 else {}))
         m = self.shell.metrics

@@ -9,6 +9,7 @@ position and the outbox, publish the outbox with deterministic ids.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from faststream import FastStream
@@ -17,7 +18,7 @@ from reverie_canary.services.judge import answers, gauges
 from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
 from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, Outbound, RedisJudgeStore
-from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects
+from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects, tracing
 from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.events import (
     PROBE_KINDS,
@@ -25,6 +26,7 @@ from reverie_canary.shared.events import (
     CommandRefused,
     CycleVerdict,
     Decision,
+    ProbeResult,
     RetestRequested,
 )
 from reverie_canary.shared.logging import get as get_logger
@@ -66,6 +68,8 @@ class Judge:
         self.kinds = kinds
         #: model -> the state last loaded or saved (what the metrics show)
         self.latest: dict[str, ModelState] = {}
+        #: task id -> the trace context of the span that handled its result (shared/tracing.py)
+        self.traces = tracing.Contexts()
 
     async def load_latest(self) -> None:
         """Read every watched model's state, so that the metrics show it before the next event."""
@@ -82,7 +86,8 @@ class Judge:
         series = metrics.of("judge")
         for effect in effects:
             subject, msg_id = effect_address(effect)
-            stored = await self.publisher.publish(effect, subject, msg_id, LOG)
+            with self._decision_span(effect):
+                stored = await self.publisher.publish(effect, subject, msg_id, LOG)
             if not stored:  # a republished outbox: counted the first time
                 continue
             if isinstance(effect, Decision):
@@ -90,6 +95,19 @@ class Judge:
             elif isinstance(effect, CycleVerdict):
                 for verdict in effect.verdicts:
                     series.inc("verdicts", model=effect.model, verdict=verdict.verdict)
+
+    def _decision_span(self, effect: Outbound):
+        """A decision's span: child of its first evidence result's span, linked to the others' (shared/tracing.py).
+
+        Any other effect (a verdict, an answer) is published in the span of the message that made it.
+        """
+        if not isinstance(effect, Decision):
+            return contextlib.nullcontext()
+        found = [c for c in (self.traces.get(ref.task_id) for ref in effect.evidence) if c is not None]
+        return tracing.span("judge decision", parent=found[0] if found else None, links=found[1:],
+                            attributes={"canary.decision_id": effect.decision_id, "canary.model": effect.model,
+                                        "canary.provider": effect.provider, "canary.action": effect.action,
+                                        "canary.evidence": len(effect.evidence)})
 
     async def apply(self, event, delivery: Delivery) -> None:
         """Fold ``event`` into every watched model it concerns.
@@ -104,6 +122,8 @@ class Judge:
         model = getattr(event, "model", None)
         if model is None:
             return
+        if isinstance(event, ProbeResult):
+            self.traces.remember(event.task_id)
         command = isinstance(event, answers.JudgeCommand)
         if model == "*":
             targets = sorted(set(self.models) | set(await self.store.models()))

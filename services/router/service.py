@@ -51,7 +51,7 @@ from reverie_canary.services.router.core import (
 )
 from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, ExclusionsFile
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
-from reverie_canary.shared import clock, codec, eventlog, ids, inputs, metrics, streams, subjects
+from reverie_canary.shared import clock, codec, eventlog, ids, inputs, metrics, streams, subjects, tracing
 from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.bounds import fit
 from reverie_canary.shared.broker import Delivery, Publisher
@@ -188,9 +188,15 @@ class SnapshotSink:
         return True
 
     async def announce(self, snapshot: IgnoreSnapshot) -> None:
-        """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id)."""
-        await self.publisher.publish(snapshot, subjects.routing(snapshot.model),
-                                     ids.snapshot_id(snapshot.model, snapshot.version), LOG)
+        """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id).
+
+        In a span of its own, child of the message that made it (a decision, an override: shared/tracing.py).
+        """
+        with tracing.span("router snapshot", attributes={"canary.model": snapshot.model,
+                                                          "canary.version": snapshot.version,
+                                                          "canary.ignored": len(snapshot.entries)}):
+            await self.publisher.publish(snapshot, subjects.routing(snapshot.model),
+                                         ids.snapshot_id(snapshot.model, snapshot.version), LOG)
 
 
 class Router:

@@ -1,0 +1,79 @@
+"""One probe is one trace, from discovery's task to the router's snapshot (issue 15 §6; shared/tracing.py).
+
+The whole pipeline runs on real NATS and Redis with an in-memory span exporter; the trace
+context travels in the NATS headers of the task, the result and the decision.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from reverie_canary.canary.demo import pipeline  # noqa: E402
+from reverie_canary.shared import tracing  # noqa: E402
+from tests.waits import until  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+BROKEN = "baseten/fp8"
+
+
+@pytest.fixture
+def spans():
+    """Spans of this test, recorded in memory (the process's tracer provider restored after)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use_provider(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.use_provider(None)
+        provider.shutdown()
+
+
+def _suspend_snapshot_span(exporter):
+    """The router's snapshot span made by the broken provider's suspension, once it is exported."""
+    finished = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    for s in finished:
+        if s.name != "router snapshot" or s.parent is None:
+            continue
+        handled = by_id.get(s.parent.span_id)
+        if handled is not None and handled.name == "router Decision" \
+                and handled.attributes.get("canary.provider") == BROKEN \
+                and handled.attributes.get("canary.action") == "suspend":
+            return s
+    return None
+
+
+async def test_one_probe_is_one_trace_from_discovery_to_the_routers_snapshot(tmp_path, spans):
+    """task -> probe -> result -> decision -> router -> snapshot: one trace id, each span the child of the one before."""
+    async with pipeline(workdir=tmp_path, scenario="default") as p:
+        snapshot_span = await until(lambda: _suspend_snapshot_span(spans), timeout_s=90,
+                                    what="the router's snapshot span of the broken provider's suspension")
+        decisions = [d for d in p.observer.decisions if d.provider == BROKEN and d.action == "suspend"]
+    by_id = {s.context.span_id: s for s in spans.get_finished_spans()}
+    chain = [snapshot_span]
+    while chain[-1].parent is not None:
+        chain.append(by_id[chain[-1].parent.span_id])
+    assert [s.name for s in chain] == ["router snapshot", "router Decision", "judge decision", "judge ProbeResult",
+                                       "prober ProbeTask", "discovery task"]
+    assert len({s.context.trace_id for s in chain}) == 1
+    router, decision, result, probe, task = chain[1:]
+    # the same probe all along, and one the decision rests on
+    task_id = task.attributes["canary.task_id"]
+    assert probe.attributes["canary.task_id"] == result.attributes["canary.task_id"] == task_id
+    assert task.attributes["canary.provider"] == BROKEN
+    assert router.attributes["canary.decision_id"] == decision.attributes["canary.decision_id"]
+    assert len(decisions) == 1 and decisions[0].decision_id == decision.attributes["canary.decision_id"]
+    assert task_id in {ref.task_id for ref in decisions[0].evidence}
+    # a decision rests on several results: the others are links, each to its own probe's trace
+    assert len(decision.links) == decision.attributes["canary.evidence"] - 1 >= 1
+    assert all(link.context.trace_id != decision.context.trace_id for link in decision.links)
+    assert snapshot_span.attributes["canary.version"] >= 2
