@@ -180,6 +180,23 @@ def _consumers() -> dict[str, Any]:
     return out
 
 
+#: The NATS headers a service's message carries (shared/broker.py Publisher.publish).
+MESSAGE_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "NATS headers of a published message. A KV entry (IgnoreSnapshot in canary-routing) has none.",
+    "properties": {
+        "Nats-Msg-Id": {"type": "string", "maxLength": 512,
+                        "description": "The deterministic id JetStream deduplicates on (shared/ids.py): a "
+                                       "redelivered input publishes the same id."},
+        "content-type": {"type": "string", "const": "application/json"},
+        "traceparent": {"type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+                        "description": "W3C trace context of the span that published it, when traces are on "
+                                       "(CANARY_TRACES, shared/tracing.py): one probe is one trace."},
+        "tracestate": {"type": "string", "maxLength": 512, "description": "W3C trace state, with traceparent."},
+    },
+}
+
+
 def document() -> dict[str, Any]:
     """The AsyncAPI 3.0.0 document of the whole message contract (a JSON-ready dict, stable order)."""
     from reverie_canary.shared.codec import WIRE_TYPES
@@ -193,7 +210,9 @@ def document() -> dict[str, Any]:
     permissions = nats_permissions()
     readers = _readers()
 
+    schemas = {**schemas, "MessageHeaders": MESSAGE_HEADERS}
     messages = {names[t]: {"name": names[t], "title": names[t], "contentType": "application/json",
+                           "headers": {"$ref": "#/components/schemas/MessageHeaders"},
                            "payload": {"$ref": f"#/components/schemas/{names[t]}"},
                            **({"summary": t.__doc__.strip().splitlines()[0]} if t.__doc__ else {})}
                 for t in WIRE_TYPES}
