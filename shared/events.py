@@ -409,8 +409,11 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     """A judge decision, published on ``canary.decisions.<model>.<provider>``.
 
     ``decision_id`` is deterministic (it is the ``Nats-Msg-Id``).  ``until`` is
-    the UTC end of a suspension.  ``reasons`` names the cycles and probe results
-    the decision rests on.  ``provider`` is empty for model-wide decisions.
+    the UTC end of a suspension (for ``suspension_held``: the end the hold gives
+    it).  ``reasons`` names the cycles and probe results the decision rests on.
+    ``provider`` is empty for model-wide decisions (``canary_blind`` and
+    ``canary_sees`` among them: ``reason`` is the cause, one of
+    :data:`UNPLANNED_CAUSES`, and ``held`` lists the suspensions blindness holds).
     """
 
     decision_id: Slug
