@@ -23,6 +23,7 @@ BENCHMARKS = {
     "notifier_bench.py": [],
     "log_storage.py": [],
     "replay_bench.py": [],
+    "tracing_bench.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
@@ -32,6 +33,7 @@ QUICK = {
     "notifier_bench.py": ["--notices", "100", "--burst", "200"],
     "log_storage.py": ["--cycles", "3", "--results", "20000"],
     "replay_bench.py": ["--models", "10", "--cycles", "6", "--repeat", "1"],
+    "tracing_bench.py": ["--messages", "5000"],
 }
 
 

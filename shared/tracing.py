@@ -43,11 +43,14 @@ TRACER_NAME = "reverie_canary"
 #: Values of ``CANARY_TRACES``.
 EXPORTERS = ("off", "otlp")
 
-_state: dict[str, Any] = {"provider": None}
+_state: dict[str, Any] = {"provider": None, "global": False}
 
 
 def configure(exporter: str, service: str = "canary") -> None:
-    """Set up this process's tracer provider for ``exporter`` once (``off``: nothing).
+    """Set up this process's tracer provider for ``exporter`` once (``off``: nothing of its own).
+
+    Either way a global provider already set (``opentelemetry-instrument``, the application)
+    is noticed here and used.
 
     Args:
         exporter: ``off`` or ``otlp`` (OTLP over HTTP, configured by the ``OTEL_EXPORTER_OTLP_*``
@@ -58,6 +61,8 @@ def configure(exporter: str, service: str = "canary") -> None:
     Raises:
         ConfigError: ``otlp`` without the ``[otel]`` extra installed.
     """
+    if AVAILABLE:  # a provider set by opentelemetry-instrument or the application is used as it is
+        _state["global"] = not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
     if exporter == "off" or _state["provider"] is not None:
         return
     try:
@@ -81,6 +86,16 @@ def use_provider(provider: Any | None) -> None:
     _state["provider"] = provider
 
 
+def _on() -> bool:
+    """Whether spans can be recorded: a provider here, or a global one (``opentelemetry-instrument``, the app).
+
+    Without either every span would be a no-op anyway; skipping them saves their cost on
+    every message (``benchmarks/tracing_bench.py``). The global provider is looked at when a
+    service starts (:func:`configure`): reading it costs more than a span does.
+    """
+    return _state["provider"] is not None or _state["global"]
+
+
 def _tracer() -> Any:
     provider = _state["provider"]
     return provider.get_tracer(TRACER_NAME) if provider is not None else _trace.get_tracer(TRACER_NAME)
@@ -88,7 +103,7 @@ def _tracer() -> Any:
 
 def inject(headers: dict[str, str]) -> dict[str, str]:
     """Add the current span's trace context to ``headers`` (``traceparent``); returns ``headers``."""
-    if AVAILABLE:
+    if _on():
         _propagate.inject(headers)
     return headers
 
@@ -118,7 +133,7 @@ def span(name: str, *, headers: Mapping[str, Any] | None = None, parent: Any = N
         links: contexts the span is linked to (other results of a decision).
         attributes: span attributes; ``None`` values are left out.
     """
-    if not AVAILABLE:
+    if not _on():
         yield None
         return
     if root:
