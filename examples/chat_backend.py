@@ -19,6 +19,11 @@ Two ways to run it (see ``examples/README.md``)::
     NATS_URL=nats://nats.internal:4222 NATS_USER=backend NATS_PASSWORD=... \\
         python examples/chat_backend.py --model deepseek/deepseek-chat-v3.1
 
+    # over TLS (compose.tls.yaml): the CA and the backend's client certificate
+    NATS_URL=tls://nats.internal:4222 CANARY_NATS_CA_FILE=certs/ca.pem \
+        CANARY_NATS_CERT_FILE=certs/client.pem CANARY_NATS_KEY_FILE=certs/client-key.pem \
+        NATS_USER=backend NATS_PASSWORD=... python examples/chat_backend.py
+
 Each simulated request prints the ``provider`` object it would send, the
 snapshot version it came from and ``age_s``, how many seconds ago the bus last
 confirmed that snapshot (``None``: never, e.g. a cached snapshot while the bus
@@ -32,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import ssl
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -39,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from reverie_canary.client import IgnoreListClient
-from reverie_canary.client import IgnoreSnapshot
+from reverie_canary.client import IgnoreSnapshot, tls_context
 
 #: The backend's own provider preferences; the client adds ``ignore`` to them.
 PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}
@@ -83,14 +89,26 @@ def describe(client: IgnoreListClient) -> str:
     return f"{line} problem={client.problem!r}" if client.problem else line
 
 
+def tls_from_environment() -> ssl.SSLContext | None:
+    """TLS to NATS from the canary's variables: ``CANARY_NATS_CA_FILE`` and the backend's client pair.
+
+    ``None`` unless ``NATS_URL`` is ``tls://`` (compose.tls.yaml, README "Deploying").
+    """
+    if not os.environ.get("NATS_URL", "").startswith("tls://"):
+        return None
+    return tls_context(os.environ.get("CANARY_NATS_CA_FILE", ""), os.environ.get("CANARY_NATS_CERT_FILE", ""),
+                       os.environ.get("CANARY_NATS_KEY_FILE", ""))
+
+
 async def run_backend(nats_url: str, user: str, password: str, model: str, cache: Path,
-                      requests: int, interval_s: float) -> None:
+                      requests: int, interval_s: float, tls: ssl.SSLContext | None = None) -> None:
     """Follow ``model``'s ignore list and build ``requests`` request bodies, one every ``interval_s`` seconds."""
 
     def changed(snapshot: IgnoreSnapshot) -> None:
         print(f"[ignore list v{snapshot.version}] {json.dumps(snapshot.ignore)}", flush=True)
 
-    client = IgnoreListClient(nats_url, model, user=user, password=password, cache_path=cache, on_change=changed)
+    client = IgnoreListClient(nats_url, model, user=user, password=password, cache_path=cache, on_change=changed,
+                              tls=tls)
     await client.start()  # loads the cache file, then follows the bus in the background; never raises
     try:
         if not await client.wait_ready(10.0):
@@ -136,7 +154,8 @@ async def main(argv: list[str] | None = None) -> int:
                                    or "deepseek/deepseek-chat-v3.1")
             print(f"following {model} on {os.environ['NATS_URL']}", flush=True)
             await run_backend(os.environ["NATS_URL"], os.environ.get("NATS_USER", ""),
-                              os.environ.get("NATS_PASSWORD", ""), model, cache, args.requests, args.interval)
+                              os.environ.get("NATS_PASSWORD", ""), model, cache, args.requests, args.interval,
+                              tls=tls_from_environment())
             return 0
         print("NATS_URL is not set: starting canary demo's system here (embedded NATS and Redis, simulated "
               "gateway, five services; a cycle every 4 s) ...", flush=True)

@@ -8,9 +8,12 @@ the settings' CA and client certificate.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import ssl
 import subprocess
+import sys
 
 import nats
 import pytest
@@ -24,7 +27,7 @@ from reverie_canary.shared.auth import generate_passwords, server_config, server
 from reverie_canary.shared.service import nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
 from tests.conftest import ROOT
-from tests.waits import until
+from tests.waits import until, within
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +96,18 @@ async def test_the_pipeline_runs_end_to_end_over_tls_only(tmp_path, certs):
             assert BROKEN in backend.provider()["ignore"]
         finally:
             await backend.stop()
+
+        # the example chat backend, configured the way the README says
+        env = {**os.environ, "NATS_URL": settings.nats_url, "NATS_USER": "backend",
+               "NATS_PASSWORD": p.passwords["backend"], "CANARY_NATS_CA_FILE": certs["ca"],
+               "CANARY_NATS_CERT_FILE": certs["client"], "CANARY_NATS_KEY_FILE": certs["client-key"],
+               "CANARY_MODELS": settings.models[0]}
+        proc = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "examples" / "chat_backend.py"),
+                                                    "--requests", "1", "--interval", "0", env=env,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await within(proc.communicate(), timeout_s=60, what="the example chat backend over TLS")
+        assert proc.returncode == 0, err.decode()
+        assert BROKEN in out.decode().split("request  1: provider=", 1)[1].splitlines()[0], out.decode()
 
 
 def test_a_client_context_verifies_the_server_against_the_ca(certs):
