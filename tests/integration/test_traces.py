@@ -77,3 +77,49 @@ async def test_one_probe_is_one_trace_from_discovery_to_the_routers_snapshot(tmp
     assert len(decision.links) == decision.attributes["canary.evidence"] - 1 >= 1
     assert all(link.context.trace_id != decision.context.trace_id for link in decision.links)
     assert snapshot_span.attributes["canary.version"] >= 2
+
+
+def test_canary_traces_otlp_exports_the_spans_to_the_configured_endpoint(monkeypatch):
+    """CANARY_TRACES=otlp: spans reach OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as OTLP protobuf, named after the service."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    received: list[tuple[str, str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers.get("Content-Type", ""), body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{server.server_port}/v1/traces")
+    tracing.use_provider(None)
+    try:
+        tracing.configure("otlp", "judge")
+        provider = tracing._state["provider"]
+        assert provider is not None
+        with tracing.span("judge ProbeResult", root=True, attributes={"canary.task_id": "t1"}):
+            pass
+        assert provider.force_flush(10_000)
+    finally:
+        if tracing._state["provider"] is not None:
+            tracing._state["provider"].shutdown()
+        tracing.use_provider(None)
+        server.shutdown()
+        thread.join(timeout=5)
+    assert [(path, kind) for path, kind, _ in received] == [("/v1/traces", "application/x-protobuf")]
+    request = ExportTraceServiceRequest.FromString(received[0][2])
+    [resource_spans] = request.resource_spans
+    service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}["service.name"]
+    names = [s.name for scope in resource_spans.scope_spans for s in scope.spans]
+    assert service == "canary-judge" and names == ["judge ProbeResult"]
