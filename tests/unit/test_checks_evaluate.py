@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -107,15 +106,11 @@ def _reply_300_tokens() -> Reply:
     return Reply(text=text + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=700.0)
 
 
-def test_non_language_checks_are_fast():
-    """Non-language checks on a ~300-token reply take well under 1 ms (median of 200 runs)."""
-    reply = _reply_300_tokens()
-    spec = build("refusal", "en").spec
-    evaluate(reply, spec)
-    times = []
-    for _ in range(200):
-        t0 = time.perf_counter()
-        evaluate(reply, spec)
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    assert times[len(times) // 2] < 1e-3
+def test_a_300_token_reply_is_judged_without_a_timing_bar():
+    """The ~300-token reply of benchmarks/checks_bench.py's rows gets a verdict here; its speed is measured there.
+
+    (A timed assertion here failed under load on 2 cores: speed is measured in benchmarks, not in tests.)
+    """
+    result = evaluate(_reply_300_tokens(), build("refusal", "en").spec)
+    assert (result.outcome, result.reason) == ("pass", "")
+    assert {c.check for c in result.checks} >= {"refusal.finish_reason", "encoding", "corruption.repetition"}
