@@ -9,6 +9,7 @@ import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import structlog
 from faststream import FastStream
@@ -16,7 +17,7 @@ from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import metrics, retry, streams
 from reverie_canary.shared.auth import redis_url_for, redis_url_without_credential
-from reverie_canary.shared.aio import wait_event
+from reverie_canary.shared.aio import stop_task, wait_event
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
 from reverie_canary.shared.settings import SERVICE_NAMES, Settings
@@ -153,12 +154,15 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
     Services start in any order in a deployment (compose starts containers
     together): a service waits for its bus instead of dying, and says so, in
     its log and on the ``/readyz`` of ``waiting_endpoints`` (503 with the problems).
-    A Redis that refuses the credential is not waited for (``names``: the services, for the message).
+    A Redis that refuses the credential is not waited for (``names``: the services, for the message),
+    nor a credential NATS refuses: either is said at once.
 
     Raises:
         ConfigError: Redis refused the credential of ``settings.redis_url``.
+        reverie_canary.shared.preflight.NatsRefused: NATS refused the credential (Authorization Violation).
     """
     from reverie_canary.shared.logging import get as get_logger
+    from reverie_canary.shared.preflight import NatsRefused, refusal
     from reverie_canary.shared.service import nats_connect, redis_client, redis_refusal, redis_refused
 
     log = get_logger("runtime")
@@ -180,7 +184,11 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
                             break
             finally:
                 await nc.close()
-        except Exception as exc:  # unreachable, refused, not authorized: keep waiting, say why
+        except Exception as exc:  # unreachable or timing out: keep waiting, say why; a refused credential: stop
+            why = refusal(exc)
+            if why:
+                raise NatsRefused(f"{why} (NATS user {settings.nats_user or '(none)'} at "
+                                  f"{masked_url(settings.nats_url)})") from None
             problems.append(f"NATS at {masked_url(settings.nats_url)}: {type(exc).__name__}: {exc}")
         if redis_needed:
             client = redis_client(settings)
@@ -208,11 +216,22 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
     """Wait for NATS and Redis, then run services until SIGINT, SIGTERM or SIGHUP.
 
     Each service's ``/healthz`` and ``/readyz`` answer from the start: while the
-    dependencies are missing ``/readyz`` says 503 and which ones.
+    dependencies are missing ``/readyz`` says 503 and which ones.  Once the
+    services run it logs one start line (``started``: services, NATS user,
+    models, mode, next cycle at) and then one line per closed cycle
+    (``cycle_closed``, :func:`announce_cycles`).
 
     Raises:
-        ConfigError: a metrics port cannot be bound.
+        ConfigError: a metrics port cannot be bound; a setting or the credential
+            cannot do a service's job (:mod:`reverie_canary.shared.preflight`), said in one line.
     """
+    from reverie_canary.shared.errors import ConfigError
+    from reverie_canary.shared.preflight import settings_problem
+
+    for name in dict.fromkeys(names):  # said at once, before any wait for NATS or Redis
+        problem = settings_problem(settings, name)
+        if problem:
+            raise ConfigError(problem)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
@@ -231,7 +250,13 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
                                            waiting_endpoints=endpoints):
             return
         async with running(settings, names, probers=probers):
-            await stop.wait()
+            await announce_start(settings, list(dict.fromkeys(names)), probers)
+            lines = asyncio.create_task(announce_cycles(settings), name="cycle-lines")
+            try:
+                await stop.wait()
+            finally:
+                lines.cancel()
+                await stop_task(lines, 5.0)
     finally:
         for name in held:
             await metrics.release(name)
@@ -326,3 +351,122 @@ async def initialise(settings: Settings, wait_s: float) -> None:
             raise NatsUnanswered(f"NATS at {masked_url(settings.nats_url)} did not answer within {wait_s:g} s "
                                  f"(last: {last})")
         await asyncio.sleep(min(retry.DEPENDENCY.delay(attempt), remaining))
+
+
+#: Seconds the start line may wait for the judge's modes in Redis before it says the settings' modes.
+START_LINE_REDIS_S = 2.0
+
+
+def next_cycle_at(settings: Settings, now_epoch: float | None = None):
+    """When discovery (running now) starts its next cycle, UTC (:func:`reverie_canary.services.discovery.service.next_cycle`)."""
+    from reverie_canary.services.discovery.core import cycle_start
+    from reverie_canary.services.discovery.service import next_cycle
+
+    now = time.time() if now_epoch is None else now_epoch
+    return cycle_start(next_cycle(now, settings.cycle_interval_s, settings.probe_window_s, last=-1),
+                       settings.cycle_interval_s)
+
+
+async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
+    """Per model, the mode text of what the judge runs now (``mode: enforce`` / ``modes: ...``), and its source.
+
+    The judge's state in Redis holds the operators' ``canary mode`` commands; when
+    Redis does not answer within :data:`START_LINE_REDIS_S` (or holds no state of a
+    model yet) the settings' modes are said, and the source says so.
+    """
+    from reverie_canary.services.judge.core import Policy, initial
+    from reverie_canary.services.judge.explain import modes_of, modes_text
+    from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.service import redis_client
+
+    policy = Policy.from_settings(settings)
+    states = {m: initial(m) for m in settings.models}
+    source = "the judge's state"
+    client = redis_client(settings)
+    try:
+        async with asyncio.timeout(START_LINE_REDIS_S):
+            store = RedisJudgeStore(client, settings.namespace)
+            known = set(await store.models())
+            for model in settings.models:
+                if model in known:
+                    states[model] = (await store.load(model)).state
+                else:
+                    source = "the settings (no judge state yet)"
+    except Exception:  # Redis not there or slow: the settings' modes, said as such
+        source = "the settings (the judge's state not read)"
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+    return {m: modes_text(modes_of(states[m], policy, settings.kinds)) for m in settings.models}, source
+
+
+async def announce_start(settings: Settings, names: list[str], probers: int = 1) -> None:
+    """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC)."""
+    from reverie_canary.shared.timefmt import utc_text
+
+    modes, source = await modes_now(settings)
+    texts = set(modes.values())
+    shown = next(iter(texts)) if len(texts) == 1 else "; ".join(f"{m} {t}" for m, t in modes.items())
+    services = [f"prober x{probers}" if n == "prober" and probers > 1 else n for n in names]
+    get_logger("runtime").info(
+        "started", services=", ".join(services), nats_user=settings.nats_user or "(none)",
+        models=", ".join(settings.models), mode=shown.removeprefix("mode: "), mode_source=source,
+        next_cycle_at=utc_text(next_cycle_at(settings)), cycle_interval_s=settings.cycle_interval_s)
+
+
+def cycle_line(verdict: Any, settings: Settings) -> dict[str, Any]:
+    """The fields of the line said when a cycle closed: counts per verdict, the kinds it could not judge, the next cycle."""
+    from collections import Counter
+
+    from reverie_canary.shared.timefmt import utc_text
+
+    counts = Counter(v.verdict for v in verdict.verdicts)
+    failed = sorted(v.provider for v in verdict.verdicts if v.verdict == "failed")
+    fields: dict[str, Any] = {"model": verdict.model, "cycle_no": verdict.cycle_no, "providers": len(verdict.verdicts),
+                              **{k: counts[k] for k in sorted(counts)}}
+    if failed:
+        fields["failed_providers"] = ", ".join(failed[:10]) + (f" (+{len(failed) - 10})" if len(failed) > 10 else "")
+    if verdict.unproven:
+        fields["unproven"] = ", ".join(verdict.unproven)
+    if verdict.common_mode:
+        fields["common_mode"] = ", ".join(verdict.common_mode)
+    fields["next_cycle_at"] = utc_text(next_cycle_at(settings, verdict.at.timestamp()))
+    return fields
+
+
+async def announce_cycles(settings: Settings) -> None:
+    """Log one line per closed cycle (each CycleVerdict the log stores from now on) until cancelled.
+
+    Reads ``canary.verdicts.>`` from the log with an ordered ephemeral consumer
+    (what every service user may create); when it cannot (a credential without
+    the consumer API), it says so once and the services run on without the lines.
+    """
+    from nats.js.api import DeliverPolicy
+
+    from reverie_canary.shared import codec, subjects
+    from reverie_canary.shared.errors import Undecodable
+    from reverie_canary.shared.preflight import Violations
+    from reverie_canary.shared.service import nats_connect
+
+    log = get_logger("runtime")
+    violations = Violations()
+
+    async def said(msg) -> None:
+        try:
+            verdict = codec.VERDICT.decode(msg.data)
+        except Undecodable:
+            return  # the judge's own consumer dead-letters it; a log line here would say nothing new
+        log.info("cycle_closed", **cycle_line(verdict, settings))
+
+    nc = await nats_connect(settings, error_cb=violations.record, max_reconnect_attempts=-1)
+    try:
+        try:
+            await nc.jetstream(timeout=5).subscribe(subjects.ALL_VERDICTS, stream=streams.LOG, cb=said,
+                                                    ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
+        except Exception as exc:
+            log.warning("cycle_lines_unavailable", error=f"{type(exc).__name__}: {exc}",
+                        refused=violations.first_denied(), note="the services run on; the lines are not said")
+            return
+        await asyncio.Event().wait()
+    finally:
+        await nc.close()

@@ -354,3 +354,62 @@ async def with_deadline(awaitable: Awaitable[Any], seconds: float, what: str) ->
         return await asyncio.wait_for(awaitable, timeout=seconds)
     except asyncio.TimeoutError as exc:
         raise TimeoutError(f"{what} did not finish within {seconds:g} s") from exc
+
+
+#: Services that talk to the OpenRouter gateway (the others never send it a request).
+GATEWAY_SERVICES = ("discovery", "prober")
+#: Hosts of the real gateway: without a key every request there is refused (401).
+REAL_GATEWAY_HOSTS = ("openrouter.ai",)
+
+
+def settings_problem(settings: Settings, service: str) -> str | None:
+    """Why ``service`` must not start with these settings, beyond their own validation (``None``: it may).
+
+    A gateway service (:data:`GATEWAY_SERVICES`) pointed at the real gateway
+    without ``OPENROUTER_API_KEY`` would get 401 for every request: the canary
+    blind from its first cycle (issue 9 section 2).
+    """
+    from urllib.parse import urlsplit
+
+    if service not in GATEWAY_SERVICES or settings.openrouter_api_key:
+        return None
+    host = (urlsplit(settings.openrouter_base_url).hostname or "").lower()
+    if any(host == real or host.endswith("." + real) for real in REAL_GATEWAY_HOSTS):
+        return (f"{service}: OPENROUTER_API_KEY is not set while OPENROUTER_BASE_URL is the real gateway "
+                f"({settings.openrouter_base_url}): every request would be refused (401); set the key, or point "
+                "OPENROUTER_BASE_URL at the simulator (`canary simulator`)")
+    return None
+
+
+async def at_start(settings: Settings, service: str, consumers: list[ConsumerSpec], log: Any) -> None:
+    """Everything a service checks before it takes a message; one line and a refusal when it cannot do its job.
+
+    In order: the settings (:func:`settings_problem`), the credential and every
+    permission the service needs (:func:`check_permissions`), then its live
+    durable consumers (:func:`reconcile_consumers`).
+
+    Raises:
+        ConfigError: a setting; :class:`NatsRefused` or :class:`PermissionMissing`, naming what.
+    """
+    problem = settings_problem(settings, service)
+    if problem:
+        raise ConfigError(problem)
+    await check_permissions(settings, service, consumers)
+    if not consumers:
+        return
+    from reverie_canary.shared.service import nats_connect
+
+    violations = Violations()
+    nc = await nats_connect(settings, error_cb=violations.record, connect_timeout=PROBE_S)
+    try:
+        try:
+            await reconcile_consumers(nc.jetstream(timeout=PROBE_S), consumers, log)
+        except (TimeoutError, nats.errors.TimeoutError) as exc:
+            denied = violations.first_denied()
+            if denied:
+                raise PermissionMissing(f"{service}: NATS user {settings.nats_user!r} may not publish to {denied} "
+                                        "(a permissions violation), needed to bring its durable consumer to the "
+                                        "code's configuration") from exc
+            raise
+    finally:
+        await nc.close()

@@ -40,7 +40,7 @@ from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from reverie_canary.shared import metrics, retry, streams, tracing
+from reverie_canary.shared import metrics, preflight, retry, streams, tracing
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
@@ -482,6 +482,8 @@ class Shell:
         if self.redis_link is not None:
             await check_redis_credential(self.settings, self.name)
         await ensure_streams(self.settings)
+        # a credential or setting that cannot do this service's job refuses here, before any message is taken
+        await preflight.at_start(self.settings, self.name, self._specs, self.log)
         if self.redis_link is not None:
             self._health_redis = redis_watch_client(self.settings)
             self._watch = asyncio.create_task(self._watch_redis(), name=f"{self.name}-redis-watch")
