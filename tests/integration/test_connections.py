@@ -45,7 +45,9 @@ class Servers:
 
     def settings(self, **overrides) -> Settings:
         return Settings.load(env={}, nats_url=self.nats.url, redis_url=self.redis.url, namespace=self.namespace,
-                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600, **overrides)
+                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600,
+                             # no gateway is asked here; without a key the real one would be refused at start
+                             openrouter_base_url="http://127.0.0.1:9/api/v1", **overrides)
 
 
 @pytest.fixture
