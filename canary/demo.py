@@ -477,7 +477,7 @@ async def _drive_faults(faults: tuple[Any, ...], observer: Observer, gateway: An
     from reverie_canary.simulator.faults import drive
 
     async def switch(fault) -> None:
-        gateway.outage = fault.status if fault is not None else None
+        gateway.outage, gateway.outage_scope = (fault.status if fault is not None else None), "all"
         if front is not None:
             await (front.down() if fault is not None and fault.kind == "down" else front.up())
         observer.print(f"   >> simulated gateway: {('fault ' + str(fault)) if fault is not None else 'serving again'}")

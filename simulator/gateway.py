@@ -22,6 +22,12 @@ Test hooks, not OpenRouter (prefixed ``/_sim``):
   replaces an endpoint's faults; ``GET /_sim/faults`` shows them all.
 - ``GET /_sim/stats``: ``{"attempts": {tag: n}, "served": {tag: n},
   "failed": {tag: n}, "requests": n}``.
+- ``PUT /_sim/outage`` with ``{"status": 401}`` (or 402, 403; ``null`` ends it):
+  every OpenRouter request gets that answer, as the real gateway answers a
+  revoked key or an account without credit (``canary demo --gateway-fault``;
+  a refused connection is :mod:`reverie_canary.simulator.faults`' front);
+  ``"scope": "chat"`` answers only chat completions so (the listing still
+  works: a key revoked between a cycle's listing and its probes).
 
 Every random choice is seeded: routing from (seed, model, request number),
 replies and faults from (seed, model, endpoint tag, that endpoint's request
@@ -189,6 +195,8 @@ class Gateway:
         self.generations: dict[str, tuple[float, Generation]] = {}
         #: The answer every OpenRouter request gets while set (401, 402, 403: the canary's key); ``None``: serve.
         self.outage: int | None = None
+        #: Which requests the outage answers: ``all``, or ``chat`` (chat completions only).
+        self.outage_scope: str = "all"
 
     # --- randomness --------------------------------------------------------
 
@@ -724,15 +732,18 @@ class Gateway:
     # --- test hooks -----------------------------------------------------------
 
     async def put_outage(self, request: Request) -> Response:
-        """``PUT /_sim/outage`` ``{"status": 401 | 402 | 403 | null}``: answer every request so, or serve again."""
+        """``PUT /_sim/outage`` ``{"status": 401 | 402 | 403 | null, "scope": "all" | "chat"}``: refuse so, or serve."""
         try:
-            status = msgspec.json.decode(await request.body()).get("status")
+            body = msgspec.json.decode(await request.body())
+            status, scope = body.get("status"), body.get("scope", "all")
         except (msgspec.DecodeError, AttributeError):
-            return _error(400, "body must be {\"status\": 401 | 402 | 403 | null}")
+            return _error(400, "body must be {\"status\": 401 | 402 | 403 | null, \"scope\": \"all\" | \"chat\"}")
         if status is not None and status not in OUTAGE_ANSWERS:
             return _error(400, f"outage status must be one of {sorted(OUTAGE_ANSWERS)} or null")
-        self.outage = status
-        return _json({"status": self.outage})
+        if scope not in ("all", "chat"):
+            return _error(400, "outage scope must be all or chat")
+        self.outage, self.outage_scope = status, scope
+        return _json({"status": self.outage, "scope": self.outage_scope})
 
     async def put_faults(self, request: Request) -> Response:
         """``PUT /_sim/faults?provider=<tag>[&model=<id>]`` with ``{"faults": [...]}``: replace faults.
@@ -865,9 +876,9 @@ def create_app(
     gateway = Gateway(scenario, TextSource(sentences_dir),
                       keepalive_s if keepalive_s is not None else scenario.keepalive_s)
 
-    def guarded(handler):
+    def guarded(handler, *, chat: bool = False):
         async def answer(request: Request) -> Response:
-            if gateway.outage is not None:
+            if gateway.outage is not None and (chat or gateway.outage_scope == "all"):
                 return outage_response(gateway.outage)
             return await handler(request)
         return answer
@@ -876,7 +887,7 @@ def create_app(
         Route("/api/v1/models", guarded(gateway.list_models), methods=["GET"]),
         Route("/api/v1/models/{author}/{slug}/endpoints", guarded(gateway.list_endpoints), methods=["GET"]),
         Route("/api/v1/providers", guarded(gateway.list_providers), methods=["GET"]),
-        Route("/api/v1/chat/completions", guarded(gateway.chat), methods=["POST"]),
+        Route("/api/v1/chat/completions", guarded(gateway.chat, chat=True), methods=["POST"]),
         Route("/api/v1/generation", guarded(gateway.generation), methods=["GET"]),
         Route("/_sim/outage", gateway.put_outage, methods=["PUT"]),
         Route("/_sim/faults", gateway.put_faults, methods=["PUT"]),

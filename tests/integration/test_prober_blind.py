@@ -42,11 +42,17 @@ async def test_a_refused_key_is_blind_with_its_reason(status, reason):
     async with serve(app) as url:
         async with httpx.AsyncClient() as c:
             r = await c.put(url.removesuffix("/api/v1") + "/_sim/outage", json={"status": status})
-            assert r.status_code == 200 and r.json() == {"status": status}
+            assert r.status_code == 200 and r.json() == {"status": status, "scope": "all"}
         for kind in ("ttft", "structured"):
             result = await _probe(url, scenario, kind)
             assert (result.outcome, result.reason) == ("blind", reason)
             assert result.reply.http_status == status
+        async with httpx.AsyncClient() as c:
+            r = await c.put(url.removesuffix("/api/v1") + "/_sim/outage", json={"status": status, "scope": "chat"})
+            assert r.json() == {"status": status, "scope": "chat"}
+            listing = await c.get(url + f"/models/{scenario.models[0].id}/endpoints")
+            assert listing.status_code == 200  # the listing still works, the probes do not
+        assert (await _probe(url, scenario)).outcome == "blind"
         async with httpx.AsyncClient() as c:
             await c.put(url.removesuffix("/api/v1") + "/_sim/outage", json={"status": None})
         assert (await _probe(url, scenario)).outcome != "blind"  # the key is served again
