@@ -350,3 +350,21 @@ def test_a_listing_in_parts_is_merged_into_one_plan_and_one_listing():
     assert [c.planned for c in parts.cycles] == [c.planned for c in one.cycles] == [8]
     assert parts.spend.total == one.spend.total and parts.spend.total.unpriced_tokens == 0
     assert [p.provider for p in parts.providers] == list(FLEET)
+
+
+def test_status_says_blind_with_the_cause_and_sees_again_from_the_judges_own_decisions():
+    """An unplanned cycle and a blind close: health blind (cause gateway_auth), providers blind; judged again: sees."""
+    from reverie_canary.shared import ids
+    from reverie_canary.shared.events import CycleUnplanned
+
+    start = T0 + 2 * CYCLE
+    unplanned = CycleUnplanned(at=start + timedelta(seconds=5), model=MODEL, cycle=ids.cycle_id(MODEL, start),
+                               cycle_no=2, deadline=start + WINDOW, cause="gateway_auth", http_status=401)
+    blind = {p: {k: ("blind", "gateway_auth") for k in KINDS} for p in FLEET}
+    events = cycle_events(0, healthy(*FLEET)) + cycle_events(1, healthy(*FLEET)) + [unplanned] + cycle_events(3, blind)
+    status = view(events)
+    assert (status.health.state, status.health.cause) == ("blind", "gateway_auth")
+    assert {p.provider: p.state for p in status.providers} == {p: "blind" for p in FLEET}
+    assert {p.passed_streak for p in status.providers} == {2}  # blind cycles move no streak
+    seen = view(events + cycle_events(4, healthy(*FLEET)))
+    assert seen.health.state == "sees" and {p.state for p in seen.providers} == {"active"}
