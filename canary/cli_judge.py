@@ -48,7 +48,7 @@ def replay(
     Exit status 1 when the live state differs from the log; 2 when OTHER is invalid.
     """
     from reverie_canary.services.judge.core import Policy, fold
-    from reverie_canary.services.judge.replay import backtest, read_events_file, settings_differences
+    from reverie_canary.services.judge.replay import backtest, policy_sources, read_events_file, settings_differences
     from reverie_canary.shared.errors import Undecodable
     from reverie_canary.shared.events import Decision
     from reverie_canary.shared.settings import sources
@@ -58,6 +58,7 @@ def replay(
     start = _since(since)
     differences = None
     other_policy = None
+    current = None
     if other is not None:
         try:
             other_settings = Settings.load(env={}, config_path=other)
@@ -66,6 +67,7 @@ def replay(
             typer.echo(f"error: --config {other}: {exc}", err=True)
             raise typer.Exit(2) from exc
         differences = settings_differences(settings, sources(), other_settings, other_sources)
+        current = policy_sources(settings, sources())
         other_policy = Policy.from_settings(other_settings)
 
     if events is not None:
@@ -82,6 +84,7 @@ def replay(
             diff = backtest(evs, policy, other_policy)
             doc = {k: [msgspec.to_builtins(d) for d in v if start is None or d.at >= start] for k, v in diff.items()}
             doc["settings"] = [msgspec.to_builtins(d) for d in differences]
+            doc["current"] = current  # every policy setting the current side folds with, and its source
             if not any(d.policy for d in differences):
                 doc["note"] = _NO_POLICY_DIFFERENCE
             print(json.dumps(doc, indent=2))
@@ -94,7 +97,8 @@ def replay(
         }, indent=2, sort_keys=True))
         raise typer.Exit(0)
 
-    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since, start, differences)))
+    raise typer.Exit(asyncio.run(_replay_live(settings, policy, other_policy, other, since, start, differences,
+                                              current)))
 
 
 #: What a backtest says when the two configurations share every policy setting.
@@ -102,9 +106,13 @@ _NO_POLICY_DIFFERENCE = ("no policy setting differs between the current configur
                          "the backtest compares a policy with itself, so it finds no difference by construction")
 
 
-def _print_differences(other: Path, differences) -> None:
+def _print_differences(other: Path, differences, current: dict | None = None) -> None:
     print(f"\nbacktest: current = what the services run with (defaults, CANARY_CONFIG file, environment); "
           f"other = {other} alone on top of the defaults (the environment is not read for it)")
+    if current:
+        print("current policy settings, each with its source:")
+        for name, item in current.items():
+            print(f"  {name:<26} {item['value']!r} ({item['source']})")
     policy = [d for d in differences if d.policy]
     rest = [d for d in differences if not d.policy]
     if policy:
@@ -136,7 +144,7 @@ def _since(since: str | None) -> datetime | None:
 
 
 async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
-                       start: datetime | None, differences=None) -> int:
+                       start: datetime | None, differences=None, current: dict | None = None) -> int:
     from reverie_canary.services.judge.replay import backtest, diff_states, read_log, refold
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.shared.events import Decision
@@ -173,7 +181,7 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     if other_policy is not None:
         other_policy = msgspec.structs.replace(other_policy, models=policy.models)
         diff = backtest([e.event for e in logged], policy, other_policy)
-        _print_differences(other, differences or [])
+        _print_differences(other, differences or [], current)
         print(f"{len(diff['only_current'])} decision(s) only with the current configuration, "
               f"{len(diff['only_other'])} only with the other one")
         for d in diff["only_current"]:

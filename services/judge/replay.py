@@ -212,3 +212,14 @@ def settings_differences(current: Settings, current_sources: dict[str, str], oth
                                      other=shown[1], other_source=other_sources.get(name, "default"),
                                      policy=name in POLICY_SETTINGS))
     return out
+
+
+def policy_sources(settings: Settings, sources: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Every policy setting (:data:`POLICY_SETTINGS`) of ``settings`` with its value and where it came from.
+
+    Returns:
+        name -> ``{"value": ..., "source": "default" | "file <path>" | "environment <VARIABLE>"}``,
+        in :data:`POLICY_SETTINGS` order.
+    """
+    values = msgspec.structs.asdict(settings)
+    return {name: {"value": values[name], "source": sources.get(name, "default")} for name in POLICY_SETTINGS}

@@ -40,6 +40,12 @@ def test_a_conflicting_environment_does_not_change_what_the_backtest_compares(tm
     assert a["settings"][0]["current_source"] == "default"
     assert b["settings"][0]["current_source"] == "environment CANARY_FAILED_CYCLES_TO_SUSPEND"
     assert "note" not in b
+    # "current" says every policy setting it folds with and where each came from, the same ones either way
+    assert b["current"]["failed_cycles_to_suspend"] == {"value": 2,
+                                                        "source": "environment CANARY_FAILED_CYCLES_TO_SUSPEND"}
+    assert b["current"]["min_hosts"] == {"value": 2, "source": "environment CANARY_MIN_HOSTS"}
+    assert a["current"]["min_hosts"] == {"value": 2, "source": "default"}
+    assert set(a["current"]) == set(b["current"]) and "ladder_s" in a["current"]
 
 
 def test_a_backtest_without_a_policy_difference_says_so(tmp_path):
