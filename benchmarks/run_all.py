@@ -24,6 +24,7 @@ BENCHMARKS = {
     "log_storage.py": [],
     "replay_bench.py": [],
     "tracing_bench.py": [],
+    "dashboard_bench.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
@@ -34,6 +35,7 @@ QUICK = {
     "log_storage.py": ["--cycles", "3", "--results", "20000"],
     "replay_bench.py": ["--models", "10", "--cycles", "6", "--repeat", "1"],
     "tracing_bench.py": ["--messages", "5000"],
+    "dashboard_bench.py": ["--models", "10", "--repeat", "2"],
 }
 
 

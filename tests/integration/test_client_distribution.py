@@ -102,6 +102,14 @@ def test_each_wheel_holds_the_namespace_only(wheels):
         metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     assert {p[1] for p in parts} == {"shared", "services", "simulator", "canary"}
     assert "Requires-Dist: reverie-canary-client" in metadata  # the wire types are defined once, in the client
+    # the dashboard's every page and asset ships in the wheel (no CDN, no build step), read from the package
+    from reverie_canary.services.dashboard.web import asset_dir
+
+    with zipfile.ZipFile(wheels["reverie_canary"]) as z:
+        shipped = {n.removeprefix("reverie_canary/services/dashboard/") for n in z.namelist()
+                   if n.startswith("reverie_canary/services/dashboard/") and n.count("/") == 4}
+    assets = {f"{d}/{p.name}" for d in ("templates", "static") for p in asset_dir(d).iterdir() if p.is_file()}
+    assert assets and assets <= shipped, assets - shipped
     with zipfile.ZipFile(wheels["reverie_canary_client"]) as z:
         files = {n for n in z.namelist() if not n.split("/")[0].endswith(".dist-info")}
     assert {f.rsplit("/", 1)[0] for f in files} == {"reverie_canary/client"}
