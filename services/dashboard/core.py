@@ -417,6 +417,7 @@ class CycleFacts(Struct, kw_only=True):
     #: a memo of the dashboard's cells of this cycle (pages.model_matrix), valid while ``memo_key`` holds
     memo: dict[str, Any] = {}
     memo_key: tuple = ()
+    summary_memo: tuple | None = None  # (key, CycleSummary): the summary while the facts are unchanged
 
 
 class SpendEntry(Struct, frozen=True, array_like=True):
@@ -948,12 +949,18 @@ def _cycles(window: ModelWindow | None) -> list[CycleSummary]:
     out = []
     for facts in sorted(window.cycles.values() if window is not None else [], key=lambda f: f.opened_at):
         v = facts.verdict
-        out.append(CycleSummary(cycle=facts.cycle, cycle_no=facts.cycle_no, opened_at=facts.opened_at,
-                                closed_at=facts.closed_at, planned=len(facts.planned), results=facts.results,
-                                by_prober=dict(sorted(facts.by_prober.items())),
-                                verdicts={pv.provider: pv.verdict for pv in v.verdicts} if v is not None else {},
-                                unproven=list(v.unproven) if v is not None else [],
-                                common_mode=list(v.common_mode) if v is not None else []))
+        key = (facts.results, facts.closed_at, v.at if v is not None else None, len(facts.planned))
+        if facts.summary_memo is not None and facts.summary_memo[0] == key:  # a closed cycle's summary is final
+            out.append(facts.summary_memo[1])
+            continue
+        summary = CycleSummary(cycle=facts.cycle, cycle_no=facts.cycle_no, opened_at=facts.opened_at,
+                               closed_at=facts.closed_at, planned=len(facts.planned), results=facts.results,
+                               by_prober=dict(sorted(facts.by_prober.items())),
+                               verdicts={pv.provider: pv.verdict for pv in v.verdicts} if v is not None else {},
+                               unproven=list(v.unproven) if v is not None else [],
+                               common_mode=list(v.common_mode) if v is not None else [])
+        facts.summary_memo = (key, summary)
+        out.append(facts.summary_memo[1])
     return out
 
 

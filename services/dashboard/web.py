@@ -80,9 +80,13 @@ def asset_dir(name: str) -> Path:
 
 def sparkline(values: list, width: int = 96, height: int = 18) -> str:
     """The ``points`` of an SVG polyline for ``values`` (ms, or cells with a ``ttft_ms``; ``None``: a gap,
-    skipped), scaled to the box: the largest value at the top."""
+    skipped), scaled to the box: the largest value at the top.  A row of cells is cached as :func:`cells_html`."""
     if values and not isinstance(values[0], (int, float, type(None))):
-        values = [c.ttft_ms for c in values]
+        key = ("spark", tuple(map(id, values)), width, height)
+        hit = _ROWS.get(key)
+        if hit is None:
+            hit = _remember(key, (values, sparkline([c.ttft_ms for c in values], width, height)))
+        return hit[1]
     known = [(i, v) for i, v in enumerate(values) if v is not None]
     if not known:
         return ""
@@ -91,21 +95,49 @@ def sparkline(values: list, width: int = 96, height: int = 18) -> str:
     return " ".join(f"{i * step:.1f},{height - 1 - (v / top) * (height - 2):.1f}" for i, v in known)
 
 
-def cells_html(provider: str, cells: list[pages.CellView]) -> Markup:
-    """One row's cells as HTML: focusable, coloured by class, lettered, labelled (title and aria-label).
+#: Rows of cells rendered recently: (provider, the cells' ids) -> (the cells, their HTML).  The cells of
+#: closed cycles are memoised objects (pages.model_matrix), so an unchanged row is the same objects; the
+#: entry holds them, so their ids cannot be reused while it lives.  Bounded (oldest out).
+_ROWS: dict[tuple, tuple[list, Markup]] = {}
+ROW_CACHE = 20_000
 
-    Written here rather than in a template loop: the fleet page has one per
-    provider and cycle (96,000 for 2,000 endpoints x 48 cycles), and this is
-    its hot path (``benchmarks/dashboard_bench.py``).
+
+def cells_html(provider: str, cells: list[pages.CellView]) -> Markup:
+    """One row's cells as HTML: focusable, coloured by class, lettered, labelled.
+
+    Every cell has an ``aria-label`` (provider, cycle, verdict, failing kinds
+    and reason codes); a cell that did not pass has the same text as its
+    ``title`` (hover).  Written here rather than in a template loop, and cached
+    per row: the fleet page has one cell per provider and cycle (96,000 for
+    2,000 endpoints x 48 cycles), its hot path (``benchmarks/dashboard_bench.py``).
     """
+    key = (provider, tuple(map(id, cells)))
+    hit = _ROWS.get(key)
+    if hit is not None:
+        return hit[1]
     who = str(escape(provider))
     parts = []
     for c in cells:  # the row (tr) carries data-provider; the class names the verdict
-        # only a failing cell's label holds reason codes (which may hold < & '): escape what needs it
-        label = f"{who}, {escape(c.label) if c.kinds or c.reasons else c.label}"
+        if c.verdict == "passed":
+            parts.append(f'<td class="cell v-passed" tabindex="0" data-cycle-no="{c.cycle_no}" '
+                         f'aria-label="{who}, cycle #{c.cycle_no}: passed">P</td>')
+            continue
+        # only a failing cell's label holds reason codes (which may hold < & '): escaped
+        label = f"{who}, {escape(c.label)}"
         parts.append(f'<td class="cell v-{c.verdict}" tabindex="0" data-cycle-no="{c.cycle_no}" '
                      f'title="{label}" aria-label="{label}">{c.letter}</td>')
-    return Markup("".join(parts))
+    html = Markup("".join(parts))
+    _remember(key, (cells, html))
+    return html
+
+
+def _remember(key: tuple, value: tuple) -> tuple:
+    """Keep one row's rendering in :data:`_ROWS`, dropping the oldest quarter when it is full."""
+    if len(_ROWS) >= ROW_CACHE:
+        for old in list(_ROWS)[:ROW_CACHE // 4]:
+            del _ROWS[old]
+    _ROWS[key] = value
+    return value
 
 
 def _templates() -> Jinja2Templates:
