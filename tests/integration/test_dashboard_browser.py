@@ -174,7 +174,8 @@ def test_the_fleet_matrix_shows_every_provider_and_cycle_with_the_verdicts_of_th
     for key in due:
         verdict, letter, label, title, tab = seen[key]
         assert verdict == want[key], (key, verdict, want[key])
-        assert letter == letters[verdict] and tab == 0 and label == title
+        assert letter == letters[verdict] and tab == 0
+        assert title == (None if verdict == "passed" else label)  # hover text wherever there is something to say
         assert label.startswith(f"{key[0]}, cycle #{key[1]}: {verdict.replace('_', ' ')}")
     slow = [seen[k] for k in due if k[0] == "lambda/fp8" and want[k] == "failed"]
     assert slow and all("failing kinds:" in s[2] and "ttft_exceeded" in s[2] for s in slow)
