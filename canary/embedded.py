@@ -191,6 +191,81 @@ def start_nats(workdir: Path, config_file: Path | None = None, port: int | None 
     return _start("nats-server", "tls" if tls else "nats", command, workdir, port, env)
 
 
+@dataclass
+class NatsCluster:
+    """A JetStream cluster of ``nats-server`` processes on loopback (routes on free ports).
+
+    ``url`` lists every node's client URL, comma-separated, as ``NATS_URL``
+    takes it (:func:`reverie_canary.shared.settings.nats_servers`).
+    """
+
+    nodes: list[RunningServer]
+    names: list[str]
+    commands: list[list[str]]
+    workdir: Path
+
+    @property
+    def url(self) -> str:
+        return ",".join(node.url for node in self.nodes)
+
+    def index(self, name: str) -> int:
+        """The position of the node called ``name`` (its ``server_name``)."""
+        return self.names.index(name)
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` (no goodbye to its peers or clients)."""
+        node = self.nodes[i]
+        if node.process.poll() is None:
+            node.process.kill()
+            node.process.wait(timeout=5)
+
+    def restart(self, i: int) -> None:
+        """Start node ``i`` again on its ports with its store (it catches up from its peers)."""
+        node = self.nodes[i]
+        errors = node.workdir / f"nats-{node.port}.stderr"
+        with open(errors, "ab") as stderr:
+            process = subprocess.Popen(self.commands[i], stdout=subprocess.DEVNULL, stderr=stderr,
+                                       start_new_session=True)
+        _wait_port(node.port, process, 15.0, self.names[i], errors)
+        self.nodes[i] = RunningServer(url=node.url, port=node.port, process=process, workdir=node.workdir)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def start_nats_cluster(workdir: Path, size: int = 3, *, name: str = "canary") -> NatsCluster:
+    """Start a ``size``-node JetStream cluster on 127.0.0.1, each node with its own store under ``workdir``.
+
+    Every node routes to every other (``--routes``); a node's ``server_name`` is
+    ``n1`` .. ``nN``.  Returns once every node listens for clients; JetStream is
+    usable once the nodes elected a meta leader (a second or two later:
+    callers wait for it, e.g. with ``js.account_info()``).
+
+    Raises:
+        ServerUnavailable: binary missing or a node did not come up.
+    """
+    binary = find_nats_server()
+    ports = [(free_port(), free_port()) for _ in range(size)]
+    routes = ",".join(f"nats://127.0.0.1:{cluster}" for _, cluster in ports)
+    nodes: list[RunningServer] = []
+    names = [f"n{i + 1}" for i in range(size)]
+    commands = []
+    try:
+        for i, (client, cluster) in enumerate(ports):
+            node_dir = workdir / names[i]
+            command = [binary, "-js", "-a", "127.0.0.1", "-p", str(client), "-sd", str(node_dir / "jetstream"),
+                       "-l", str(node_dir / f"nats-{client}.log"), "--server_name", names[i],
+                       "--cluster_name", name, "--cluster", f"nats://127.0.0.1:{cluster}", "--routes", routes]
+            commands.append(command)
+            nodes.append(_start("nats-server", "nats", lambda _p, c=command: c, node_dir, client, None))
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return NatsCluster(nodes=nodes, names=names, commands=commands, workdir=workdir)
+
+
 def start_redis(workdir: Path, port: int | None = None, *, password: str | None = None,
                 acl: str | None = None, tls: ServerTls | None = None) -> RunningServer:
     """Start ``redis-server`` on 127.0.0.1 without persistence, files in ``workdir``.

@@ -44,7 +44,7 @@ from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient
 from reverie_canary.shared.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
 from reverie_canary.shared.logging import adopt_library_loggers
 from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.settings import Settings, nats_servers
 from reverie_canary.shared.streams import DEADLETTER
 from reverie_canary.shared.tls import nats_tls
 
@@ -88,7 +88,7 @@ def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] |
     elif tls is not None:
         kwargs["security"] = NatsSecurity(ssl_context=tls)
     return NatsBroker(
-        settings.nats_url,
+        nats_servers(settings.nats_url),
         name=f"canary-{service}",
         max_reconnect_attempts=-1,
         # nats-py has no reconnect jitter of its own: the wait is drawn once per connection so that

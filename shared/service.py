@@ -48,7 +48,7 @@ from reverie_canary.shared.errors import ConfigError, Transient
 from reverie_canary.shared.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.settings import Settings, nats_servers
 from reverie_canary.shared.streams import ConsumerSpec
 from reverie_canary.shared.tls import nats_tls, redis_tls
 
@@ -64,7 +64,7 @@ async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
         kwargs.setdefault("password", settings.nats_password)
     kwargs.setdefault("connect_timeout", 5)
     kwargs.setdefault("max_reconnect_attempts", 3)
-    return await nats.connect(settings.nats_url, **kwargs)
+    return await nats.connect(nats_servers(settings.nats_url), **kwargs)
 
 
 async def ensure_streams(settings: Settings, *, strict: bool = False) -> None:

@@ -340,6 +340,18 @@ def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike
     return out
 
 
+def nats_servers(url: str) -> list[str]:
+    """The NATS servers of ``NATS_URL``: one URL, or several comma-separated (the nodes of a cluster).
+
+    >>> nats_servers("nats://n1:4222, nats://n2:4222")
+    ['nats://n1:4222', 'nats://n2:4222']
+
+    A client connects to one of them and learns the cluster's other nodes from
+    the server; listing them all lets it start when one is down (docs/scaling.md).
+    """
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 _URL_SCHEMES = {
     "nats_url": ("nats://", "tls://", "ws://", "wss://"),
     "redis_url": ("redis://", "rediss://", "unix://"),
@@ -417,8 +429,10 @@ def _problems(s: Settings) -> list[str]:
     if s.traces not in ("off", "otlp"):
         problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/tracing.py)")
     for name, schemes in _URL_SCHEMES.items():
-        if not getattr(s, name).startswith(schemes):
-            problems.append(f"{name} must start with one of {list(schemes)}")
+        urls = nats_servers(s.nats_url) if name == "nats_url" else [getattr(s, name)]
+        if not urls or not all(url.startswith(schemes) for url in urls):
+            problems.append(f"{name} must start with one of {list(schemes)}"
+                            + (" (each of a comma-separated list)" if name == "nats_url" else ""))
     problems.extend(_tls_problems(s))
     key = s.openrouter_api_key
     if key and (not key.isascii() or not key.isprintable() or any(c.isspace() for c in key)):

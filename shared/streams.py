@@ -281,7 +281,10 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
 
     ``ack_wait`` is short (:func:`task_ack_wait_s`): the prober keeps each task it
     holds alive with in-progress signals; a task whose prober died is redelivered
-    to another after at most ``ack_wait``.  Three deliveries at most.
+    to another after at most ``ack_wait``.  ``max_deliver`` deliveries at most,
+    the same budget :func:`reverie_canary.shared.broker.handle` counts (with 3
+    here and 5 there, a third delivery that failed was nak'ed and never came back,
+    without a dead letter).
     """
     return ConsumerSpec(
         stream=TASKS,
@@ -289,7 +292,7 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
         filter_subjects=[subjects.ALL_TASKS],
         max_ack_pending=1000,
         ack_wait_s=task_ack_wait_s(settings),
-        max_deliver=3,
+        max_deliver=settings.max_deliver,
     )
 
 

@@ -38,7 +38,8 @@ from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared import clock, codec, metrics, streams, subjects
+from reverie_canary.shared import clock, codec, metrics, retry, streams, subjects
+from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.events import ProbeResult, ProbeTask
 from reverie_canary.shared.openrouter import make_client
@@ -137,6 +138,33 @@ def record(result: ProbeResult, seconds: float) -> None:
             m.inc("probe_cost", float(cost), **who)
 
 
+async def publish_result(publisher, task: ProbeTask, result: ProbeResult) -> None:
+    """Publish ``result`` (``Nats-Msg-Id`` = the task id), retrying a failed publish while the task's deadline allows.
+
+    A publish JetStream did not acknowledge (its stream's leader lost, a
+    cluster failing over) is tried again with the same id after
+    :data:`reverie_canary.shared.retry.RESULT`'s delays, the task kept alive
+    meanwhile, rather than given back to be probed again: a reply already
+    judged is not asked for twice (issue 11 §7).
+
+    Raises:
+        Transient: when the next wait would end past the task's deadline (the task is
+            then redelivered, :func:`reverie_canary.shared.broker.handle`).
+    """
+    subject = subjects.result(task.model, task.provider)
+    attempt = 0
+    while True:
+        try:
+            await publisher.publish(result, subject, task.task_id, LOG)
+            return
+        except Transient:
+            attempt += 1
+            wait_s = retry.RESULT.delay(attempt)
+            if (task.deadline - clock.now()).total_seconds() <= wait_s:
+                raise
+            await asyncio.sleep(wait_s)
+
+
 def create_app(settings: Settings | None = None) -> FastStream:
     """The prober's FastStream app."""
     settings = settings or Settings.load()
@@ -160,7 +188,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
             shell.metrics.inc("tasks_expired", model=task.model)
             return
         result = await prober.probe(task)
-        await shell.publisher.publish(result, subjects.result(task.model, task.provider), task.task_id, LOG)
+        await publish_result(shell.publisher, task, result)
         shell.log.debug("probe_done", task_id=task.task_id, outcome=result.outcome, reason=result.reason)
 
     shell.on_startup(open_client)

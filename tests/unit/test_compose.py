@@ -31,7 +31,8 @@ def test_compose_runs_nats_redis_the_five_services_and_an_optional_simulator():
     for name in SERVICES:
         assert services[name]["command"] == ["run", name]
         env = services[name]["environment"]
-        assert env["NATS_URL"] == "nats://nats:4222" and env["REDIS_URL"].endswith("redis:6379/0")
+        # one node by default; the profile cluster lists the three (CANARY_NATS_URL)
+        assert env["NATS_URL"] == "${CANARY_NATS_URL:-nats://nats:4222}" and env["REDIS_URL"].endswith("redis:6379/0")
         assert env["NATS_USER"] == name
     assert services["simulator"]["profiles"] == ["simulator"]
     assert all("profiles" not in services[name] for name in SERVICES)
@@ -124,3 +125,36 @@ def test_the_tls_override_validates_and_puts_every_connection_on_tls():
         # the same Redis user as compose.yaml, over TLS (the settings refuse TLS files with a redis:// URL)
         assert env["REDIS_URL"] == base[name]["environment"]["REDIS_URL"].replace("redis://", "rediss://", 1)
         assert "./certs:/certs:ro" in services[name]["volumes"]
+
+
+def test_the_cluster_profile_runs_three_routed_jetstream_nodes_and_three_replicas():
+    """Profile cluster: nats-2 and nats-3 beside nats, one cluster.conf routing all three, replicas from the env."""
+    import subprocess
+
+    from reverie_canary.canary.embedded import find_nats_server
+
+    compose = _compose()
+    services = compose["services"]
+    assert services["nats-2"]["profiles"] == services["nats-3"]["profiles"] == ["cluster"]
+    assert "profiles" not in services["nats"]  # node 1 is the single node of the default profile
+    assert services["nats"]["command"][-1] == "${CANARY_NATS_CONFIG:-/etc/nats/server.conf}"
+    names = {services[n]["environment"]["CANARY_NATS_SERVER_NAME"] for n in ("nats", "nats-2", "nats-3")}
+    assert names == {"nats-1", "nats-2", "nats-3"}
+    for n in ("nats-2", "nats-3"):
+        assert services[n]["command"] == ["-js", "-sd", "/data", "-c", "/etc/nats/cluster.conf"]
+        assert "./shared/nats/cluster.conf:/etc/nats/cluster.conf:ro" in services[n]["volumes"]
+        assert f"{n}-data" in compose["volumes"]
+    for name in SERVICES:
+        assert services[name]["environment"]["CANARY_STREAM_REPLICAS"] == "${CANARY_STREAM_REPLICAS:-1}"
+    conf = (ROOT / "shared" / "nats" / "cluster.conf").read_text()
+    assert 'include "server.conf"' in conf
+    assert all(f"nats-route://{n}:6222" in conf for n in ("nats", "nats-2", "nats-3"))
+    # and the server itself accepts the file (users' passwords and the node's name from the environment)
+    import re
+
+    server_conf = (ROOT / "shared" / "nats" / "server.conf").read_text()
+    env = dict.fromkeys(re.findall(r"\$(CANARY_\w+_PASSWORD)", server_conf), "p4ssword")
+    checked = subprocess.run([find_nats_server(), "-c", str(ROOT / "shared" / "nats" / "cluster.conf"), "-js", "-t"],
+                             env={**env, "CANARY_NATS_SERVER_NAME": "nats-1"}, capture_output=True, text=True,
+                             timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

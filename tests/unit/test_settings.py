@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from reverie_canary.shared.errors import ConfigError
 from reverie_canary.shared.settings import Settings
 
 
@@ -24,3 +27,15 @@ def test_environment_leaves_secrets_out_unless_asked():
     env = settings.environment()
     assert "NATS_PASSWORD" not in env and "OPENROUTER_API_KEY" not in env
     assert "s3cretpass" not in str(env) and "sk-or-abcdef123" not in str(env)
+
+
+def test_nats_url_may_list_the_nodes_of_a_cluster():
+    """NATS_URL takes several comma-separated URLs (a cluster's nodes); each must have a NATS scheme."""
+    from reverie_canary.shared.settings import nats_servers
+
+    s = Settings.load(env={"NATS_URL": "nats://n1:4222, nats://n2:4222,nats://n3:4222"})
+    assert nats_servers(s.nats_url) == ["nats://n1:4222", "nats://n2:4222", "nats://n3:4222"]
+    with pytest.raises(ConfigError, match="nats_url must start with"):
+        Settings.load(env={"NATS_URL": "nats://n1:4222,http://n2:4222"})
+    with pytest.raises(ConfigError, match="nats_url must start with"):
+        Settings.load(env={"NATS_URL": " , "})
