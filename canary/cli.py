@@ -41,7 +41,7 @@ def _logging(settings: Settings) -> None:
 
 @app.command()
 def demo(
-    cycles: Annotated[int, typer.Option(min=1, help="stop after this many cycles")] = 5,
+    cycles: Annotated[int, typer.Option(min=1, help="stop after this many cycles")] = 5,  # demo.DEFAULT_CYCLES
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout (progress on stderr)")] = False,
     scenario: Annotated[str, typer.Option(help="simulated fleet: 'default', 'full' or a scenario TOML file")] = "default",
     sentences: Annotated[Optional[Path], typer.Option(exists=True, file_okay=False, dir_okay=True,

@@ -110,6 +110,14 @@ def spend_text(spend: SpendView | None) -> str:
     return text
 
 
+def coverage_text(m: ModelStatus) -> str:
+    """``language coverage: every language of every provider probed at least once every 4 cycles (2 h); ...``."""
+    cycles = m.language_coverage_cycles or 0
+    return (f"language coverage: every language of every provider probed at least once every {cycles} "
+            f"cycle{'s' if cycles != 1 else ''} ({fmt_age(cycles * m.cycle_interval_s)}); "
+            f"{m.languages_per_cycle} language probes per provider a cycle, retests on top")
+
+
 def model_header(m: ModelStatus) -> list[Text]:
     """The header lines of one model: modes, last cycle, health, ignore list, spend, controls."""
     lines = [Text.assemble((m.model, "bold"), "   ", modes_text(m.modes))]
@@ -130,6 +138,8 @@ def model_header(m: ModelStatus) -> list[Text]:
     lines.append(Text(f"ignore list v{il.version}: {len(il.ignored)} ignored now"
                       + (f" ({layers})" if layers else "") + (f": {', '.join(il.ignored)}" if il.ignored else "")))
     lines.append(Text(spend_text(m.spend)))
+    if m.language_coverage_cycles:
+        lines.append(Text(coverage_text(m)))
     if m.controls:
         bits = []
         for c in m.controls:

@@ -46,12 +46,22 @@ from reverie_canary.shared.timefmt import utc_text
 from reverie_canary.shared.snapshots import IgnoreSnapshot
 from reverie_canary.shared.streams import ROUTING_BUCKET
 
-#: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds.
+#: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds (at least:
+#: :func:`demo_cycle_s` gives a larger fleet more).
 CYCLE_S = 4.0
 REAL_CYCLE_S = 1800.0
 SCALE = CYCLE_S / REAL_CYCLE_S
+#: Seconds of a demo cycle per probe it plans: a simulated reply streams in pieces for about a
+#: second, and one process runs the gateway, the five services and every stream; measured with
+#: ``canary demo --scenario full`` (212 probes a cycle at the 5 language probes per provider
+#: that the default coverage bound needs) on 2 shared cores.
+PROBE_S = 0.04
+#: Cycles ``canary demo`` runs unless told (``--cycles``).
+DEFAULT_CYCLES = 5
 #: The summary shows at most this many cycles' verdicts per provider.
 SUMMARY_CYCLES = 30
+#: The settings :func:`demo_cycle_s` reads (an override of them changes the demo's cycle).
+COVERAGE_FIELDS = ("kinds", "languages", "language_coverage_cycles", "languages_per_cycle", "language_weights")
 #: Latency cannot shrink 450-fold on a loaded laptop: the bar is scaled 10-fold.
 TTFT_THRESHOLD_S = 1.0
 
@@ -61,9 +71,30 @@ def demo_namespace() -> str:
     return f"demo{os.getpid()}"
 
 
+def demo_cycle_s(endpoints: int, controls: int, settings: Settings) -> float:
+    """The demo's cycle in seconds: :data:`CYCLE_S`, or :data:`PROBE_S` per probe a cycle plans when more.
+
+    ``endpoints`` counts the scenario's endpoints, ``controls`` the positive
+    controls among them (one probe each); every other endpoint gets every kind,
+    the language probe once per language of the coverage (:func:`reverie_canary.
+    services.discovery.core.coverage`).
+    """
+    from reverie_canary.services.discovery.core import coverage
+
+    kinds = list(settings.kinds)
+    per_endpoint = len(kinds)
+    if "language" in kinds:
+        cov = coverage(len(settings.languages), settings.language_coverage_cycles, settings.languages_per_cycle,
+                       weighted=any(w > 0 for w in settings.language_weights.values()))
+        per_endpoint += cov.per_cycle - 1
+    probes = (endpoints - controls) * per_endpoint + controls
+    return max(CYCLE_S, round(probes * PROBE_S, 1))
+
+
 def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url: str, model: str,
-                  controls: dict[str, str]) -> Settings:
-    """Settings of the demo: compressed time, enforce mode, embedded servers."""
+                  controls: dict[str, str], cycle_s: float = CYCLE_S) -> Settings:
+    """Settings of the demo: compressed time (one cycle in ``cycle_s``), enforce mode, embedded servers."""
+    scale = cycle_s / REAL_CYCLE_S
     return base.replace(
         nats_url=nats_url,
         nats_user="",
@@ -73,16 +104,15 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         openrouter_api_key="",
         models=[model],
         namespace=demo_namespace(),
-        cycle_interval_s=CYCLE_S,
-        probe_window_s=CYCLE_S * 0.8,
+        cycle_interval_s=cycle_s,
+        probe_window_s=cycle_s * 0.8,
         ttft_threshold_s=TTFT_THRESHOLD_S,
-        request_timeout_s=CYCLE_S * 0.65,
-        ladder_s=[x * SCALE for x in (86400.0, 3 * 86400.0, 7 * 86400.0)],
-        ladder_reset_s=14 * 86400.0 * SCALE,
+        request_timeout_s=cycle_s * 0.65,
+        ladder_s=[x * scale for x in (86400.0, 3 * 86400.0, 7 * 86400.0)],
+        ladder_reset_s=14 * 86400.0 * scale,
         mode="enforce",
         controls=controls,
-        prober_concurrency=32,
-        languages_per_cycle=1,
+        prober_concurrency=64,
         duplicate_window_s=120.0,
         exclusions_file="",
         log_level="WARNING",
@@ -92,10 +122,10 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         notify_urls={},
         notify_severity={},
         notify_secrets={},
-        notify_remind_s=6 * 3600.0 * SCALE,
+        notify_remind_s=6 * 3600.0 * scale,
         notify_retry_base_s=0.05,
         notify_retry_max_s=1.0,
-        notify_give_up_s=86400.0 * SCALE,
+        notify_give_up_s=86400.0 * scale,
         notify_timeout_s=2.0,
         notify_poll_s=0.25,
         metrics_host="127.0.0.1",
@@ -390,9 +420,12 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                     serve(notice_receiver(notice_secret, observer.on_notice)) as receiver_url, \
                     _faulty_front(served_url, gateway_faults) as gateway_url:
                 admin_redis = redis_url_for(redis_server.url, "admin", redis_passwords["admin"])
-                settings = demo_settings(base or Settings.load(), nats_url=nats_server.url,
+                base = base or Settings.load()
+                cycle_s = demo_cycle_s(len(loaded.models[0].endpoints), len(controls),
+                                       base.replace(**{k: v for k, v in overrides.items() if k in COVERAGE_FIELDS}))
+                settings = demo_settings(base, nats_url=nats_server.url,
                                          redis_url=admin_redis, gateway_url=gateway_url, model=model,
-                                         controls=controls)
+                                         controls=controls, cycle_s=cycle_s)
                 settings = settings.replace(nats_user="admin", nats_password=passwords["admin"],
                                             notify_urls={"demo": receiver_url.removesuffix("/api/v1") + "/notices"},
                                             notify_secrets={"demo": notice_secret}, **overrides)
@@ -635,10 +668,20 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
     print(f"NATS {nats_url}   Redis {redis_url}   simulated gateway {gateway}", file=out)
     print(f"model {settings.models[0]}: {len(endpoints)} simulated endpoints; probe kinds: {', '.join(settings.kinds)}",
           file=out)
-    print(f"time is compressed: one {REAL_CYCLE_S / 60:.0f}-minute cycle takes {CYCLE_S:g} s "
-          f"(x{1 / SCALE:.0f}); suspensions scale the same (1 day = {86400 * SCALE:.0f} s); "
+    scale = settings.cycle_interval_s / REAL_CYCLE_S
+    print(f"time is compressed: one {REAL_CYCLE_S / 60:.0f}-minute cycle takes {settings.cycle_interval_s:g} s "
+          f"(x{1 / scale:.0f}, {PROBE_S:g} s per probe planned, at least {CYCLE_S:g} s); suspensions scale the same "
+          f"(1 day = {86400 * scale:.0f} s); "
           f"the time-to-first-token bar is {TTFT_THRESHOLD_S:g} s (10 s scaled x10, latency cannot shrink x450).",
           file=out)
+    if "language" in settings.kinds:
+        from reverie_canary.services.discovery.core import coverage
+
+        cov = coverage(len(settings.languages), settings.language_coverage_cycles, settings.languages_per_cycle,
+                       weighted=any(w > 0 for w in settings.language_weights.values()))
+        print(f"language coverage: every language of every provider probed at least once every "
+              f"{cov.bound_cycles} cycles ({cov.per_cycle} of {cov.languages} languages a cycle; "
+              "CANARY_LANGUAGE_COVERAGE_CYCLES).", file=out)
     controls = ", ".join(f"{tag} ({kind})" for kind, tag in sorted(settings.controls.items()))
     if controls:
         print(f"positive controls, hosts known to fail a probe kind (probed, never judged, not production "

@@ -189,6 +189,8 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
     part: Annotated[int, Meta(ge=0, lt=MAX_ENDPOINTS_PER_MODEL)] = 0
     parts: Annotated[int, Meta(ge=1, le=MAX_ENDPOINTS_PER_MODEL)] = 1
     listed: Annotated[int, Meta(ge=0)] = 0
+    language_coverage_cycles: Annotated[int, Meta(ge=0, le=MAX_PROBES_PER_ENDPOINT)] = 0
+    languages_per_cycle: Annotated[int, Meta(ge=0, le=MAX_PROBES_PER_ENDPOINT)] = 0
 
 
 class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):

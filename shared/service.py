@@ -224,6 +224,10 @@ class _Held:
             await self.raw_message.in_progress()
 
 
+#: Messages a subscriber with several workers fetches at a time (:meth:`Shell.subscribe`).
+CONCURRENT_FETCH = 16
+
+
 class Shell:
     """One service's FastStream app and the pieces every handler needs.
 
@@ -282,13 +286,16 @@ class Shell:
         Args:
             batch: messages fetched at a time and handled together (FastStream's
                 pull loop waits for the whole batch); 1 where order matters.
-            workers: handle up to this many messages at once, fetching one at a
-                time as workers free up, so one slow message does not hold up
-                the others.  FastStream's queue in front of the workers holds at
-                most ``workers`` messages, so a fetched message waits at most
-                one handler's time; the consumer's ``ack_wait`` must cover that
-                (the over-fetching of ag2ai/faststream#2563 came from an
-                unbounded queue).
+            workers: handle up to this many messages at once, fetching up to
+                :data:`CONCURRENT_FETCH` at a time as workers free up, so one
+                slow message does not hold up the others.  FastStream's queue
+                in front of the workers holds at most ``workers`` messages, so a
+                fetched message waits at most one handler's time; the
+                consumer's ``ack_wait`` must cover that (the over-fetching of
+                ag2ai/faststream#2563 came from an unbounded queue).  One
+                message a fetch made a fetch round trip per message the limit
+                of a prober's throughput (a task every 30 ms on a loaded
+                machine: 212 tasks took 7 s to start, whatever the workers).
         """
         extra: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
         extra["decoder"] = _raw_body
@@ -299,7 +306,7 @@ class Shell:
             spec.filter_subjects[0],
             stream=JStream(spec.stream, declare=False),
             durable=spec.durable,
-            pull_sub=PullSub(batch_size=1 if workers > 1 else batch, timeout=1.0),
+            pull_sub=PullSub(batch_size=min(workers, CONCURRENT_FETCH) if workers > 1 else batch, timeout=1.0),
             config=spec.config(),
             ack_policy=AckPolicy.MANUAL,
             title=f"{self.name}:{spec.durable}",

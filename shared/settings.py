@@ -118,6 +118,19 @@ class Settings(Struct, kw_only=True):
             ``response_too_large``.
         sse_line_max_bytes: bytes of one SSE line; past it: ``transport_error``
             / ``line_too_long`` (issue 11 §2).
+        language_coverage_cycles: the bound on the time to detect a
+            one-language defect (issue 12): every language of every provider
+            is probed at least once in every this many consecutive cycles
+            (default 4: two hours at 30-minute cycles).
+        languages_per_cycle: language probes per provider per cycle; 0 (the
+            default) derives the least the bound needs, ``ceil(languages /
+            language_coverage_cycles)`` (17 languages in 4 cycles: 5); a
+            smaller number is refused, a larger one probes more.
+        language_weights: language -> its share of traffic (any positive
+            numbers; ``pt=0.4,en=0.3``).  The language probes above the least
+            the bound needs go to languages drawn by weight, so that
+            languages_per_cycle must then be above that least.  Empty: all
+            language probes walk the rotation.
         max_retests_per_cycle: at most this many retest languages (the judge's
             RetestRequested) per provider per cycle, on top of the rotation; a
             provider failing in many languages takes turns instead of adding one
@@ -144,7 +157,9 @@ class Settings(Struct, kw_only=True):
     models: list[str] = field(default_factory=lambda: ["deepseek/deepseek-chat-v3.1"])
     kinds: list[str] = field(default_factory=lambda: list(PROBE_KINDS))
     languages: list[str] = field(default_factory=lambda: list(LANGUAGES))
-    languages_per_cycle: int = 2
+    language_coverage_cycles: int = 4
+    languages_per_cycle: int = 0
+    language_weights: dict[str, float] = {}
     max_retests_per_cycle: int = 2
     controls: dict[str, str] = {}
 
@@ -382,7 +397,7 @@ def _problems(s: Settings) -> list[str]:
     if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
         problems.append("ladder_s needs at least one positive length")
     for name, least in (("min_hosts", 0), ("failed_cycles_to_suspend", 1), ("passed_cycles_to_recover", 1),
-                        ("languages_per_cycle", 1), ("max_retests_per_cycle", 0), ("prober_concurrency", 1),
+                        ("language_coverage_cycles", 1), ("languages_per_cycle", 0), ("max_retests_per_cycle", 0), ("prober_concurrency", 1),
                         ("max_deliver", 1), ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16)):
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least}")
@@ -406,6 +421,7 @@ def _problems(s: Settings) -> list[str]:
     bad_languages = sorted(set(s.languages) - set(LANGUAGES))
     if bad_languages or not s.languages or len(set(s.languages)) != len(s.languages):
         problems.append(f"languages: unknown, repeated or none {bad_languages}; known: {list(LANGUAGES)}")
+    problems.extend(_language_problems(s))
     for name, mapping in (("controls", s.controls), ("kind_modes", s.kind_modes)):
         bad = sorted(set(mapping) - set(PROBE_KINDS))
         if bad:
@@ -459,6 +475,25 @@ def _tls_problems(s: Settings) -> list[str]:
         if any(files.values()) and not url.startswith(TLS_SCHEMES[system]):
             problems.append(f"{system}_ca_file / _cert_file / _key_file are set but {system}_url does not use TLS "
                             f"(start it with {' or '.join(TLS_SCHEMES[system])}): the connection would be plain text")
+    return problems
+
+
+def _language_problems(s: Settings) -> list[str]:
+    """The language coverage: weights of configured languages, a spread that keeps the bound."""
+    from reverie_canary.services.discovery.core import CoverageError, coverage
+
+    problems = []
+    unknown = sorted(set(s.language_weights) - set(s.languages))
+    if unknown:
+        problems.append(f"language_weights: languages not configured {unknown}")
+    if any(not math.isfinite(w) or w < 0 for w in s.language_weights.values()):
+        problems.append("language_weights must be finite shares >= 0")
+    if s.language_coverage_cycles >= 1 and s.languages_per_cycle >= 0 and s.languages:
+        try:
+            coverage(len(s.languages), s.language_coverage_cycles, s.languages_per_cycle,
+                     weighted=any(w > 0 for w in s.language_weights.values()))
+        except CoverageError as exc:
+            problems.append(str(exc))
     return problems
 
 

@@ -133,7 +133,7 @@ async def run_fleet(*, nats_url: str, redis_url: str, namespace: str, cycles: in
                 env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
                 openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=0.8 * cycle_s,
                 ttft_threshold_s=1.0, request_timeout_s=0.6 * cycle_s, prober_concurrency=96,
-                languages_per_cycle=1, mode="observe", log_level="WARNING", exclusions_file="")
+                language_coverage_cycles=17, mode="observe", log_level="WARNING", exclusions_file="")
             run = FleetRun(settings=settings, injected_ms=injected, hostile=hostile)
             await ensure_streams(settings)
             nc = await nats_connect(settings)

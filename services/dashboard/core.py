@@ -278,6 +278,11 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     fresh it is; ``unproven`` and ``common_mode`` are the kinds the last cycle
     could not judge (a positive control passed; most providers failed at once);
     ``cycles`` the recent cycles the log read holds (:class:`CycleSummary`).
+    ``language_coverage_cycles`` is the bound on the time to detect a
+    one-language defect that discovery's last plan keeps (every language of
+    every provider probed at least once in every that many cycles; issue 12),
+    ``languages_per_cycle`` its language probes per provider per cycle;
+    ``None`` when no plan in the log said it.
     ``problems`` says what the read could not find (no judge state, no snapshot).
     """
 
@@ -298,6 +303,8 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     unproven: list[str] = []
     common_mode: list[str] = []
     cycles: list[CycleSummary] = []
+    language_coverage_cycles: int | None = None
+    languages_per_cycle: int | None = None
     problems: list[str] = []
 
 
@@ -454,6 +461,7 @@ class ModelWindow(Struct, kw_only=True):
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     listing_cycle: str | None = None
+    coverage: tuple[int, int] | None = None  # (language_coverage_cycles, languages_per_cycle) discovery planned
     controls: dict[str, str] = {}
     cycles: dict[str, CycleFacts] = {}
     last_closed: CycleClosed | None = None
@@ -569,6 +577,8 @@ def _discovered(mw: ModelWindow, event: EndpointsDiscovered) -> None:
     elif mw.listing_at is None or event.at >= mw.listing_at:
         mw.listing, mw.listing_at, mw.listing_cycle = list(event.endpoints), event.at, event.cycle
         mw.controls = dict(event.controls)
+        mw.coverage = (event.language_coverage_cycles, event.languages_per_cycle) \
+            if event.language_coverage_cycles else None
 
 
 def _result(mw: ModelWindow, event: ProbeResult) -> None:
@@ -1046,6 +1056,8 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         unproven=list(lv.unproven) if lv is not None else [],
         common_mode=list(lv.common_mode) if lv is not None else [],
         cycles=_cycles(window),
+        language_coverage_cycles=window.coverage[0] if window is not None and window.coverage else None,
+        languages_per_cycle=window.coverage[1] if window is not None and window.coverage else None,
         problems=problems,
     )
 

@@ -9,9 +9,17 @@ Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
 
 - Cycles start at multiples of ``cycle_interval_s`` (UTC epoch); a cycle's
   deadline is ``probe_window_s`` after its start.
-- The language probe covers ``languages_per_cycle`` languages per provider per
-  cycle, rotating through all configured languages, offset per provider so the
-  fleet covers more languages each cycle; a language with an anomaly is probed
+- Time to detect a one-language defect is bounded (issue 12): every language of
+  every provider is probed at least once in every ``language_coverage_cycles``
+  consecutive cycles (default 4).  The language probes per provider per cycle
+  follow from it: ``ceil(languages / language_coverage_cycles)`` (17 languages
+  in 4 cycles: 5 a cycle), or ``languages_per_cycle`` when that is set higher
+  (:func:`coverage`).  They walk a rotation through all configured languages,
+  offset per provider so the fleet covers more languages each cycle.  With
+  ``language_weights`` (each language's share of traffic) the rotation keeps
+  the minimum the bound needs and the probes above it go to languages drawn by
+  weight (:func:`languages_for`), so a language with more traffic is probed
+  more often and none less often than the bound.  A language with an anomaly is probed
   again next cycle whatever the rotation says (the judge's RetestRequested),
   at most ``max_retests`` of them per provider per cycle: when more are asked
   for (a provider failing in many languages keeps asking for each), they take
@@ -25,8 +33,10 @@ Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
 
 from __future__ import annotations
 
+import hashlib
+import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 
 import msgspec
@@ -38,6 +48,117 @@ from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL, Endpoint, Endp
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})
+#: The default bound on the time to detect a one-language defect, in cycles (issue 12).
+DEFAULT_COVERAGE_CYCLES = 4
+
+
+class CoverageError(ValueError):
+    """Language settings that cannot keep the coverage bound (the message names the settings)."""
+
+
+class Coverage(msgspec.Struct, frozen=True, kw_only=True):
+    """How the language probes of one provider are spread over cycles.
+
+    Attributes:
+        languages: how many languages are configured.
+        coverage_cycles: the setting ``language_coverage_cycles``.
+        per_cycle: language probes per provider per cycle (retests come on top).
+        rotated: how many of them walk the rotation; the rest (``per_cycle -
+            rotated``) are drawn by traffic share (0 without weights).
+        bound_cycles: every language is probed at least once in every this
+            many consecutive cycles, ``ceil(languages / rotated)`` (at most
+            ``coverage_cycles``).
+    """
+
+    languages: int
+    coverage_cycles: int
+    per_cycle: int
+    rotated: int
+    bound_cycles: int
+
+
+def coverage(languages: int, coverage_cycles: int = DEFAULT_COVERAGE_CYCLES, languages_per_cycle: int = 0,
+             weighted: bool = False) -> Coverage:
+    """The spread of language probes that keeps every language within ``coverage_cycles`` cycles.
+
+    Args:
+        languages: number of configured languages (at least 1).
+        coverage_cycles: the bound, in cycles (at least 1).
+        languages_per_cycle: 0 (the minimum the bound needs) or a larger number
+            of language probes per provider per cycle.
+        weighted: the probes above the minimum are drawn by traffic share
+            (``language_weights``); then ``languages_per_cycle`` must be above
+            the minimum, or the weights would change nothing.
+
+    Returns:
+        The :class:`Coverage`; the minimum is ``ceil(languages / coverage_cycles)``.
+
+    Raises:
+        CoverageError: ``languages_per_cycle`` is set below the minimum, or
+            above the number of languages, or weights have no probe to share.
+    """
+    if languages < 1 or coverage_cycles < 1:
+        raise CoverageError("language_coverage_cycles needs at least one language and one cycle")
+    least = math.ceil(languages / coverage_cycles)
+    per_cycle = languages_per_cycle or least
+    if per_cycle < least:
+        raise CoverageError(
+            f"languages_per_cycle {per_cycle} cannot probe {languages} languages within language_coverage_cycles "
+            f"{coverage_cycles}: it needs {least} (0 derives it); or raise language_coverage_cycles to "
+            f"{math.ceil(languages / per_cycle)}")
+    if per_cycle > languages:
+        raise CoverageError(f"languages_per_cycle {per_cycle} is above the {languages} languages configured")
+    if weighted and per_cycle <= least:
+        raise CoverageError(
+            f"language_weights share the language probes above the {least} a cycle that "
+            f"language_coverage_cycles {coverage_cycles} needs: set languages_per_cycle above {least}")
+    rotated = least if weighted else per_cycle
+    return Coverage(languages=languages, coverage_cycles=coverage_cycles, per_cycle=per_cycle, rotated=rotated,
+                    bound_cycles=math.ceil(languages / rotated))
+
+
+def languages_for(languages: list[str], cov: Coverage, cycle_no: int, provider: str,
+                  weights: Mapping[str, float] | None = None) -> list[str]:
+    """The languages ``provider`` is probed in during cycle ``cycle_no`` (retests apart).
+
+    The first ``cov.rotated`` walk the :func:`rotation`, which alone keeps the
+    bound (any ``cov.bound_cycles`` consecutive cycles see every language).
+    The others, ``cov.per_cycle - cov.rotated``, are drawn among the remaining
+    languages with probability by weight, without replacement (Efraimidis and
+    Spirakis, "Weighted random sampling with a reservoir", 2006: the largest
+    ``u ** (1 / w)``), with ``u`` from a hash of provider, cycle and language,
+    so that the draw is deterministic; languages without weight fill up in
+    rotation order when fewer have one.
+
+    Returns:
+        ``cov.per_cycle`` distinct languages, the rotation's first.
+    """
+    chosen = rotation(languages, cov.rotated, cycle_no, provider)
+    extra = cov.per_cycle - len(chosen)
+    if extra <= 0 or not languages:
+        return chosen
+    taken = set(chosen)
+    weights = weights or {}
+    keyed = []
+    for lang in languages:
+        w = weights.get(lang, 0.0)
+        if lang in taken or w <= 0:
+            continue
+        digest = hashlib.blake2b(f"{provider}\n{cycle_no}\n{lang}".encode(), digest_size=8).digest()
+        u = (int.from_bytes(digest, "big") + 1) / (2 ** 64 + 1)  # in (0, 1)
+        keyed.append((math.log(u) / w, lang))
+    keyed.sort(reverse=True)
+    drawn = [lang for _, lang in keyed[:extra]]
+    if len(drawn) < extra:  # fewer weighted languages left than probes: the rotation's next ones
+        n = len(languages)
+        start = languages.index(chosen[-1]) + 1 if chosen else 0
+        for i in range(n):
+            lang = languages[(start + i) % n]
+            if len(drawn) >= extra:
+                break
+            if lang not in taken and lang not in drawn:
+                drawn.append(lang)
+    return chosen + drawn
 
 
 def cycle_start(cycle_no: int, interval_s: float) -> datetime:
@@ -70,8 +191,10 @@ def plan(
     endpoints: list[Endpoint],
     kinds: Iterable[str],
     languages: list[str],
-    languages_per_cycle: int,
     controls: dict[str, str],
+    languages_per_cycle: int = 0,
+    language_coverage_cycles: int = DEFAULT_COVERAGE_CYCLES,
+    language_weights: Mapping[str, float] | None = None,
     retests: Iterable[tuple[str, str]] = (),
     max_retests: int = 2,
 ) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
@@ -83,18 +206,25 @@ def plan(
         window_s: seconds from start to the deadline.
         endpoints: what the gateway listed.
         kinds: probe kinds to run on every production host.
-        languages, languages_per_cycle: the language rotation.
+        languages: the configured languages, in rotation order.
+        languages_per_cycle, language_coverage_cycles, language_weights: the
+            spread of the language probes (:func:`coverage`, :func:`languages_for`).
         controls: probe kind -> positive-control provider tag.
         retests: ``(provider, language)`` pairs the judge asked to probe again.
         max_retests: at most this many of them per provider (see the rules above).
 
+    Raises:
+        CoverageError: the language settings cannot keep the bound (:func:`coverage`).
+
     Returns:
-        The EndpointsDiscovered event (with the full plan; ``listed`` the
+        The EndpointsDiscovered event (with the full plan and the coverage it keeps; ``listed`` the
         endpoints the gateway listed, of which at most ``MAX_ENDPOINTS_PER_MODEL``
         are watched, :func:`watched`) and its ProbeTasks.  :func:`split` makes
         the parts that each fit one message.
     """
     kinds = [k for k in kinds]
+    weights = {lang: w for lang, w in (language_weights or {}).items() if lang in languages and w > 0}
+    cov = coverage(len(languages), language_coverage_cycles, languages_per_cycle, weighted=bool(weights))
     listed = len(endpoints)
     endpoints = watched(endpoints, controls)
     cycle = ids.cycle_id(model, start)
@@ -121,7 +251,7 @@ def plan(
     for endpoint in sorted(endpoints, key=lambda e: e.provider):
         if endpoint.provider in control_tags:
             continue
-        langs = rotation(languages, languages_per_cycle, cycle_no, endpoint.provider)
+        langs = languages_for(languages, cov, cycle_no, endpoint.provider, weights)
         for kind in kinds:
             if kind == "language":
                 extra = [lang for lang in retest_map.get(endpoint.provider, []) if lang not in langs]
@@ -150,7 +280,8 @@ def plan(
     event = EndpointsDiscovered(
         at=start, model=model, cycle=cycle, cycle_no=cycle_no, deadline=deadline,
         endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
-        listed=listed,
+        listed=listed, language_coverage_cycles=cov.bound_cycles if "language" in kinds else 0,
+        languages_per_cycle=cov.per_cycle if "language" in kinds else 0,
     )
     return event, tasks
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 import httpx
 from faststream import FastStream
 
-from reverie_canary.services.discovery.core import cycle_start, plan, split
+from reverie_canary.services.discovery.core import coverage, cycle_start, plan, split
 from reverie_canary.shared import clock, codec, ids, retry, streams, subjects, tracing
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
@@ -122,6 +122,7 @@ class Discovery:
         event, tasks = plan(
             model=model, cycle_no=cycle_no, start=start, window_s=s.probe_window_s, endpoints=endpoints,
             kinds=s.kinds, languages=s.languages, languages_per_cycle=s.languages_per_cycle,
+            language_coverage_cycles=s.language_coverage_cycles, language_weights=s.language_weights,
             controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle,
         )
         await self._carry_over(model, cycle_no + 1, retests, tasks)
@@ -225,9 +226,27 @@ class Discovery:
                 await asyncio.sleep(min(retry.GATEWAY.delay(attempt), max(0.0, until_epoch - time.time())))
         return False
 
+    def announce(self) -> None:
+        """The start line: the models, the cycle and the bound on the time to detect a one-language defect (issue 12)."""
+        s = self.settings
+        if "language" not in s.kinds:
+            self.shell.log.info("discovery_started", models=len(s.models), cycle_interval_s=s.cycle_interval_s,
+                                language_probe=False)
+            return
+        cov = coverage(len(s.languages), s.language_coverage_cycles, s.languages_per_cycle,
+                       weighted=any(w > 0 for w in s.language_weights.values()))
+        self.shell.log.info(
+            "discovery_started", models=len(s.models), cycle_interval_s=s.cycle_interval_s, languages=cov.languages,
+            languages_per_cycle=cov.per_cycle,
+            weighted_per_cycle=cov.per_cycle - cov.rotated, bound_cycles=cov.bound_cycles,
+            bound_s=cov.bound_cycles * s.cycle_interval_s,
+            detail=f"every language of every provider probed at least once every {cov.bound_cycles} cycles "
+                   f"({cov.bound_cycles * s.cycle_interval_s / 3600:g} h)")
+
     async def run(self) -> None:
         """The cycle loop: start each cycle on time, close it at its deadline."""
         s = self.settings
+        self.announce()
         cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=-1)
         while True:
             start = cycle_no * s.cycle_interval_s

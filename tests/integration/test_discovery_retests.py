@@ -22,7 +22,7 @@ ENDPOINTS = [Endpoint(provider="a/fp8", provider_name="A"), Endpoint(provider="b
 async def test_retests_waiting_for_their_turn_move_to_the_next_cycle(infra):
     """Four languages asked for a/fp8, two a cycle: the other two are planned the cycle after, none lost."""
     settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                             models=[MODEL], languages_per_cycle=1, max_retests_per_cycle=2)
+                             models=[MODEL], language_coverage_cycles=17, max_retests_per_cycle=2)
     discovery = Discovery(Shell("discovery", settings))
     discovery.redis = redis_client(settings)
     try:
@@ -43,7 +43,7 @@ async def test_retests_waiting_for_their_turn_move_to_the_next_cycle(infra):
         for cycle_no in (n, n + 1):
             retests = await discovery._retests(MODEL, cycle_no)
             _, tasks = plan(model=MODEL, cycle_no=cycle_no, start=START, window_s=600, endpoints=ENDPOINTS,
-                            kinds=PROBE_KINDS, languages=list(LANGUAGES), languages_per_cycle=1, controls={},
+                            kinds=PROBE_KINDS, languages=list(LANGUAGES), language_coverage_cycles=17, controls={},
                             retests=retests, max_retests=settings.max_retests_per_cycle)
             langs = [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"]
             assert len(langs) == 3, langs

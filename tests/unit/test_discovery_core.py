@@ -19,7 +19,7 @@ ENDPOINTS = [Endpoint(provider="b/fp8", provider_name="B"), Endpoint(provider="a
 
 def make(**kw):
     args = dict(model="m/x", cycle_no=7, start=START, window_s=600, endpoints=ENDPOINTS, kinds=PROBE_KINDS,
-                languages=list(LANGUAGES), languages_per_cycle=2, controls={"refusal": "ctl/filter"})
+                languages=list(LANGUAGES), language_coverage_cycles=9, controls={"refusal": "ctl/filter"})
     args.update(kw)
     return plan(**args)
 
@@ -71,7 +71,7 @@ def test_a_retest_adds_its_language_whatever_the_rotation():
     """The judge asked for pt again: pt is probed next cycle on top of the rotation."""
     rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
     extra = next(lang for lang in LANGUAGES if lang not in rotated)
-    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", extra), ("a/fp8", extra), ("zz/none", "pt")])
+    _, tasks = make(language_coverage_cycles=17, retests=[("a/fp8", extra), ("a/fp8", extra), ("zz/none", "pt")])
     langs = [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"]
     assert langs == [*rotated, extra]
 
@@ -83,7 +83,7 @@ def test_retests_are_capped_per_provider_and_take_turns():
     seen: set[str] = set()
     for cycle_no in (7, 8, 9):
         rotated = rotation(list(LANGUAGES), 1, cycle_no, "a/fp8")
-        _, tasks = make(cycle_no=cycle_no, languages_per_cycle=1, retests=[("a/fp8", lang) for lang in asked],
+        _, tasks = make(cycle_no=cycle_no, language_coverage_cycles=17, retests=[("a/fp8", lang) for lang in asked],
                         max_retests=2)
         langs = [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"]
         assert langs[:1] == rotated and len(langs) == 3, langs
@@ -98,13 +98,13 @@ def test_a_retest_already_in_the_rotation_takes_no_slot():
     """A retest language the rotation probes anyway does not use one of the max_retests places."""
     rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
     others = [lang for lang in LANGUAGES if lang not in rotated][:1]
-    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", rotated[0]), ("a/fp8", others[0])], max_retests=1)
+    _, tasks = make(language_coverage_cycles=17, retests=[("a/fp8", rotated[0]), ("a/fp8", others[0])], max_retests=1)
     assert [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"] == [*rotated, *others]
 
 
 def test_no_retests_when_the_cap_is_zero():
     rotated = rotation(list(LANGUAGES), 1, 7, "a/fp8")
-    _, tasks = make(languages_per_cycle=1, retests=[("a/fp8", "es"), ("a/fp8", "pt")], max_retests=0)
+    _, tasks = make(language_coverage_cycles=17, retests=[("a/fp8", "es"), ("a/fp8", "pt")], max_retests=0)
     assert [t.language for t in tasks if t.provider == "a/fp8" and t.kind == "language"] == rotated
 
 

@@ -94,7 +94,7 @@ def test_a_model_listed_with_more_endpoints_than_the_bound_watches_the_first_one
     """2,000 listed endpoints: 256 watched (controls first, then by tag), listed says 2,000."""
     listing = _wide_listing(2000)
     event, tasks = plan(model="acme/chat-1", cycle_no=7, start=AT, window_s=600, endpoints=listing,
-                        kinds=PROBE_KINDS, languages=list(LANGUAGES), languages_per_cycle=2,
+                        kinds=PROBE_KINDS, languages=list(LANGUAGES),
                         controls={"refusal": "provider-1999/fp8"})
     assert event.listed == 2000 and len(event.endpoints) == MAX_ENDPOINTS_PER_MODEL
     tags = [e.provider for e in event.endpoints]
@@ -105,7 +105,7 @@ def test_a_model_listed_with_more_endpoints_than_the_bound_watches_the_first_one
 def test_a_split_listing_folds_to_the_same_judge_state_as_one_message():
     """The judge folds the parts of a large cycle (with its results and close) into the state one message gives."""
     event, tasks = plan(model="acme/chat-1", cycle_no=7, start=AT, window_s=600, endpoints=_wide_listing(256),
-                        kinds=PROBE_KINDS, languages=list(LANGUAGES), languages_per_cycle=2, controls={})
+                        kinds=PROBE_KINDS, languages=list(LANGUAGES), controls={})
     parts = split(event, budget=MESSAGE_MAX_BYTES // 8)
     assert len(parts) >= 4
     results = [ProbeResult(at=AT + timedelta(seconds=5), task_id=t.task_id, model=t.model, provider=t.provider,
@@ -130,7 +130,7 @@ def sample(name: str):
     """A large valid message of type ``name`` (a split part for the listing), as a service publishes it."""
     if name == "EndpointsDiscovered":
         event, _ = plan(model="acme/chat-1", cycle_no=7, start=AT, window_s=600, endpoints=_wide_listing(256),
-                        kinds=PROBE_KINDS, languages=list(LANGUAGES), languages_per_cycle=2, controls={})
+                        kinds=PROBE_KINDS, languages=list(LANGUAGES), controls={})
         return split(event)[-1]
     return fit(largest(TYPES[name]))
 
