@@ -55,7 +55,7 @@ SCALE = CYCLE_S / REAL_CYCLE_S
 #: second, and one process runs the gateway, the five services and every stream; measured with
 #: ``canary demo --scenario full`` (212 probes a cycle at the 5 language probes per provider
 #: that the default coverage bound needs) on 2 shared cores.
-PROBE_S = 0.04
+PROBE_S = 0.06
 #: Cycles ``canary demo`` runs unless told (``--cycles``).
 DEFAULT_CYCLES = 5
 #: The summary shows at most this many cycles' verdicts per provider.

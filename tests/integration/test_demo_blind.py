@@ -17,13 +17,16 @@ import time
 
 import pytest
 
-from reverie_canary.canary.demo import CYCLE_S, pipeline
+from reverie_canary.canary.demo import demo_cycle_s, pipeline
 from reverie_canary.shared import ids
+from reverie_canary.shared.settings import Settings
 from reverie_canary.simulator.faults import parse_fault
 from tests.integration.test_pipeline import BROKEN, SLOW, _replay
 
 pytestmark = pytest.mark.integration
 
+#: The default demo's cycle (its fleet of 10 endpoints, one a positive control).
+CYCLE_S = demo_cycle_s(10, 1, Settings.load(env={}))
 #: Suspensions of two demo cycles, every step: broken (failing every cycle) is suspended at cycles 2, 6 and 10, and
 #: each suspension comes due in a blind window below.
 LADDER = [2 * CYCLE_S, 2 * CYCLE_S, 2 * CYCLE_S]
