@@ -401,17 +401,28 @@ async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
 
 
 async def announce_start(settings: Settings, names: list[str], probers: int = 1) -> None:
-    """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC)."""
+    """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC).
+
+    With discovery among the services it also says the language coverage bound (``language_coverage``).
+    """
     from reverie_canary.shared.timefmt import utc_text
 
     modes, source = await modes_now(settings)
     texts = set(modes.values())
     shown = next(iter(texts)) if len(texts) == 1 else "; ".join(f"{m} {t}" for m, t in modes.items())
     services = [f"prober x{probers}" if n == "prober" and probers > 1 else n for n in names]
+    extra = {}
+    if "discovery" in names and "language" in settings.kinds:  # the bound discovery keeps (issue 12)
+        from reverie_canary.services.discovery.core import coverage
+
+        cov = coverage(len(settings.languages), settings.language_coverage_cycles, settings.languages_per_cycle,
+                       weighted=any(w > 0 for w in settings.language_weights.values()))
+        extra["language_coverage"] = (f"every language of every provider at least once every {cov.bound_cycles} "
+                                      f"cycles, {cov.per_cycle} a cycle")
     get_logger("runtime").info(
         "started", services=", ".join(services), nats_user=settings.nats_user or "(none)",
         models=", ".join(settings.models), mode=shown.removeprefix("mode: "), mode_source=source,
-        next_cycle_at=utc_text(next_cycle_at(settings)), cycle_interval_s=settings.cycle_interval_s)
+        next_cycle_at=utc_text(next_cycle_at(settings)), cycle_interval_s=settings.cycle_interval_s, **extra)
 
 
 def cycle_line(verdict: Any, settings: Settings) -> dict[str, Any]:

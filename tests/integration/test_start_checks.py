@@ -207,6 +207,7 @@ async def test_canary_up_says_a_start_line_and_one_line_per_closed_cycle(infra, 
     assert started["mode"] == "modes: enforce for ttft; observe for " + ", ".join(k for k in settings.kinds
                                                                                  if k != "ttft")
     assert started["next_cycle_at"].endswith("Z")
+    assert started["language_coverage"] == "every language of every provider at least once every 4 cycles, 5 a cycle"
     assert closed["model"] == settings.models[0] and closed["cycle_no"] > 0
     assert closed["providers"] == sum(closed.get(k, 0) for k in ("passed", "failed", "frozen")) > 0
     assert closed["next_cycle_at"] > started["next_cycle_at"]  # the start line's next cycle is the one that closed
