@@ -306,7 +306,10 @@ async def reconcile_consumers(js: Any, specs: Iterable[ConsumerSpec], log: Any) 
     """Bring every live durable of ``specs`` to the code's configuration; a missing one is left to be created.
 
     Each change is logged (``consumer_reconciled``, with the fields before and
-    after); the durables' positions are kept (an update, not a new durable).
+    after); the durables' positions are kept (an update, not a new durable): the
+    live configuration is sent back with the code's :data:`EDITABLE` fields, so a
+    durable created at an older one's position (``deliver_policy`` by start
+    sequence, the router's and notifier's migrations) keeps it.
 
     Returns:
         The durables that were changed.
@@ -333,8 +336,12 @@ async def reconcile_consumers(js: Any, specs: Iterable[ConsumerSpec], log: Any) 
             raise ConfigError(f"durable consumer {spec.durable} on {spec.stream} differs from the code in "
                               f"{', '.join(fixed)}, which the server cannot change on a live durable ({shown}): "
                               f"give it a new -vN in shared/streams.py, or delete it as admin")
+        # the live configuration with the code's stated fields: a durable that took over an older one's
+        # position (deliver by start sequence) keeps it; the server refuses a changed deliver policy
+        update = {name: getattr(wanted, name) for name in EDITABLE}
+        update["filter_subject"] = None
         try:
-            await js.add_consumer(spec.stream, wanted)
+            await js.add_consumer(spec.stream, info.config.evolve(**update))
         except APIError as exc:
             raise ConfigError(f"durable consumer {spec.durable} on {spec.stream} differs from the code ({shown}) "
                               f"and the server refused the update: {exc.description or exc}") from exc

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from structlog.testing import capture_logs
 
 from reverie_canary.canary.demo import demo_settings
@@ -211,3 +211,30 @@ async def test_canary_up_says_a_start_line_and_one_line_per_closed_cycle(infra, 
     assert closed["model"] == settings.models[0] and closed["cycle_no"] > 0
     assert closed["providers"] == sum(closed.get(k, 0) for k in ("passed", "failed", "frozen")) > 0
     assert closed["next_cycle_at"] > started["next_cycle_at"]  # the start line's next cycle is the one that closed
+
+
+async def test_a_durable_that_took_over_an_older_ones_position_is_reconciled_without_moving_it(infra):
+    """router-v2 as its migration made it (deliver by start sequence), max_deliver 9: updated, start position kept."""
+    from structlog import get_logger
+
+    from reverie_canary.shared import preflight
+
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    spec = streams.router_consumer(settings)
+    nc = await nats_connect(settings)
+    try:
+        js = nc.jetstream()
+        migrated = spec.config()
+        migrated.deliver_policy, migrated.opt_start_seq, migrated.max_deliver = DeliverPolicy.BY_START_SEQUENCE, 7, 9
+        await js.add_consumer(streams.LOG, migrated)
+        with capture_logs() as logs:
+            changed = await preflight.reconcile_consumers(js, [spec], get_logger("router"))
+        info = await js.consumer_info(streams.LOG, spec.durable)
+    finally:
+        await nc.close()
+    assert changed == [spec.durable]
+    assert info.config.max_deliver == spec.max_deliver
+    assert (info.config.deliver_policy, info.config.opt_start_seq) == (DeliverPolicy.BY_START_SEQUENCE, 7)
+    assert [e["changes"] for e in logs if e["event"] == "consumer_reconciled"] == [
+        {"max_deliver": {"was": 9, "now": spec.max_deliver}}]
