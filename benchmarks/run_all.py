@@ -25,6 +25,7 @@ BENCHMARKS = {
     "replay_bench.py": [],
     "tracing_bench.py": [],
     "dashboard_bench.py": [],
+    "fleet_bench.py": [],
 }
 QUICK = {
     "language_table.py": ["--limit", "40"],
@@ -36,6 +37,7 @@ QUICK = {
     "replay_bench.py": ["--models", "10", "--cycles", "6", "--repeat", "1"],
     "tracing_bench.py": ["--messages", "5000"],
     "dashboard_bench.py": ["--models", "10", "--repeat", "2"],
+    "fleet_bench.py": ["--models", "5", "--providers", "20", "--window-s", "120"],
 }
 
 

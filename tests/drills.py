@@ -123,8 +123,8 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
             settings = Settings.load(
                 env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
                 openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
-                prober_concurrency=concurrency, languages_per_cycle=2, mode="enforce", log_level="WARNING",
-                exclusions_file="", controls={"refusal": "control-filter/strict"})
+                prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode="enforce",
+                log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
             await ensure_streams(settings)
             nc = await nats_connect(settings)
             js = nc.jetstream()

@@ -65,8 +65,8 @@ async def test_a_three_node_cluster_loses_a_node_mid_cycle_and_nothing_is_lost_o
                 env={}, nats_url=cluster.url, redis_url=redis.url, namespace="cluster", models=[model],
                 openrouter_base_url=gw, cycle_interval_s=16.0, probe_window_s=12.0, ttft_threshold_s=1.0,
                 mode="enforce", controls={"refusal": "control-filter/strict"}, exclusions_file="",
-                prober_concurrency=8, stream_replicas=3, log_max_bytes=256 * MiB, deadletter_max_bytes=64 * MiB,
-                tasks_max_bytes=64 * MiB, log_level="WARNING")
+                prober_concurrency=8, languages_per_cycle=2, language_coverage_cycles=9, stream_replicas=3,
+                log_max_bytes=256 * MiB, deadletter_max_bytes=64 * MiB, tasks_max_bytes=64 * MiB, log_level="WARNING")
             await waits.until(lambda: _jetstream_ready(settings), timeout_s=30, interval_s=0.5,
                               what="the cluster's JetStream takes the streams with 3 replicas")
             admin = await nats_connect(settings)
