@@ -50,7 +50,7 @@ from reverie_canary.shared.service import ensure_streams, nats_connect  # noqa: 
 from reverie_canary.shared.settings import Settings  # noqa: E402
 
 TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)")
-TEXT = re.compile(rb'"(first_bytes|span|junk)":"((?:[^"\\]|\\.)*)"')
+TEXT = re.compile(rb'"(first_bytes|text_rest|reasoning|span|junk)":"((?:[^"\\]|\\.)*)"')
 LANGUAGE = re.compile(rb'"language":"([a-z]{2})"')
 CYCLE_NO = re.compile(rb"\|(\d{6,})\|")
 TIMING = re.compile(rb'"(ttft_ms|total_ms)":(\d+(\.\d+)?)')

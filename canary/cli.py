@@ -363,3 +363,4 @@ from reverie_canary.canary import cli_ops  # noqa: E402,F401
 from reverie_canary.canary import cli_notices  # noqa: E402,F401
 from reverie_canary.canary import cli_status  # noqa: E402,F401
 from reverie_canary.canary import cli_dashboard  # noqa: E402,F401
+from reverie_canary.canary import cli_evidence  # noqa: E402,F401

@@ -256,11 +256,33 @@ class CheckResult(Struct, frozen=True, kw_only=True):
     evidence: FreeJson = {}
 
 
-class ReplyEvidence(Struct, frozen=True, kw_only=True):
+#: Characters of a reply's visible text the evidence keeps (``first_bytes`` and ``text_rest``
+#: together): far above what a probe's 320-token budget writes, so that an honest reply is kept
+#: whole and ``canary check`` reruns the checks on exactly what the prober judged.
+EVIDENCE_TEXT_CHARS = 8192
+#: Characters of a reply's reasoning text the evidence keeps.
+EVIDENCE_REASONING_CHARS = 2048
+#: Characters of the visible text in ``ReplyEvidence.first_bytes``.
+FIRST_BYTES_CHARS = 160
+
+
+class ReplyEvidence(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the gateway answered to one request (no check applied yet).
 
     Times are ms from request start.  ``served_by`` is the provider display name
     the response named; ``first_bytes`` the start of the visible output.
+
+    The reply as the prober assembled it, for ``canary evidence`` (issue 12):
+    ``first_bytes + text_rest`` is the visible text the checks read, up to
+    :data:`EVIDENCE_TEXT_CHARS`; ``reasoning`` the reasoning text, up to
+    :data:`EVIDENCE_REASONING_CHARS`; ``text_cut`` the characters of both left
+    out (0: the evidence holds the whole reply).  ``transport_error``,
+    ``error_json`` (the error object, bounded), ``timed_out``, ``done``,
+    ``keepalives``, ``tool_calls`` / ``tool_names``, ``output_bytes``,
+    ``wire_bytes``, ``cut`` (the read cap that stopped the read),
+    ``invalid_utf8`` and the first content / reasoning delta times are the
+    reply's own fields (:class:`reverie_canary.services.prober.reply.Reply`).
+    Fields at their defaults are left out of the JSON.
     """
 
     http_status: int | None = None
@@ -274,6 +296,22 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True):
     output_chars: int = 0
     error: Excerpt | None = None
     usage: FreeJson = {}
+    text_rest: Annotated[str, Meta(max_length=EVIDENCE_TEXT_CHARS)] = ""
+    reasoning: Annotated[str, Meta(max_length=EVIDENCE_REASONING_CHARS)] = ""
+    text_cut: Annotated[int, Meta(ge=0)] = 0
+    first_content_ms: float | None = None
+    first_reasoning_ms: float | None = None
+    transport_error: Token | None = None
+    error_json: FreeJson | None = None
+    timed_out: bool = False
+    done: bool = False
+    keepalives: Annotated[int, Meta(ge=0)] | None = None
+    tool_calls: Annotated[int, Meta(ge=0)] = 0
+    tool_names: Annotated[list[Token], Meta(max_length=8)] = []
+    output_bytes: Annotated[int, Meta(ge=0)] = 0
+    wire_bytes: Annotated[int, Meta(ge=0)] = 0
+    cut: Token | None = None
+    invalid_utf8: Annotated[int, Meta(ge=0)] = 0
 
 
 class ProbeAttempt(Struct, frozen=True, kw_only=True):
@@ -286,7 +324,14 @@ class ProbeAttempt(Struct, frozen=True, kw_only=True):
 
 
 class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
-    """The outcome of one ProbeTask, with its evidence; ``at`` = completion time."""
+    """The outcome of one ProbeTask, with its evidence; ``at`` = completion time.
+
+    ``prompt_version``, ``max_tokens`` and ``ttft_threshold_ms`` say the request
+    and the latency bar (``services/prober/prompts.py`` builds the same request
+    from them); ``checks_version`` names the checks that judged it
+    (:data:`reverie_canary.services.prober.checks.CHECKS_VERSION`): with the
+    replies' evidence, what ``canary evidence`` writes for ``canary check``.
+    """
 
     task_id: Slug
     model: Slug
@@ -303,6 +348,9 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     control: bool = False
     prober: Name = ""
     prompt_version: Token = ""
+    max_tokens: Annotated[int, Meta(ge=0)] = 0
+    ttft_threshold_ms: Annotated[float, Meta(ge=0)] = 0.0
+    checks_version: Token = ""
 
 
 # -- judge ---------------------------------------------------------------------

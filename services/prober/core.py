@@ -21,11 +21,21 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from reverie_canary.services.prober.checks import Evaluation, evaluate
+from reverie_canary.services.prober.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
-from reverie_canary.services.prober.bounds import TOKEN_CHARS, label
+from reverie_canary.services.prober.bounds import TOKEN_CHARS, clamp, label
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import LANGUAGE_ANOMALIES, CheckResult, ProbeAttempt, ProbeResult, ProbeTask, ReplyEvidence
+from reverie_canary.shared.events import (
+    EVIDENCE_REASONING_CHARS,
+    EVIDENCE_TEXT_CHARS,
+    FIRST_BYTES_CHARS,
+    LANGUAGE_ANOMALIES,
+    CheckResult,
+    ProbeAttempt,
+    ProbeResult,
+    ProbeTask,
+    ReplyEvidence,
+)
 
 #: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
 REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -64,13 +74,24 @@ def verify_pin(task: ProbeTask, reply: Reply) -> CheckResult | None:
     (openrouter-api.md section 3), so it is compared with the endpoint's
     ``provider_name`` from discovery, case-insensitively.
     """
-    if not task.provider_name or not reply.served_by:
+    return pin_check(task.provider, task.provider_name, reply.served_by)
+
+
+def pin_check(provider: str, provider_name: str, served_by: str | None) -> CheckResult | None:
+    """The rule of :func:`verify_pin` on its parts (``canary check`` applies it to a recorded reply)."""
+    if not provider_name or not served_by:
         return None
-    if reply.served_by.strip().lower() != task.provider_name.strip().lower():
+    if served_by.strip().lower() != provider_name.strip().lower():
         return CheckResult(check="pin", outcome="inconclusive", reason="pin_violated",
-                           evidence={"pinned": task.provider, "expected": task.provider_name,
-                                     "served_by": reply.served_by})
+                           evidence={"pinned": provider, "expected": provider_name, "served_by": served_by})
     return None
+
+
+def with_pin(evaluation: Evaluation, pin: CheckResult | None) -> Evaluation:
+    """``evaluation`` as the probe counts it: ``inconclusive`` / ``pin_violated`` when another provider served it."""
+    if pin is not None and evaluation.outcome not in ("transport_error", "blind"):
+        return Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])
+    return evaluation
 
 
 #: What the evidence keeps of a reply's ``usage``: token counts, and ``cost`` (USD, openrouter-api.md
@@ -82,14 +103,32 @@ def _finite_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def evidence_of(reply: Reply) -> ReplyEvidence:
-    """The evidence kept from a reply: status, finish reasons, timings, first bytes.
+def _reasoning_tokens(usage: dict) -> int | None:
+    details = usage.get("completion_tokens_details")
+    value = usage.get("reasoning_tokens", details.get("reasoning_tokens") if isinstance(details, dict) else None)
+    return value if _finite_number(value) and value > 0 else None
 
-    Every field is bounded (finish reasons 64 characters, labels 128, ``first_bytes`` 160,
-    ``error`` 300, ``usage`` three token counts and the cost), whatever the reply's size.
-    What a cap cut is in the deciding check's evidence (``bounds.reply_size``:
-    ``output_bytes``, ``kept_chars``; ``transport``: ``cut``, ``wire_bytes``).
+
+def evidence_of(reply: Reply) -> ReplyEvidence:
+    """The evidence kept from a reply: what ``canary check`` needs to judge it again.
+
+    Status, finish reasons, timings, the visible text (``first_bytes`` its first
+    160 characters, ``text_rest`` the rest, together at most
+    ``EVIDENCE_TEXT_CHARS``), the reasoning (``EVIDENCE_REASONING_CHARS``), how
+    much of them was left out (``text_cut``), and the reply's transport facts
+    (issue 12, "An evidence bundle behind every decision").  Every field is
+    bounded (finish reasons 64 characters, labels 128, ``error`` 300, the error
+    object and ``usage`` the wire's free-JSON bounds, ``usage`` the token counts,
+    reasoning tokens and cost), whatever the reply's size.  What a read cap cut
+    is in the deciding check's evidence (``bounds.reply_size``: ``output_bytes``,
+    ``kept_chars``; ``transport``: ``cut``, ``wire_bytes``).
     """
+    text = reply.text[:EVIDENCE_TEXT_CHARS]
+    reasoning = reply.reasoning_text[:EVIDENCE_REASONING_CHARS]
+    usage = {k: v for k, v in reply.usage.items() if k in USAGE_KEPT and _finite_number(v)}
+    reasoning_tokens = _reasoning_tokens(reply.usage)
+    if reasoning_tokens is not None:
+        usage["reasoning_tokens"] = reasoning_tokens
     return ReplyEvidence(
         http_status=reply.http_status,
         finish_reason=label(reply.finish_reason, TOKEN_CHARS),
@@ -98,10 +137,26 @@ def evidence_of(reply: Reply) -> ReplyEvidence:
         generation_id=label(reply.generation_id),
         ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),
         total_ms=None if reply.total_ms is None else round(reply.total_ms, 1),
-        first_bytes=reply.text[:160],
+        first_bytes=text[:FIRST_BYTES_CHARS],
         output_chars=len(reply.text),
         error=(reply.transport_error or (str(reply.error)[:300] if reply.error else None)),
-        usage={k: v for k, v in reply.usage.items() if k in USAGE_KEPT and _finite_number(v)},
+        usage=usage,
+        text_rest=text[FIRST_BYTES_CHARS:],
+        reasoning=reasoning,
+        text_cut=len(reply.text) - len(text) + len(reply.reasoning_text) - len(reasoning),
+        first_content_ms=None if reply.first_content_ms is None else round(reply.first_content_ms, 1),
+        first_reasoning_ms=None if reply.first_reasoning_ms is None else round(reply.first_reasoning_ms, 1),
+        transport_error=label(reply.transport_error, TOKEN_CHARS),
+        error_json=None if reply.error is None else clamp(reply.error),
+        timed_out=reply.timed_out,
+        done=reply.done,
+        keepalives=reply.keepalives,
+        tool_calls=reply.tool_calls,
+        tool_names=[name[:TOKEN_CHARS] for name in reply.tool_names[:8]],
+        output_bytes=reply.output_bytes,
+        wire_bytes=reply.wire_bytes,
+        cut=label(reply.cut, TOKEN_CHARS),
+        invalid_utf8=reply.invalid_utf8,
     )
 
 
@@ -141,16 +196,14 @@ async def run_probe(
     reply, evaluation = chosen
     kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r))
             for r, ev in attempts] if len(attempts) > 1 else []
-    return _result(task, started, now(), outcome, reason, evaluation.checks, evidence_of(reply), kept, prober)
+    return _result(task, started, now(), outcome, reason, evaluation.checks, evidence_of(reply), kept, prober,
+                   probe.spec)
 
 
 async def _attempt(task: ProbeTask, probe: ProbeRequest, send: Send, judge: Judge) -> tuple[Reply, Evaluation]:
     reply = await send(task, probe)
     evaluation = await judge(reply, probe.spec)
-    pin = verify_pin(task, reply)
-    if pin is not None and evaluation.outcome not in ("transport_error", "blind"):
-        evaluation = Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])
-    return reply, evaluation
+    return reply, with_pin(evaluation, verify_pin(task, reply))
 
 
 def _majority(attempts: list[tuple[Reply, Evaluation]]) -> tuple[str, str, tuple[Reply, Evaluation]]:
@@ -168,7 +221,7 @@ def _majority(attempts: list[tuple[Reply, Evaluation]]) -> tuple[str, str, tuple
 
 
 def _result(task: ProbeTask, started: datetime, at: datetime, outcome: str, reason: str, checks: list[CheckResult],
-            reply: ReplyEvidence, attempts: list[ProbeAttempt], prober: str) -> ProbeResult:
+            reply: ReplyEvidence, attempts: list[ProbeAttempt], prober: str, spec: ProbeSpec | None = None) -> ProbeResult:
     return ProbeResult(
         at=at,
         started_at=started,
@@ -186,4 +239,7 @@ def _result(task: ProbeTask, started: datetime, at: datetime, outcome: str, reas
         control=task.control,
         prober=prober,
         prompt_version=PROMPT_VERSION,
+        max_tokens=spec.max_tokens or 0 if spec is not None else 0,
+        ttft_threshold_ms=spec.ttft_threshold_ms if spec is not None else 0.0,
+        checks_version=CHECKS_VERSION if spec is not None else "",
     )

@@ -64,6 +64,8 @@ class RecordedCase:
     spec: ProbeSpec
     expected: str | None = None
     accept: tuple[str, ...] = ()
+    #: ``(provider tag, display name)`` the probe was pinned to (``meta.pinned``): the prober's pin rule applies
+    pinned: tuple[str, str] | None = None
 
 
 def _seconds(value: Any, field: str) -> float | None:
@@ -188,6 +190,9 @@ def parse_case(obj: Any) -> RecordedCase:
     if not isinstance(recorded_calls, list):
         raise CaseError("meta.tool_calls must be a list")
 
+    recorded = meta.get("reply") or {}
+    if not isinstance(recorded, dict):
+        raise CaseError("meta.reply must be an object")
     reply = Reply(
         text=text,
         reasoning_text=reasoning_text,
@@ -210,6 +215,8 @@ def parse_case(obj: Any) -> RecordedCase:
         tool_names=tuple(stream.tool_names) if stream is not None else (),
         invalid_utf8=stream.invalid_utf8 if stream is not None else 0,
     )
+    if recorded:
+        reply = _with_recorded(reply, recorded)
 
     prompt = meta.get("prompt") or ""
     if not isinstance(prompt, str):
@@ -235,12 +242,19 @@ def parse_case(obj: Any) -> RecordedCase:
     prefix = meta.get("expected_prefix")
     if prefix is not None and not isinstance(prefix, str):
         raise CaseError("meta.expected_prefix must be a string")
+    sentinel = meta.get("sentinel", SENTINEL if SENTINEL in prompt else None)
+    if sentinel is not None and not isinstance(sentinel, str):
+        raise CaseError("meta.sentinel must be a string")
+    pinned = meta.get("pinned")
+    if pinned is not None and not (isinstance(pinned, dict) and isinstance(pinned.get("provider"), str)
+                                   and isinstance(pinned.get("provider_name"), str)):
+        raise CaseError("meta.pinned must be {provider, provider_name}")
     spec = ProbeSpec(
         kind=probe_kind,
         language=language,
         prompt=prompt,
         expected_prefix=prefix or None,
-        sentinel=SENTINEL if SENTINEL in prompt else None,
+        sentinel=sentinel or None,
         echo_text=echo_text,
         schema=schema,
         response_format=fmt,
@@ -248,7 +262,37 @@ def parse_case(obj: Any) -> RecordedCase:
         ttft_threshold_ms=threshold_s * 1000.0 if threshold_s is not None else 10_000.0,
     )
     expected = obj.get("expected") if isinstance(obj.get("expected"), str) else None
-    return RecordedCase(id=case_id, reply=reply, spec=spec, expected=expected, accept=tuple(accept))
+    return RecordedCase(id=case_id, reply=reply, spec=spec, expected=expected, accept=tuple(accept),
+                        pinned=(pinned["provider"], pinned["provider_name"]) if pinned else None)
+
+
+#: ``meta.reply``: the reply's own fields as the prober kept them (``canary evidence`` writes them), each
+#: with its type; a field left out keeps what the case's other fields say.
+RECORDED_REPLY_FIELDS: dict[str, tuple[type, ...]] = {
+    "transport_error": (str,), "timed_out": (bool,), "done": (bool,), "keepalives": (int,),
+    "tool_calls": (int,), "tool_names": (list,), "output_bytes": (int,), "wire_bytes": (int,), "cut": (str,),
+    "invalid_utf8": (int,), "total_ms": (int, float), "generation_id": (str,),
+}
+
+
+def _with_recorded(reply: Reply, recorded: dict[str, Any]) -> Reply:
+    """``reply`` with the fields of ``meta.reply`` (:data:`RECORDED_REPLY_FIELDS`).
+
+    Raises:
+        CaseError: an unknown field or one of the wrong type.
+    """
+    changes: dict[str, Any] = {}
+    for name, value in recorded.items():
+        types = RECORDED_REPLY_FIELDS.get(name)
+        if types is None:
+            raise CaseError(f"meta.reply.{name} is not a recorded reply field; known: {sorted(RECORDED_REPLY_FIELDS)}")
+        if value is None:
+            changes[name] = None
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise CaseError(f"meta.reply.{name} has the wrong type")
+        changes[name] = tuple(str(v) for v in value) if name == "tool_names" else value
+    return msgspec.structs.replace(reply, **changes)
 
 
 def judge_case(case: RecordedCase) -> dict[str, Any]:
@@ -260,6 +304,10 @@ def judge_case(case: RecordedCase) -> dict[str, Any]:
         the case states what it expects.
     """
     result = evaluate(case.reply, case.spec)
+    if case.pinned is not None:  # as the prober counts a reply another provider served (core.with_pin)
+        from reverie_canary.services.prober.core import pin_check, with_pin
+
+        result = with_pin(result, pin_check(case.pinned[0], case.pinned[1], case.reply.served_by))
     verdict: dict[str, Any] = {
         "id": case.id,
         "outcome": result.outcome,

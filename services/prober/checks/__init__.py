@@ -88,6 +88,9 @@ HTTP layer's own (``headers_timeout``, ``stream_timeout``,
 
 from __future__ import annotations
 
+import hashlib
+from importlib import metadata
+from pathlib import Path
 from typing import Callable
 
 import msgspec
@@ -112,6 +115,29 @@ from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import CheckResult, Outcome
 
 Check = Callable[[Reply, ProbeSpec], CheckResult]
+
+
+def _fingerprint() -> str:
+    """``c-`` and 12 hex digits of SHA-256 over the checks' sources and the detector's version.
+
+    Every file of this package, the reply and bounds modules they read, and the
+    installed ``py3langid`` (its model decides the language): a change to any
+    of them gives another version, so a recorded verdict names the code that
+    made it (``ProbeResult.checks_version``; ``canary evidence``).
+    """
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in [*sorted(here.glob("*.py")), here.parent / "reply.py", here.parent / "bounds.py"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        digest.update(("py3langid " + metadata.version("py3langid")).encode())
+    except metadata.PackageNotFoundError:
+        digest.update(b"py3langid ?")
+    return "c-" + digest.hexdigest()[:12]
+
+
+#: The version of the checks in this process (:func:`_fingerprint`).
+CHECKS_VERSION = _fingerprint()
 
 #: Kind-specific checks, in reporting order; behavioural checks follow.
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
