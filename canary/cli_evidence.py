@@ -16,6 +16,7 @@ import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -41,7 +42,20 @@ class Wanted:
     source: str = ""
 
 
-async def _find_decision(js, decision_id: str) -> Decision:
+#: The results of a cycle are read from a little before its start (UTC clocks of the services differ).
+READ_MARGIN = timedelta(minutes=5)
+
+
+def cycle_start_of(cycle: str) -> datetime | None:
+    """The UTC start a cycle id names (``<model>@<start ISO 8601>``, :func:`reverie_canary.shared.ids.cycle_id`)."""
+    _, sep, when = cycle.rpartition("@")
+    try:
+        return datetime.fromisoformat(when.replace("Z", "+00:00")) if sep else None
+    except ValueError:
+        return None
+
+
+async def _find_decision(js, decision_id: str, since: datetime | None) -> Decision:
     from reverie_canary.shared.eventlog import scan_log
 
     found: list[Decision] = []
@@ -50,15 +64,19 @@ async def _find_decision(js, decision_id: str) -> Decision:
         if isinstance(item.event, Decision) and item.event.decision_id == decision_id and not found:
             found.append(item.event)
 
-    await scan_log(js, on_event, prefixes=("canary.decisions.",))
+    await scan_log(js, on_event, prefixes=("canary.decisions.",), since=since)
     if not found:
         raise EvidenceNotFound(f"no decision {decision_id!r} in the log (canary replay lists them)")
     return found[0]
 
 
 async def collect(settings, *, decision_id: str | None = None, provider: str | None = None,
-                  cycle: str | None = None, model: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                  cycle: str | None = None, model: str | None = None,
+                  since: datetime | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The bundle's cases and a summary, read from the log.
+
+    The decision is looked for from ``since`` on (default: the log's start);
+    the results from a little before the earliest start its cycle ids name.
 
     Raises:
         EvidenceNotFound: the decision or the cycle is not in the log.
@@ -72,7 +90,7 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
     try:
         js = nc.jetstream()
         if decision_id is not None:
-            decision = await _find_decision(js, decision_id)
+            decision = await _find_decision(js, decision_id, since)
             if not decision.provider:
                 raise EvidenceNotFound(f"decision {decision_id} is model-wide ({decision.action}): no provider's "
                                        "probes behind it; use --provider and --cycle")
@@ -103,8 +121,10 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
                 if not wanted.task_ids or event.task_id in wanted.task_ids:
                     results.setdefault(event.task_id, event)  # a redelivered result counts once
 
+        starts = [t for t in (cycle_start_of(c) for c in wanted.cycles) if t is not None]
+        start = min(starts) - READ_MARGIN if starts and len(starts) == len(wanted.cycles) else since
         prefixes = ("canary.discovery.", subjects.PREFIX + ".results.")
-        await scan_log(js, on_event, prefixes=prefixes)
+        await scan_log(js, on_event, prefixes=prefixes, since=start)
     finally:
         await nc.close()
     if not wanted.cycles:
@@ -130,6 +150,8 @@ def evidence(
     provider: Annotated[Optional[str], typer.Option(help="with --cycle: every probe of this provider")] = None,
     cycle: Annotated[Optional[str], typer.Option(help="with --provider: the cycle's number or id")] = None,
     model: Annotated[Optional[str], typer.Option(help="with --provider: the model (default: any)")] = None,
+    since: Annotated[Optional[str], typer.Option(help="look for the decision or the cycle from this UTC time "
+                                                      "(ISO 8601) on, not the whole log")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="write the cases here (default: standard output)")]
     = None,
     config: ConfigOpt = None,
@@ -142,10 +164,17 @@ def evidence(
     if (decision_id is None) == (provider is None or cycle is None):
         typer.echo("error: give a DECISION_ID, or --provider P and --cycle C", err=True)
         raise typer.Exit(2)
+    from reverie_canary.canary.cli_ops import parse_when
+
+    try:
+        start = parse_when(since) if since else None
+    except ValueError as exc:
+        typer.echo(f"error: --since: {exc}", err=True)
+        raise typer.Exit(2) from exc
     settings = _settings(config)
     try:
         cases, summary = asyncio.run(collect(settings, decision_id=decision_id, provider=provider, cycle=cycle,
-                                             model=model))
+                                             model=model, since=start))
     except EvidenceNotFound as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
