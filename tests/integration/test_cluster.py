@@ -37,7 +37,7 @@ from reverie_canary.simulator.server import serve
 from tests import waits
 from tests.conftest import shared_path
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.drill]
 
 SLOW, BROKEN = "lambda/fp8", "baseten/fp8"
 MiB = 1024 * 1024

@@ -102,17 +102,17 @@ def outage_lines(logs: list[dict], service: str, dependency: str) -> list[dict]:
 
 
 async def test_a_redis_restart_is_said_once_each_way_readyz_follows_and_no_command_fails(servers):
-    """Redis down 2 s: one redis_disconnected, one redis_reconnected with the outage, 503 then 200, no retry."""
+    """Redis down 2 s: judge, router, notifier each say it once each way, 503 then 200, no command fails after."""
     settings = servers.settings()
     await ensure_streams(settings)
     survivor = redis_client(settings)  # a client that was in use before the restart, like a service's
     await survivor.set(f"{servers.namespace}:probe", b"1")
     acked_before = acked("judge")  # the series live for the whole process: count from here
     with capture_logs() as logs:
-        async with running(settings, ["judge", "router"]):
-            judge, router = metrics.endpoint("judge"), metrics.endpoint("router")
+        async with running(settings, ["judge", "router", "notifier"]):
+            judge, router, notifier = metrics.endpoint("judge"), metrics.endpoint("router"), metrics.endpoint("notifier")
             async with httpx.AsyncClient(timeout=5) as http:
-                for ep in (judge, router):
+                for ep in (judge, router, notifier):
                     await wait_status(http, f"{ep.base_url}/readyz", 200, 15)
                 await wait_for(lambda: acked("judge") > acked_before, 15, "the judge applied the router's first snapshot")
                 servers.redis.stop()
@@ -122,7 +122,7 @@ async def test_a_redis_restart_is_said_once_each_way_readyz_follows_and_no_comma
                 await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - stopped)))  # a 2 s outage
                 servers.restart_redis()
                 back_at, said_before = time.monotonic(), len(logs)
-                for ep in (judge, router):
+                for ep in (judge, router, notifier):
                     await wait_status(http, f"{ep.base_url}/readyz", 200, 15)
                 outage_max = time.monotonic() - stopped
                 # the first command on the old connection works (Redis came back empty)
@@ -136,7 +136,7 @@ async def test_a_redis_restart_is_said_once_each_way_readyz_follows_and_no_comma
                 await wait_for(lambda: metrics.of("judge").sample_value("canary_cycle_last_number", model=MODEL) == 0,
                                15, "the judge closed cycle 0 after the restart")
     await survivor.aclose()
-    for service in ("judge", "router"):
+    for service in ("judge", "router", "notifier"):
         lines = outage_lines(logs, service, "redis")
         assert [e["event"] for e in lines] == ["redis_disconnected", "redis_reconnected"], lines
         # counted from the last answered ping: at most one watch interval longer than the real outage
@@ -146,6 +146,9 @@ async def test_a_redis_restart_is_said_once_each_way_readyz_follows_and_no_comma
     assert back_at - stopped >= 2.0
     after = logs[said_before:]
     assert not [e for e in after if e.get("service") == "judge" and e["event"] in ("message_retry", "handler_error")]
+    # the notifier's first commands on its old connections (its book, its delivery loop) do not fail either
+    assert not [e for e in after if e.get("service") == "notifier"
+                and e["event"] in ("message_retry", "handler_error", "background_loop_crashed")], after
 
 
 async def test_a_nats_restart_is_said_once_per_service_with_its_outage_length(servers):

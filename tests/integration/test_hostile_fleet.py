@@ -20,7 +20,7 @@ import pytest
 
 from tests.hostile_fleet import run_fleet
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.drill]
 
 CYCLES = 10
 #: Far below NATS's 1 MiB max_payload, whatever a reply's size (a 20 MB reply included).

@@ -14,7 +14,7 @@ import pytest
 
 from tests.drills import prober_kill_drill
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.drill]
 
 
 async def test_a_prober_sigkilled_mid_probe_costs_its_cycle_no_result_and_nothing_counts_twice(infra):
