@@ -48,6 +48,8 @@ from reverie_canary.services.prober.checks.refusal import (  # noqa: E402
     check_truncation,
 )
 from reverie_canary.services.prober.checks.structured import check_structured  # noqa: E402
+from reverie_canary.services.prober.checks.salad import check_word_salad  # noqa: E402
+from reverie_canary.services.prober.checks.scripts import check_foreign_script  # noqa: E402
 from reverie_canary.services.prober.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
 from reverie_canary.services.prober.checks.transport import check_transport  # noqa: E402
 from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     en = Reply(text=EN + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
     pt = Reply(text=PT + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    mixed = Reply(text=PT.replace(" e ", " 的 ", 20), finish_reason="stop")
     tok = Reply(text=EN + "`<think>` " * 20 + "<｜tool▁call▁begin｜>lamp<|im_end|>" * 20, finish_reason="stop")
     js = Reply(text=JSON_REPLY, finish_reason="stop", http_status=200, ttft_ms=640.0)
     one = Reply(text='{"city": "Lisbon", "temp_c": 21.5, "summary": "clear sky over the harbour"}',
@@ -151,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         ("corruption.channel_leak", lambda: check_channel_leak(en, refusal), runs),
         ("corruption.control_tokens (stress: 40 tokens, code)", lambda: check_control_tokens(tok, refusal), runs),
         ("corruption.bytelevel_tokens", lambda: check_bytelevel(en, refusal), runs),
+        ("corruption.word_salad (en)", lambda: check_word_salad(en, refusal), runs),
+        ("corruption.word_salad (pt)", lambda: check_word_salad(pt, refusal_pt), runs),
+        ("script.foreign_runs (en, ASCII)", lambda: check_foreign_script(en, refusal), runs),
+        ("script.foreign_runs (pt)", lambda: check_foreign_script(pt, refusal_pt), runs),
+        ("script.foreign_runs (stress: pt with 20 foreign runs)", lambda: check_foreign_script(mixed, refusal_pt), runs),
         ("corruption.control_chars", lambda: check_control_chars(pt, refusal), runs),
         ("corruption.repetition", lambda: check_repetition(en, refusal), runs),
         ("corruption.echo (exact echo)", lambda: check_echo(echo_ok, echo), runs),

@@ -29,6 +29,10 @@ research behind the setup):
 - *mojibake*: ftfy's in-the-wild cases (where ftfy's expected fix differs from
   the text) fail ``encoding_broken`` >= 95 %; its negative cases that are not
   damaged are flagged <= 2 %.
+- *defect families* (issue 12, items 1-7): each family's check on every real
+  sentence and every reply of 2-5 sentences (item 6: on the single words and
+  word pairs) must trip 0.00 % in every language; the catch rate on the
+  synthetic replies of ``tests/family_cases.py`` is printed beside it.
 
 Each detector alone (py3langid-nb, langdetect; the same rule, no second
 opinion) and the combination (the production check) are reported on a
@@ -54,6 +58,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from reverie_canary.services.prober.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.services.prober.checks.salad import check_word_salad  # noqa: E402
+from reverie_canary.services.prober.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
+from reverie_canary.services.prober.checks.text import CYRILLIC, SCRIPT_OF, strip_for_detection  # noqa: E402
+from reverie_canary.services.prober.checks.tokens import (  # noqa: E402
+    check_channel_leak,
+    check_control_tokens,
+    check_reserved_tokens,
+)
+from reverie_canary.services.prober.reply import ProbeSpec, Reply  # noqa: E402
 from reverie_canary.services.prober.checks.language import (  # noqa: E402
     DEFAULT_POLICY,
     LANGUAGES,
@@ -261,6 +274,104 @@ def measure_mojibake(data: Path) -> dict[str, tuple[int, int, list[str]]]:
     return out
 
 
+# -- the defect families of issue 12 on real text --------------------------------
+
+#: family -> the check whose false trips on real text are counted (items 1-5, 7).
+FAMILY_CHECKS = {
+    "1. channel_leak": (check_channel_leak,),
+    "2. reserved_tokens": (check_reserved_tokens,),
+    "3. control_tokens (any bars, spacers)": (check_control_tokens,),
+    "4. foreign_script": (check_foreign_script,),
+    "5. word_salad": (check_word_salad,),
+    "7. any leaked-token check (code masked)": (check_channel_leak, check_reserved_tokens, check_control_tokens),
+}
+SHORT_FAMILY = "6. short reply all in a foreign script"
+
+
+@dataclass
+class FamilyTally:
+    """False trips of one family on the real text of one language."""
+
+    texts: int = 0
+    trips: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def pct(self) -> float:
+        return 100.0 * self.trips / self.texts if self.texts else 0.0
+
+
+def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int]:
+    """Run each family's check on every real sentence and every reply of 2-5 sentences, per language.
+
+    Texts the encoding check fails (real mojibake: 1.4 % of the texts, each
+    damaged line once alone and once in its reply) are counted
+    apart, as in the language table.  Item 6 is measured on the single words
+    and word pairs (the short replies of the data set): how many its rule
+    (:func:`short_reply_switch`) would call a switch.
+
+    Returns:
+        ``({family: {lang: FamilyTally}}, texts counted apart)``.
+    """
+    out: dict[str, dict[str, FamilyTally]] = {name: {} for name in (*FAMILY_CHECKS, SHORT_FAMILY)}
+    apart = 0
+    for lang in LANGUAGES:
+        lines = read_lines(data / "sentences" / f"{lang}.txt")
+        spec = ProbeSpec(kind="refusal", language=lang)
+        tallies = {name: FamilyTally() for name in FAMILY_CHECKS}
+        for text in build_replies(lines) + lines:
+            if assess_encoding(text).outcome == "fail":
+                apart += 1
+                continue
+            reply = Reply(text=text, finish_reason="stop")
+            for name, checks in FAMILY_CHECKS.items():
+                tally = tallies[name]
+                tally.texts += 1
+                if any(check(reply, spec).outcome == "fail" for check in checks):
+                    tally.trips += 1
+                    if len(tally.examples) < 3:
+                        tally.examples.append(f"[{lang}] {text[:120]}")
+        for name, tally in tallies.items():
+            out[name][lang] = tally
+        short = FamilyTally()
+        for kind in ("single-words", "word-pairs"):
+            for text in read_lines(data / kind / f"{lang}.txt"):
+                short.texts += 1
+                clean = strip_for_detection(text, fold_cyrillic=SCRIPT_OF.get(lang) == CYRILLIC)
+                if short_reply_switch(clean, lang) is not None:
+                    short.trips += 1
+                    if len(short.examples) < 3:
+                        short.examples.append(f"[{lang}] {text[:120]}")
+        out[SHORT_FAMILY][lang] = short
+    return out, apart
+
+
+def synthetic_rates() -> list[list]:
+    """Each family's catch rate on the synthetic cases of ``tests/family_cases.py`` and its traps' trip rate."""
+    from tests.family_cases import CAUGHT, FAMILIES, KNOWN_MISSES, TRAPS, caught, tripped
+
+    rows = []
+    for family, (reason, title) in FAMILIES.items():
+        hits = sum(caught(family, lang, text) for lang, text in CAUGHT[family])
+        cases = CAUGHT[family] + KNOWN_MISSES[family]
+        all_hits = hits + sum(caught(family, lang, text) for lang, text in KNOWN_MISSES[family])
+        trips = sum(tripped(family, lang, text) for lang, text in TRAPS[family])
+        langs = len({lang for lang, _ in cases})
+        rows.append([title, reason or "(any leak reason)",
+                     f"{hits}/{len(CAUGHT[family])} ({100.0 * hits / len(CAUGHT[family]):.1f} %)",
+                     f"{all_hits}/{len(cases)} ({100.0 * all_hits / len(cases):.1f} %)", langs,
+                     f"{trips}/{len(TRAPS[family])}"])
+    return rows
+
+
+def family_targets(families: dict[str, dict[str, FamilyTally]]) -> list[Target]:
+    """One official target per family: its worst language's false-trip rate on real text is 0.00 %."""
+    out = []
+    for name, per_lang in families.items():
+        worst = max(per_lang, key=lambda k: per_lang[k].pct())
+        out.append(Target(f"real text trips {name}, worst language ({worst})", per_lang[worst].pct(), 0.0, True))
+    return out
+
+
 # -- targets -------------------------------------------------------------------
 
 
@@ -416,8 +527,28 @@ def main(argv: list[str] | None = None) -> int:
         print("\nFalse alarms (first few):")
         for e in examples[:10]:
             print("  " + e)
+    t0 = time.perf_counter()
+    families, apart = measure_families(data)
+    print(f"\n## Defect families of issue 12 on real text: false trips per language (%), "
+          f"{time.perf_counter() - t0:.1f} s; {apart} texts with real mojibake counted apart\n")
+    header = ["family", "texts", *LANGUAGES, "all"]
+    rows = []
+    for name, per_lang in families.items():
+        texts = sum(t.texts for t in per_lang.values())
+        trips = sum(t.trips for t in per_lang.values())
+        rows.append([name, texts, *(f"{per_lang[lang].pct():.2f}" for lang in LANGUAGES),
+                     f"{100.0 * trips / texts:.2f}" if texts else "-"])
+    print_table(header, rows)
+    for name, per_lang in families.items():
+        for tally in per_lang.values():
+            for e in tally.examples:
+                print(f"  false trip ({name}): {e}")
+    print("\n## Defect families of issue 12 on synthetic replies (tests/family_cases.py)\n")
+    print_table(["family", "reason", "caught", "caught, known limits included", "languages", "traps tripped"],
+                synthetic_rates())
+
     print("\n## Targets\n")
-    results = targets(report, mojibake)
+    results = targets(report, mojibake) + family_targets(families)
     for t in results:
         print(t.line())
     official = [t for t in results if t.official]

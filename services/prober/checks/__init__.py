@@ -12,8 +12,9 @@ Order in which the checks run:
 2. the kind's checks (:data:`KIND_CHECKS`), the finish-reason filter and the
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply; the
-   foreign-script check (:mod:`.scripts`) on every reply but the structured
-   probe's (a JSON value may name a place in its own script);
+   prose checks (:data:`PROSE_CHECKS`: foreign script, :mod:`.scripts`; word
+   salad, :mod:`.salad`) on every reply but the structured probe's (a JSON
+   value may name a place in its own script, and JSON is all marks);
 3. behavioural integrity (:mod:`.behaviour`) and the size bound
    (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
@@ -42,8 +43,10 @@ rank  failing reason                                   why it comes first
       ``leading_junk``                                 whose call leaked into the text (FC-11)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
-6     ``repetition``                                   a runaway explains a cut, a broken JSON
-                                                       value, a failed echo, a reply too large
+6     ``repetition``, ``word_salad``                   a runaway or a collapsed generation
+                                                       explains a cut, a broken JSON value, a
+                                                       failed echo or language detection, a
+                                                       reply too large
 7     ``reply_too_large``                              output past every budget (the prober's
                                                        cap) explains what the kind finds in it
 8     ``empty_output``                                 nothing visible, and nothing more specific
@@ -76,7 +79,7 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``too_short``, ``foreign_script``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
-``repetition``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
+``repetition``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
 ``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
@@ -107,6 +110,7 @@ from reverie_canary.services.prober.checks.refusal import (
     check_refusal_phrasing,
     check_truncation,
 )
+from reverie_canary.services.prober.checks.salad import check_word_salad
 from reverie_canary.services.prober.checks.scripts import check_foreign_script
 from reverie_canary.services.prober.checks.size import check_reply_size
 from reverie_canary.services.prober.checks.structured import check_structured
@@ -140,15 +144,19 @@ def _fingerprint() -> str:
 CHECKS_VERSION = _fingerprint()
 
 #: Kind-specific checks, in reporting order; behavioural checks follow.
+#: The prose checks (foreign script, word salad) run on every kind but the
+#: structured probe's: a JSON reply is all marks and may name a place in its
+#: own script.
+PROSE_CHECKS: tuple[Check, ...] = (check_foreign_script, check_word_salad)
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
-    "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing, check_foreign_script),
-    "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding, check_foreign_script),
+    "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing, *PROSE_CHECKS),
+    "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding, *PROSE_CHECKS),
     "structured": (check_finish, check_empty, check_structured, check_encoding),
-    "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing, check_foreign_script),
-    "echo": (check_finish, check_empty, check_encoding, check_foreign_script),
+    "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing, *PROSE_CHECKS),
+    "echo": (check_finish, check_empty, check_encoding, *PROSE_CHECKS),
 }
 #: Checks for a kind not listed above (``transport`` in recorded cases ...).
-DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding, check_foreign_script)
+DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding, *PROSE_CHECKS)
 #: Checks that run after the behavioural ones, per kind.  A missing closing
 #: marker is the consequence of many defects (a refusal, runaway repetition,
 #: leaked tokens): truncation comes last so that the reason names the cause.
@@ -228,7 +236,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("encoding_broken", "bytelevel_tokens", "control_tokens", "reserved_tokens", "channel_leak",
      "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
-    ("repetition",),
+    ("repetition", "word_salad"),
     ("reply_too_large",),
     ("empty_output",),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason

@@ -99,6 +99,9 @@ MIN_HOME_LETTERS = 12
 GREEK_SYMBOL_LETTERS = 3
 #: Kaomoji parts up to this many letters between symbols (rule 3).
 KAOMOJI_LETTERS = 3
+#: Runs examined per reply at most, and unexempted runs reported at most (bounded work).
+MAX_RUNS = 64
+MAX_FOUND = 5
 
 _SCRIPT_OF_GROUP = re.compile("|".join(f"(?P<{name}>[{cls}])" for name, cls in SCRIPTS.items()))
 
@@ -109,6 +112,19 @@ def _patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     foreign = "".join(cls for name, cls in SCRIPTS.items() if name not in ALLOWED[lang])
     letter = f"[{foreign}]"
     return re.compile(letter), re.compile(rf"{letter}+(?:[ \u00a0'’\-·]+{letter}+)*")
+
+
+_ANY_KNOWN = re.compile("[" + "".join(SCRIPTS.values()) + "]")
+
+
+@lru_cache(maxsize=32)
+def _home_pattern(lang: str) -> re.Pattern[str]:
+    return re.compile("[" + "".join(SCRIPTS[s] for s in sorted(HOME[lang])) + "]")
+
+
+def home_share(text: str, lang: str) -> tuple[int, int]:
+    """``(letters of lang's home script, letters of any script in SCRIPTS)`` in ``text`` (two regex scans)."""
+    return len(_home_pattern(lang).findall(text)), len(_ANY_KNOWN.findall(text))
 
 
 def script_counts(text: str) -> dict[str, int]:
@@ -141,26 +157,28 @@ _GLOSS_AFTER = ".!?。！？;\n"
 
 
 def _enclosed(text: str, start: int, end: int, pairs: dict[str, str]) -> tuple[int, int] | None:
-    """The innermost pair of ``pairs`` around ``text[start:end]`` on its line: ``(open, close)`` offsets."""
+    """The innermost pair of ``pairs`` around ``text[start:end]`` on its line: ``(open, close)`` offsets.
+
+    Looks at most 200 characters each way (a gloss or a quoted word is short).
+    """
     line_start = text.rfind("\n", 0, start) + 1
+    lo = max(line_start, start - 200)
     line_end = text.find("\n", end)
-    line_end = len(text) if line_end < 0 else line_end
-    for i in range(start - 1, max(line_start, start - 200) - 1, -1):
-        ch = text[i]
-        close = pairs.get(ch)
-        if close is None:
+    hi = min(len(text) if line_end < 0 else line_end, end + 200)
+    best: tuple[int, int] | None = None
+    for opener, close in pairs.items():
+        i = text.rfind(opener, lo, start)
+        if i < 0 or (best is not None and i <= best[0]):
             continue
-        if close == ch:  # a symmetric mark opens only after an even number of them on its line
-            if text.count(ch, line_start, i) % 2:
+        if close == opener:  # a symmetric mark opens only after an even number of them on its line
+            if text.count(opener, line_start, i) % 2:
                 continue
-            j = text.find(ch, end, min(line_end, end + 200))
-            if j >= 0 and ch not in text[i + 1:start]:
-                return i, j
-            continue
-        j = text.find(close, end, min(line_end, end + 200))
-        if j >= 0 and text.count(ch, i + 1, start) == text.count(close, i + 1, start):
-            return i, j
-    return None
+        elif text.count(close, i + 1, start):
+            continue  # closed before the run
+        j = text.find(close, end, hi)
+        if j >= 0:
+            best = (i, j)
+    return best
 
 
 def _letters(text: str) -> int:
@@ -200,7 +218,7 @@ def _kaomoji_part(text: str, start: int, end: int) -> bool:
     return _is_symbol(prev) or _is_symbol(nxt)
 
 
-def foreign_runs(text: str, lang: str) -> tuple[list[tuple[int, int]], dict[str, int]]:
+def foreign_runs(text: str, lang: str) -> tuple[list[tuple[int, int]], str]:
     """The runs of foreign-script letters in ``text`` that no exemption covers.
 
     Args:
@@ -208,17 +226,22 @@ def foreign_runs(text: str, lang: str) -> tuple[list[tuple[int, int]], dict[str,
         lang: the requested language (one of :data:`HOME`).
 
     Returns:
-        ``([(start, end), ...], script_counts)``: offsets into ``text`` of
-        every unexempted run (rule 3), and the letters per script of the
-        prose (rule 2); both empty when ``text`` holds no foreign letter.
+        ``([(start, end), ...], prose)``: offsets into ``text`` of the
+        unexempted runs (rule 3; the first :data:`MAX_FOUND`, among the
+        first :data:`MAX_RUNS` runs), and the prose they were found in
+        (rule 2); ``([], "")`` when ``text`` holds no foreign letter.
     """
     letter, run = _patterns(lang)
     if text.isascii() or not letter.search(text):
-        return [], {}
+        return [], ""
     clean = prose(text)
-    found = [(m.start(), m.end()) for m in run.finditer(clean)
-             if _exempt(clean, m.start(), m.end(), m.group()) is None]
-    return found, script_counts(clean)
+    found: list[tuple[int, int]] = []
+    for k, m in enumerate(run.finditer(clean)):
+        if k >= MAX_RUNS or len(found) >= MAX_FOUND:
+            break  # bounded work per reply: the verdict is known
+        if _exempt(clean, m.start(), m.end(), m.group()) is None:
+            found.append((m.start(), m.end()))
+    return found, clean
 
 
 def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
@@ -228,19 +251,18 @@ def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
     docstring for the exemptions (names in Latin, quoted words, glosses,
     emoji, symbols, code).
     Evidence: ``runs`` (up to five, 40 characters each), ``scripts`` (the
-    foreign scripts found), ``count``, ``span`` (the text around the first
-    run), ``home_share`` (0..1).
+    foreign scripts found), ``count`` (runs found, at most five), ``span``
+    (the text around the first run), ``home_share`` (0..1).
     """
     name = "script.foreign_runs"
     lang = spec.language
     if lang not in HOME:
         return CheckResult(check=name, outcome="pass")
     text = reply.text
-    runs, counts = foreign_runs(text, lang)
+    runs, clean = foreign_runs(text, lang)
     if not runs:
         return CheckResult(check=name, outcome="pass")
-    total = sum(counts.values())
-    home = sum(n for s, n in counts.items() if s in HOME[lang])
+    home, total = home_share(clean, lang)
     if home < MIN_HOME_LETTERS or home * 2 < total:
         return CheckResult(check=name, outcome="pass")
     scripts = sorted({s for a, b in runs for s in script_counts(text[a:b])})
