@@ -34,8 +34,8 @@ Rules, in order (:func:`foreign_runs`, :func:`check_foreign_script`):
      symbols of mathematics and science).
 
 4. **Only a reply in its own script is judged for runs**: its home script
-   holds at least half of its letters and at least
-   :data:`MIN_HOME_LETTERS`.  A reply mostly in another script is the
+   holds at least half of its letters (in the first :data:`SHARE_CHARS`
+   characters) and at least :data:`MIN_HOME_LETTERS`.  A reply mostly in another script is the
    language check's (a switch or a mix, :mod:`.language`).
 5. Emoji, symbols, digits and punctuation are not letters and never count.
 
@@ -102,6 +102,11 @@ KAOMOJI_LETTERS = 3
 #: Runs examined per reply at most, and unexempted runs reported at most (bounded work).
 MAX_RUNS = 64
 MAX_FOUND = 5
+#: Characters of a reply the check reads (a 320-token reply is about 2 kB; a
+#: capped 256 KiB reply costs no more than its first 16 KiB).
+SCAN_CHARS = 16 * 1024
+#: Characters of the prose the home-script share is measured on (rule 4).
+SHARE_CHARS = 4 * 1024
 
 _SCRIPT_OF_GROUP = re.compile("|".join(f"(?P<{name}>[{cls}])" for name, cls in SCRIPTS.items()))
 
@@ -170,8 +175,8 @@ def _enclosed(text: str, start: int, end: int, pairs: dict[str, str]) -> tuple[i
         i = text.rfind(opener, lo, start)
         if i < 0 or (best is not None and i <= best[0]):
             continue
-        if close == opener:  # a symmetric mark opens only after an even number of them on its line
-            if text.count(opener, line_start, i) % 2:
+        if close == opener:  # a symmetric mark opens after an even number of them (in the window)
+            if text.count(opener, lo, i) % 2:
                 continue
         elif text.count(close, i + 1, start):
             continue  # closed before the run
@@ -247,9 +252,9 @@ def foreign_runs(text: str, lang: str) -> tuple[list[tuple[int, int]], str]:
 def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail short runs of a script the requested language never uses (issue 12, item 4).
 
-    Judged only on a reply in its home script (rule 4); see the module
-    docstring for the exemptions (names in Latin, quoted words, glosses,
-    emoji, symbols, code).
+    Judged only on a reply in its home script (rule 4), in its first
+    :data:`SCAN_CHARS` characters; see the module docstring for the
+    exemptions (names in Latin, quoted words, glosses, emoji, symbols, code).
     Evidence: ``runs`` (up to five, 40 characters each), ``scripts`` (the
     foreign scripts found), ``count`` (runs found, at most five), ``span``
     (the text around the first run), ``home_share`` (0..1).
@@ -258,11 +263,11 @@ def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
     lang = spec.language
     if lang not in HOME:
         return CheckResult(check=name, outcome="pass")
-    text = reply.text
+    text = reply.text[:SCAN_CHARS]
     runs, clean = foreign_runs(text, lang)
     if not runs:
         return CheckResult(check=name, outcome="pass")
-    home, total = home_share(clean, lang)
+    home, total = home_share(clean[:SHARE_CHARS], lang)
     if home < MIN_HOME_LETTERS or home * 2 < total:
         return CheckResult(check=name, outcome="pass")
     scripts = sorted({s for a, b in runs for s in script_counts(text[a:b])})
