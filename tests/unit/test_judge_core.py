@@ -344,11 +344,14 @@ def test_language_anomaly_requests_a_retest_next_cycle():
 @pytest.mark.parametrize("outcome, reason, retest", [
     ("fail", "language_mix", True),
     ("fail", "encoding_broken", True),
+    ("fail", "foreign_script", True),
     ("inconclusive", "neighbour", True),
     ("inconclusive", "no_majority", True),
     # the same reply failing a behavioural check: nothing language-specific to retest
     ("fail", "leading_junk", False),
     ("fail", "bytelevel_tokens", False),
+    ("fail", "word_salad", False),
+    ("fail", "reserved_tokens", False),
     ("fail", "refusal", False),
     ("inconclusive", "too_short", False),
     ("inconclusive", "pin_violated", False),
