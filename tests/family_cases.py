@@ -105,7 +105,10 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("de", "der die \\ \\ und ung ,, keit lich \\ \\ en , , Laterne <> sch ,, ein"),
         ("fr", "le la \\ \\ et ment ,, tion les \\ \\ eur , , phare __ ais ,, des"),
         ("ko", "의 는 \\ \\ 을 ,, 에서 \\\\ 하다 , , 등대 || 고 \\ 이"),
-        ("en", " ".join(["lamp ough stair tion the ing smug ed ly harbour gle ness ment keeper ward"] * 5)),
+        ("en", "lamp ough stair tion the ing smug ed ly harbour gle ness ment keeper ward of rock ish ance "
+               "light ful tower er sea ous wind less ity door al rain ive boat en gull ize night ward knife "
+               "dom step ment glass ure cliff ling salt hood rope ery bell ist wave ness fog ine star age "
+               "dark ling moon ish tide ous mist ward"),
         ("en", "ably ingu .getText ствие _SELECT assoc ]);\n\n.addEventListener ({ }) ]] ouch ,, \\u00 ||"),
     ],
     "short": [

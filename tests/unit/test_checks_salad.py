@@ -52,10 +52,18 @@ def test_the_evidence_says_why():
 
 def test_a_run_on_without_sentences_is_salad():
     """Sixty words or more with no sentence or clause mark at all: no sentence structure."""
-    words = "lamp ough stair tion the ing smug ed ly harbour gle ness ment keeper ward".split()
-    result = assess_salad(" ".join(words * 5))
-    assert result.evidence["kind"] == "run_on" and result.evidence["words"] == 75
-    assert assess_salad(" ".join(words * 3) + ".").outcome == "pass"  # 45 words: too few to say
+    text = CAUGHT["salad"][9][1]
+    result = assess_salad(text)
+    assert result.evidence["kind"] == "run_on" and result.evidence["words"] >= 60
+    assert assess_salad(" ".join(text.split()[:45]) + ".").outcome == "pass"  # 45 words: too few to say
+
+
+def test_a_repeated_run_on_is_repetition():
+    """A run-on that repeats one unit is a runaway loop: repetition names it before word_salad."""
+    text = " ".join(["lamp ough stair tion the ing smug ed ly harbour gle ness ment keeper ward"] * 5)
+    result = evaluate(Reply(text=text, finish_reason="stop"), build("refusal", "en").spec)
+    assert result.reason == "repetition"
+    assert any(c.reason == "word_salad" for c in result.checks)
 
 
 def test_salad_outranks_the_language_verdict():

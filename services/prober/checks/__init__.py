@@ -43,20 +43,20 @@ rank  failing reason                                   why it comes first
       ``leading_junk``                                 whose call leaked into the text (FC-11)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
-6     ``repetition``, ``word_salad``                   a runaway or a collapsed generation
-                                                       explains a cut, a broken JSON value, a
-                                                       failed echo or language detection, a
-                                                       reply too large
-7     ``reply_too_large``                              output past every budget (the prober's
+6     ``repetition``                                   a runaway explains a cut, a broken JSON
+                                                       value, a failed echo, a reply too large
+7     ``word_salad``                                   a collapsed generation explains the same
+                                                       (a repeated unit says more: row 6 first)
+8     ``reply_too_large``                              output past every budget (the prober's
                                                        cap) explains what the kind finds in it
-8     ``empty_output``                                 nothing visible, and nothing more specific
+9     ``empty_output``                                 nothing visible, and nothing more specific
                                                        says why
-9     the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
+10    the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-10    ``foreign_script``                               a few letters of a foreign script: a mix or
+11    ``foreign_script``                               a few letters of a foreign script: a mix or
                                                        a switch the language check proves says more
-11    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
+12    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
 
 A reply the prober stopped reading at a cap (``Reply.cut``) is not whole:
@@ -236,14 +236,15 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("encoding_broken", "bytelevel_tokens", "control_tokens", "reserved_tokens", "channel_leak",
      "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
-    ("repetition", "word_salad"),
+    ("repetition",),
+    ("word_salad",),
     ("reply_too_large",),
     ("empty_output",),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
     ("foreign_script",),
     ("truncated", "echo_mismatch"),
 )
-DEFAULT_RANK = 8
+DEFAULT_RANK = FAIL_PRECEDENCE.index(())
 _RANK: dict[str, int] = {reason: rank for rank, row in enumerate(FAIL_PRECEDENCE) for reason in row}
 
 
