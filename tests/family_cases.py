@@ -72,6 +72,8 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("en", "The lamp is lit.<∣im_end∣>"),
         ("pl", "Lampa świeci.<| eot_id |>"),
         ("ja", "ミラは微笑んだ。<｜begin▁of▁sentence｜><｜User｜>続けて"),
+        ("en", "The lamp is lit.<︱im_end︱>"),                                  # U+FE31 bars
+        ("ko", "등대가 빛난다.<￨eot_id￨>"),                                      # U+FFE8 bars
     ],
     "script": [
         ("en", "*Mira lifts the lamp.* The smugglers step back 一 and the leader lowers his knife."),
@@ -206,7 +208,7 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
 KNOWN_MISSES: dict[str, list[tuple[str, str]]] = {
     "channel": [("en", "analysis The user wants a short scene. assistant final Mira lifts the lamp.")],  # spaced
     "reserved": [("en", "The lamp is lit.<unused_token>")],                     # an unnumbered spelling outside the list
-    "bars": [("en", "The lamp is lit.<︱im_end︱>")],                          # U+FE31 bars
+    "bars": [("en", "The lamp is lit.<|im_end>")],                           # half a token: one bar lost
     "script": [("en", "*Mira lifts the lamp (灯) and waits by the window.*")],  # in brackets: read as a gloss
     "salad": [("en", "lamp ough stair tion the ing smug ed ly harbour gle ness ment keeper ward lamp ough "
                      "stair tion the ing smug ed ly harbour"),                  # 25 fragments, no punctuation

@@ -22,8 +22,8 @@ each found on one *normalised view* of the reply (:func:`token_view`):
 
 The view makes one pattern cover every spelling of a delimiter:
 
-- full-width and look-alike bars (``｜`` U+FF5C, ``│`` U+2502, ``∣`` U+2223)
-  read as ``|``; full-width ``＜ ＞ ［ ］ ＿`` as ASCII; SentencePiece's
+- full-width and look-alike bars (``｜`` U+FF5C, ``│`` U+2502, ``∣`` U+2223,
+  ``︱`` U+FE31, ``￨`` U+FFE8, ``❘`` U+2758 ...) read as ``|``; full-width ``＜ ＞ ［ ］ ＿`` as ASCII; SentencePiece's
   U+2581 ``▁`` between the words of a token as ``_`` (DeepSeek's
   ``<｜tool▁calls▁begin｜>`` is ``<|tool_calls_begin|>``).  One character
   for one character, so offsets in the view are offsets in the reply;
@@ -47,12 +47,13 @@ from reverie_canary.shared.events import CheckResult
 
 #: One character for one character: look-alike bars, full-width brackets and
 #: SentencePiece's space symbol in their ASCII form (issue 12, item 3).
+_BARS = "\uff5c\u2502\u2223\u01c0\ufe31\ufe32\uffe8\u2758\u23d0\u05c0"  # ｜ │ ∣ ǀ ︱ ︲ ￨ ❘ ⏐ ׀
 CONFUSABLES = str.maketrans({
-    "\uff5c": "|", "\u2502": "|", "\u2223": "|", "\u01c0": "|",
+    **{bar: "|" for bar in _BARS},
     "\uff1c": "<", "\uff1e": ">", "\uff3b": "[", "\uff3d": "]", "\uff3f": "_",
     "\u2581": "_",
 })
-_CONFUSABLE_CHARS = "\uff5c\u2502\u2223\u01c0\uff1c\uff1e\uff3b\uff3d\uff3f\u2581"
+_CONFUSABLE_CHARS = _BARS + "\uff1c\uff1e\uff3b\uff3d\uff3f\u2581"
 
 #: A fenced block (``` or ~~~, to its closing fence or the end) or an inline
 #: code span (a run of backticks, to the same run on the same line).
