@@ -238,3 +238,16 @@ async def test_a_durable_that_took_over_an_older_ones_position_is_reconciled_wit
     assert (info.config.deliver_policy, info.config.opt_start_seq) == (DeliverPolicy.BY_START_SEQUENCE, 7)
     assert [e["changes"] for e in logs if e["event"] == "consumer_reconciled"] == [
         {"max_deliver": {"was": 9, "now": spec.max_deliver}}]
+
+
+async def test_a_service_with_a_wrong_password_exits_at_once_instead_of_waiting_for_nats(secured):
+    """``canary run judge`` with a wrong password: exit 2 naming the Authorization Violation (it used to wait forever)."""
+    await ensure_streams(settings_for(secured, "admin"), strict=True)
+    wrong = settings_for(secured, "judge").replace(nats_password="not-the-judges-password")
+    proc = await asyncio.create_subprocess_exec(CANARY, "run", "judge", env=run_env(wrong),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await waits.within(proc.communicate(), timeout_s=60, what="canary run judge to exit")
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 2, lines
+    assert lines == ["error: NATS refused the credential: Authorization Violation (wrong or missing user or "
+                     f"password) (NATS user judge at {secured.nats_url})"], lines
