@@ -185,6 +185,8 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
         ("en", "The keeper wrote: --> lamp -> stairs -> door <-- and smiled."),
         ("ja", "灯台は黒い岩の上にひとりで立ち、白い塔はまだ夜の雨に濡れている。その下では海が灰色に波立っている。"),
         ("en", "Waves, gulls, wind; rain, rocks, rope: the harbour at dawn (a list, not salad)."),
+        ("en", "*Mira waits. . . and waits . . . . . . and the boat never comes.*"),   # spaced ellipses
+        ("en", "{{char}} smiles at {{user}}. \"Stay, {{user}},\" {{char}} says, and {{char}} lights the lamp."),
     ],
     "short": [
         ("pt", "Sim."), ("pt", "Não!"), ("ja", "好的"), ("ja", "はい"), ("ru", "OK"), ("uk", "Да"), ("ru", "Так."),

@@ -8,16 +8,16 @@ repetition (no unit repeats) and not a language switch (the pieces are
 "in" the language), so neither check sees it.
 
 The measure (deterministic, language-independent, on the prose only: code,
-URLs, e-mail addresses, HTML tags and Windows paths blanked; Markdown table
-rows skipped):
+URLs, e-mail addresses, HTML tags, Windows paths and ``{{user}}`` template
+variables blanked; Markdown table rows skipped):
 
 - **noise units** (:func:`noise`): every backslash; every run of two or more
   punctuation marks that holds one of ``| { } < >`` or a doubled separator
   (``,,`` ``;;`` ``::``); every lone ``,`` ``.`` ``|`` or run of ``_``
   standing between spaces (filler).  Natural text has a few (``Extras \\\\
   Optionen`` in a German manual, ``-->``); quotes, brackets, ellipses,
-  dashes, Markdown emphasis, French spacing (``bonjour ;``), Korean ``^^``
-  and ``~~`` are not noise.
+  dashes, Markdown emphasis, spaced ellipses (``. . .``), French spacing
+  (``bonjour ;``), Korean ``^^`` and ``~~`` are not noise.
 - **words**: letter runs, plus one per two Han or kana characters.
 - **verdict**: ``word_salad`` when the noise holds at least
   :data:`MIN_NOISE` units *and* at least :data:`MIN_DENSITY` per word; or,
@@ -58,6 +58,8 @@ _WORD = re.compile(rf"[^\W\d_{_CJK_CLASS}]+")
 _CJK = re.compile(f"[{_CJK_CLASS}]")
 _MARK_CHARS = ".!?,;:。！？，、؟،…—-–"
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{\{\s*[\w.]+\s*\}\}")
+_SPACED_ELLIPSIS = re.compile(r"\.(?: \.){2,}")
 _WINDOWS_PATH = re.compile(r"(?<!\w)(?:[A-Za-z]:|\\\\[\w.-]+)\\[\w.\\-]*")
 
 #: Characters a reply is scanned for (a salad shows early; bounded work per reply).
@@ -115,6 +117,10 @@ def assess_salad(text: str) -> CheckResult:
         t = _TABLE_ROW.sub("", t)
     if "\\" in t:
         t = _WINDOWS_PATH.sub(" ", t)
+    if "{{" in t:
+        t = _PLACEHOLDER.sub(" ", t)  # {{user}}: a template variable, not noise
+    if ". ." in t:
+        t = _SPACED_ELLIPSIS.sub("…", t)  # Chicago-style ". . ." is one ellipsis
     units, examples = noise(t)
     if units >= MIN_NOISE:
         n_words = words(t)
