@@ -242,12 +242,14 @@ class CycleUnplanned(Event, frozen=True, kw_only=True, tag="cycle_unplanned"):
 # -- prober --------------------------------------------------------------------
 
 
-class CheckResult(Struct, frozen=True, kw_only=True):
+class CheckResult(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What one check concluded about one reply.
 
     ``check`` names the check (``latency.ttft``, ``structured.schema`` ...),
     ``reason`` is a stable machine-readable code (``ttft_exceeded`` ...),
     ``evidence`` holds the offending span, shares, validator message ...
+    An empty reason and evidence are left out of the JSON (a passing check is
+    ``{"check":..., "outcome":"pass"}``: the checks are most of a result's bytes).
     """
 
     check: Annotated[str, Meta(max_length=64)]

@@ -312,7 +312,8 @@ def judge_case(case: RecordedCase) -> dict[str, Any]:
         "id": case.id,
         "outcome": result.outcome,
         "reason": result.reason,
-        "checks": msgspec.to_builtins(result.checks),
+        "checks": [{"check": c.check, "outcome": c.outcome, "reason": c.reason, "evidence": msgspec.to_builtins(c.evidence)}
+                   for c in result.checks],  # every key, also the defaults the wire leaves out
     }
     if case.expected is not None:
         verdict["expected"] = case.expected
