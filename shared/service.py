@@ -109,6 +109,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     """
     return aioredis.from_url(
         settings.redis_url,
+        **_redis_password(settings),
         **_REDIS_CONNECT,
         **redis_tls(settings),
         socket_connect_timeout=5,
@@ -126,9 +127,15 @@ def redis_watch_client(settings: Settings) -> aioredis.Redis:
     the services' own clients (:func:`redis_client`) ride through a short outage
     by retrying, which would hide it from the log and from ``/readyz``.
     """
-    return aioredis.from_url(settings.redis_url, **_REDIS_CONNECT, **redis_tls(settings), socket_connect_timeout=1,
+    return aioredis.from_url(settings.redis_url, **_redis_password(settings), **_REDIS_CONNECT, **redis_tls(settings),
+                             socket_connect_timeout=1,
                              socket_timeout=1,
                              retry=Retry(NoBackoff(), 0))
+
+
+def _redis_password(settings: Settings) -> dict[str, str]:
+    """``REDIS_PASSWORD`` (or ``..._FILE``) for a URL that names only the user; redis-py lets the URL's own win."""
+    return {"password": settings.redis_password} if settings.redis_password else {}
 
 
 #: Options of every Redis connection: no ``CLIENT SETINFO`` on connect (redis-py's default), which

@@ -40,7 +40,7 @@ DAY_S = 86400.0
 GIB = 1024 ** 3
 
 #: Settings that are credentials: masked by ``Settings.public``, left out of ``Settings.environment``.
-SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "webhook_secret", "notify_urls",
+SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "redis_password", "webhook_secret", "notify_urls",
                                   "notify_secrets")
 #: URLs that are credentials as a whole (a Slack-style webhook carries its token in the path):
 #: printed as ``scheme://host/***`` everywhere, left out of ``Settings.environment``.
@@ -66,6 +66,9 @@ class Settings(Struct, kw_only=True):
             (mutual TLS; both or neither).  Set with a ``nats://`` URL: refused.
         redis_ca_file, redis_cert_file, redis_key_file: the same for Redis (a
             ``rediss://`` ``redis_url``).
+        redis_password: the Redis user's password when ``redis_url`` names only the
+            user (``redis://judge@redis:6379/0``), so that the password can come from a
+            file (``REDIS_PASSWORD_FILE``, Docker secrets); a password in the URL wins.
         cycle_interval_s: time between cycle starts (DESIGN.md: 30 min).
         probe_window_s: a cycle's deadline after its start; results later than
             this are late.  Must be below ``cycle_interval_s``.
@@ -144,6 +147,7 @@ class Settings(Struct, kw_only=True):
     nats_cert_file: str = ""
     nats_key_file: str = ""
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_password: str = ""
     redis_ca_file: str = ""
     redis_cert_file: str = ""
     redis_key_file: str = ""
@@ -223,7 +227,7 @@ class Settings(Struct, kw_only=True):
             raise ConfigError("invalid settings: " + "; ".join(problems))
         from reverie_canary.shared.logging import redact, redact_url
 
-        redact(self.openrouter_api_key, self.nats_password, self.webhook_secret, *self.notify_secrets.values())
+        redact(self.openrouter_api_key, self.nats_password, self.redis_password, self.webhook_secret, *self.notify_secrets.values())
         for name in URL_FIELDS:
             redact_url(getattr(self, name))
         for url in (*(getattr(self, name) for name in SECRET_URL_FIELDS), *self.notify_urls.values()):
@@ -531,6 +535,7 @@ _BARE_ENV = {
     "NATS_USER": "nats_user",
     "NATS_PASSWORD": "nats_password",
     "REDIS_URL": "redis_url",
+    "REDIS_PASSWORD": "redis_password",
     "OPENROUTER_BASE_URL": "openrouter_base_url",
     "OPENROUTER_API_KEY": "openrouter_api_key",
 }

@@ -87,15 +87,34 @@ def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_u
     assert {redis_password_variable(u) for u in REDIS_USERS} <= set(acl["environment"])
     assert services["redis"]["depends_on"]["redis-acl"]["condition"] == "service_completed_successfully"
     assert "--aclfile /data/users.acl" in services["redis"]["command"][-1]
+    secrets = _compose()["secrets"]
     for name in SERVICES:
-        url = services[name]["environment"]["REDIS_URL"]
+        env = services[name]["environment"]
         if name in REDIS_SERVICE_USERS:
-            assert url == f"redis://{name}:${{{redis_password_variable(name)}:?set in .env}}@redis:6379/0"
+            # the user in the URL, its password a Docker secret read from a file, never in the environment
+            assert env["REDIS_URL"] == f"redis://{name}@redis:6379/0"
+            assert env["REDIS_PASSWORD_FILE"] == f"/run/secrets/redis_{name}_password"
+            assert f"redis_{name}_password" in services[name]["secrets"]
+            assert secrets[f"redis_{name}_password"] == {"environment": redis_password_variable(name)}
         else:  # the prober keeps no state: no Redis credential at all
-            assert url == "redis://redis:6379/0"
+            assert env["REDIS_URL"] == "redis://redis:6379/0" and "REDIS_PASSWORD_FILE" not in env
     # the read-only dashboard reads the judge's state as the read-only reader
-    assert services["dashboard"]["environment"]["REDIS_URL"] == \
-        "redis://reader:${CANARY_REDIS_READER_PASSWORD:?set in .env}@redis:6379/0"
+    assert services["dashboard"]["environment"]["REDIS_URL"] == "redis://reader@redis:6379/0"
+    assert services["dashboard"]["environment"]["REDIS_PASSWORD_FILE"] == "/run/secrets/redis_reader_password"
+
+
+def test_every_password_is_a_docker_secret_never_an_environment_value():
+    """issue 15 §3: the services read NATS and Redis passwords from /run/secrets (``<NAME>_FILE``)."""
+    compose = _compose()
+    for name, service in compose["services"].items():
+        env = service.get("environment") or {}
+        if name.startswith("nats") or name == "redis-acl":  # the NATS servers and the ACL renderer take the values
+            continue
+        assert "NATS_PASSWORD" not in env and not any("PASSWORD:?" in str(v) for v in env.values()), name
+        for key in ("NATS_PASSWORD_FILE", "REDIS_PASSWORD_FILE"):
+            if key in env:
+                secret = env[key].removeprefix("/run/secrets/")
+                assert secret in service["secrets"] and secret in compose["secrets"], (name, key)
 
 
 def _tls_override() -> dict:
