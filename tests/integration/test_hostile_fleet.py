@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.drill]
 
 CYCLES = 10
 #: Far below NATS's 1 MiB max_payload, whatever a reply's size (a 20 MB reply included).
-RESULT_MAX_BYTES = 16 * 1024
+#: A result keeps the reply as the prober assembled it for evidence bundles: at most 8,192 characters of
+#: text and 2,048 of reasoning (JSON-escaped junk up to 6 bytes each), whatever the reply's size.
+RESULT_MAX_BYTES = 64 * 1024
 RSS_MAX_MB = 300.0
 #: The reason that names each hostile kind (some probes of a kind may end otherwise under load:
 #: a task whose deadline came first is transport_error / task_deadline, never a quality failure).
