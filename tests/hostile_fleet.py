@@ -135,7 +135,8 @@ async def run_fleet(*, nats_url: str, redis_url: str, namespace: str, cycles: in
                 env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
                 openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=0.8 * cycle_s,
                 ttft_threshold_s=1.5, request_timeout_s=0.6 * cycle_s, prober_concurrency=96,
-                language_coverage_cycles=17, mode="observe", log_level="WARNING", exclusions_file="")
+                language_coverage_cycles=17, mode="observe", log_level="WARNING", exclusions_file="",
+                metrics_ports={"prober": 0})  # any free port: the standard 9472 may be taken by a running canary
             run = FleetRun(settings=settings, injected_ms=injected, hostile=hostile)
             await ensure_streams(settings)
             nc = await nats_connect(settings)
