@@ -140,6 +140,9 @@ async def test_redis_lost_under_running_services_is_rebuilt_before_anything_is_p
                           model=MODEL, reason="incident 10")
         await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
         await wait_ignore(settings, ["a/fp8", "b/fp8", "c/fp8"])
+        # the judge reads the command too (decodes it, skips it) and rebuilds before it does: the router's
+        # snapshot can come first, so the judge's record is read once both have acknowledged it
+        await settled(js)
         after = await judge_record(settings, MODEL)
     history = await snapshot_history(js)
     await nc.close()
