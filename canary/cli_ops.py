@@ -173,16 +173,12 @@ class Bus:
         self._kv: Any = None
 
     async def __aenter__(self) -> Bus:
-        from reverie_canary.shared.service import nats_connect
-
-        async def quiet(_exc: Exception) -> None:
-            return None
+        from reverie_canary.shared.service import nats_connect_once
 
         try:
-            self.nc = await nats_connect(self.settings, allow_reconnect=False, error_cb=quiet)
-        except Exception as exc:  # NoServersError, OSError, authorization
-            raise OpsError(f"cannot connect to NATS at {self.settings.nats_url} as "
-                           f"{self.settings.nats_user or '(no user)'}: {exc!r}") from exc
+            self.nc = await nats_connect_once(self.settings)
+        except ConnectionError as exc:
+            raise OpsError(str(exc)) from exc
         self.js = self.nc.jetstream(timeout=5.0)
         return self
 

@@ -67,6 +67,24 @@ async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
     return await nats.connect(nats_servers(settings.nats_url), **kwargs)
 
 
+async def nats_connect_once(settings: Settings) -> nats.NATS:
+    """One connection attempt for a command-line tool or a read model: no reconnect, errors kept quiet.
+
+    Raises:
+        ConnectionError: NATS could not be reached or refused the credential; the message names
+            the URL and the user (never the password).
+    """
+
+    async def quiet(_exc: Exception) -> None:
+        return None
+
+    try:
+        return await nats_connect(settings, allow_reconnect=False, error_cb=quiet)
+    except Exception as exc:  # NoServersError, OSError, authorization
+        raise ConnectionError(f"cannot connect to NATS at {settings.nats_url} as "
+                              f"{settings.nats_user or '(no user)'}: {exc!r}") from exc
+
+
 async def ensure_streams(settings: Settings, *, strict: bool = False) -> None:
     """Create or update the streams and KV bucket with a short-lived connection.
 

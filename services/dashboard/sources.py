@@ -75,16 +75,12 @@ class FleetReader:
         self.store: RedisJudgeStore | None = None
 
     async def __aenter__(self) -> FleetReader:
-        from reverie_canary.shared.service import nats_connect, redis_client
-
-        async def quiet(_exc: Exception) -> None:
-            return None
+        from reverie_canary.shared.service import nats_connect_once, redis_client
 
         try:
-            self.nc = await nats_connect(self.settings, allow_reconnect=False, error_cb=quiet)
-        except Exception as exc:  # NoServersError, OSError, authorization
-            raise SourceError(f"cannot connect to NATS at {self.settings.nats_url} as "
-                              f"{self.settings.nats_user or '(no user)'}: {exc!r}") from exc
+            self.nc = await nats_connect_once(self.settings)
+        except ConnectionError as exc:
+            raise SourceError(str(exc)) from exc
         self.js = self.nc.jetstream(timeout=5.0)
         self.redis = redis_client(self.settings)
         self.store = RedisJudgeStore(self.redis, self.settings.namespace)

@@ -102,3 +102,13 @@ def test_watch_once_without_the_bus_prints_no_made_up_list_and_exits_1():
     assert result.exit_code == 1
     assert result.stdout == ""
     assert "refused or unreachable" in result.stderr and "not confirmed by the bus" in result.stderr
+
+
+def test_an_operator_command_without_the_bus_names_the_url_and_user_never_the_password():
+    """``canary override list`` with NATS unreachable: exit 1, one line with the URL and the user."""
+    env = {"NATS_URL": "nats://127.0.0.1:1", "NATS_USER": "ops", "NATS_PASSWORD": "hunter2-secret",
+           "CANARY_CONFIG": ""}
+    result = CliRunner().invoke(app, ["override", "list"], env=env)
+    assert result.exit_code == 1, result.output
+    assert "cannot connect to NATS at nats://127.0.0.1:1 as ops" in result.output
+    assert "hunter2-secret" not in result.output
