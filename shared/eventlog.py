@@ -21,7 +21,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.errors import Rejected, Undecodable
+from reverie_canary.shared.errors import Rejected, Transient, Undecodable
 from reverie_canary.shared.streams import LOG
 
 
@@ -80,6 +80,10 @@ async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None]
         The last stream sequence looked at (the stream's last sequence at start,
         or ``until_seq``; ``from_seq - 1`` or 0 when there was nothing to read),
         so that a follower can go on from the next one.
+
+    Raises:
+        LogUnreadable: the reader's consumer has events pending that never arrive
+            (a credential without ``CONSUMER.MSG.NEXT``), instead of an empty read.
     """
     info = await js.stream_info(LOG)
     last = info.state.last_seq if until_seq is None else min(until_seq, info.state.last_seq)
@@ -109,6 +113,8 @@ async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None]
                 batch = await sub.fetch(SCAN_BATCH, timeout=idle_s)
             except NatsTimeoutError:
                 # nothing for idle_s: with nothing ever pending, nothing matched (the filter, or it expired)
+                if seen == 0:
+                    await _refuse_silent_read(sub, idle_s)
                 complete = seen == 0
                 break
             for msg in batch:
@@ -134,6 +140,32 @@ async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None]
         with contextlib.suppress(Exception):
             await js.delete_consumer(LOG, config.name)
     return max(last if complete else seen, first - 1)
+
+
+class LogUnreadable(Transient):
+    """The log holds events for this reader that the server did not hand over (a permission, not an empty log).
+
+    Transient: a service that meets it while rebuilding naks its input and tries again later, never
+    saving a state folded from nothing.
+    """
+
+
+async def _refuse_silent_read(sub: Any, idle_s: float) -> None:
+    """Raise :class:`LogUnreadable` when the reader's consumer has events pending but none came in ``idle_s``.
+
+    A credential without ``$JS.API.CONSUMER.MSG.NEXT`` creates the consumer and then
+    gets nothing: the server reports the violation only to the connection's error
+    callback, and the read would look like an empty log (the dashboard once showed
+    an empty fleet that way).  ``num_pending`` tells the two apart.
+    """
+    try:
+        info = await sub.consumer_info()
+    except Exception:  # the consumer's info is refused too: nothing more to tell
+        return
+    if info.num_pending:
+        raise LogUnreadable(f"the log has {info.num_pending} event(s) for this reader but none arrived in "
+                            f"{idle_s:g} s: the credential may lack $JS.API.CONSUMER.MSG.NEXT on {LOG}",
+                            pending=info.num_pending)
 
 
 #: Messages fetched per pull request while scanning the log.
