@@ -30,6 +30,7 @@ from reverie_canary.shared.events import (
     CommandApplied,
     CommandRefused,
     CycleClosed,
+    CycleSized,
     CycleUnplanned,
     CycleVerdict,
     DeadLetter,
@@ -133,6 +134,7 @@ NOTICE_DEAD = Codec(NoticeDeadLettered, "NoticeDeadLettered")
 RESEND = Codec(ResendNotices, "ResendNotices")
 RESENT = Codec(NoticesResent, "NoticesResent")
 ANSWER = Codec(CommandApplied | CommandRefused, "command answer")
+SIZED = Codec(CycleSized, "CycleSized")
 
 #: Every tagged message type of the log, for replay and audits.
 LOG_EVENT = Codec(
@@ -151,20 +153,22 @@ LOG_EVENT = Codec(
     | ReloadExclusions
     | CommandApplied
     | CommandRefused
-    | ServedCounts,
+    | ServedCounts
+    | CycleSized,
     "log event",
 )
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
-              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused, ServedCounts)
+              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused, ServedCounts,
+              CycleSized)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
     | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
     | NoticeDeadLettered | ResendNotices | NoticesResent
-    | CommandApplied | CommandRefused | ServedCounts,
+    | CommandApplied | CommandRefused | ServedCounts | CycleSized,
     "message",
 )
 
@@ -186,6 +190,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
     "answers": (CommandApplied, CommandRefused),
     "served": (ServedCounts,),  # chat backends' counts per provider (the backend user publishes them)
+    "cycles": (CycleSized,),  # discovery's sizing of a cycle of every model (no model token)
 }
 #: ``canary.notices.<what>``: the one type of each.
 NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendNotices, "resent": NoticesResent}
@@ -231,6 +236,10 @@ def check_origin(subject: str, message: Any) -> None:
         if tokens != [message.service, message.command_id]:
             raise Rejected(f"a {kind} of {message.service} for command {message.command_id!r} on {subject}",
                            subject=subject)
+        return
+    if family == "cycles":
+        if tokens != ["sized"]:
+            raise Rejected(f"a {kind} on {subject}: it belongs on canary.cycles.sized", subject=subject)
         return
     if family == "ops":
         if tokens != [VERBS[type(message)]]:

@@ -58,6 +58,8 @@ MAX_PROBES_PER_ENDPOINT = 64
 #: confirmations make three).
 MAX_CHECKS = 24
 MAX_ATTEMPTS = 4
+#: The most probes one prober may be told to run at once (a task's ``concurrency``).
+MAX_TASK_CONCURRENCY = 4096
 
 #: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity.
@@ -208,6 +210,9 @@ class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     max_completion_tokens: int | None = None
     control: bool = False
     prompt_version: Token = ""
+    #: Probes each prober runs at once during this task's cycle (discovery's :class:`CycleSized`
+    #: ``per_prober``); 0: the prober's own ceiling (``prober_concurrency``).
+    concurrency: Annotated[int, Meta(ge=0, le=MAX_TASK_CONCURRENCY)] = 0
 
 
 class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):
@@ -237,6 +242,42 @@ class CycleUnplanned(Event, frozen=True, kw_only=True, tag="cycle_unplanned"):
     http_status: int | None = None
     detail: Excerpt = ""
     attempts: Annotated[int, Meta(ge=0)] = 1
+
+
+class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
+    """Discovery's sizing of one cycle of every model, published before the cycle's tasks (issue 13 §4).
+
+    The probes in flight that end the cycle's plan within ``target_s``
+    (``probe_window_s x probe_fill_share``), from the measured probe times
+    (:mod:`reverie_canary.services.discovery.sizing`): ``work_s`` is the sum of
+    the planned probes' expected seconds (``probe_s`` per kind, ``basis``
+    ``measured`` or ``prior``), ``needed`` the probes in flight the target asks
+    for, ``per_prober`` what each of the ``probers`` seen in the last cycle runs
+    at once (at most ``ceiling``, ``prober_concurrency``; every task of the cycle
+    carries it as ``concurrency``), ``in_flight`` their sum, and
+    ``expected_wall_s`` = ``work_s / in_flight + tail_s``.  ``fits`` is false
+    when that is past the window: the cycle cannot end in time, and this says
+    so before any of its probes runs.  ``at`` is the cycle's start; published
+    on ``canary.cycles.sized`` with the id ``sized|<cycle_no>``.
+    """
+
+    cycle_no: int
+    deadline: UtcDatetime
+    models: Annotated[int, Meta(ge=0)]
+    probes: Annotated[int, Meta(ge=0)]
+    probe_s: Annotated[dict[Token, Annotated[float, Meta(ge=0)]], Meta(max_length=16)] = {}
+    basis: Literal["measured", "prior"] = "prior"
+    work_s: Annotated[float, Meta(ge=0)] = 0.0
+    tail_s: Annotated[float, Meta(ge=0)] = 0.0
+    window_s: Annotated[float, Meta(ge=0)] = 0.0
+    target_s: Annotated[float, Meta(ge=0)] = 0.0
+    probers: Annotated[int, Meta(ge=0)] = 1
+    ceiling: Annotated[int, Meta(ge=0)] = 0
+    needed: Annotated[int, Meta(ge=0)] = 0
+    per_prober: Annotated[int, Meta(ge=0)] = 0
+    in_flight: Annotated[int, Meta(ge=0)] = 0
+    expected_wall_s: Annotated[float, Meta(ge=0)] = 0.0
+    fits: bool = True
 
 
 # -- prober --------------------------------------------------------------------

@@ -38,6 +38,11 @@ def closed_id(model: str, cycle_no: int) -> str:
     return f"close|{model}|{cycle_no}"
 
 
+def sized_id(cycle_no: int) -> str:
+    """The CycleSized of a cycle (every model's)."""
+    return f"sized|{cycle_no}"
+
+
 def unplanned_id(model: str, cycle_no: int) -> str:
     """The CycleUnplanned of a cycle discovery could not plan."""
     return f"unplanned|{model}|{cycle_no}"

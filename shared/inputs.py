@@ -24,6 +24,7 @@ from reverie_canary.shared.events import (
     CommandApplied,
     CommandRefused,
     CycleClosed,
+    CycleSized,
     CycleUnplanned,
     CycleVerdict,
     Decision,
@@ -58,6 +59,8 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
         "verdicts": (CycleVerdict,),
         "routing": (IgnoreSnapshot,),
         "answers": (CommandApplied, CommandRefused),
+        # issue 13 §4: a cycle that cannot fit its window is told before it runs, and when one fits again
+        "cycles": (CycleSized,),
     },
 }
 

@@ -124,6 +124,13 @@ FAMILIES: tuple[Family, ...] = (
            "Endpoints the gateway listed for the model in the last cycle planned", ("model",), ("discovery",)),
     Family("tasks_published", "canary_tasks_published_total", "counter",
            "ProbeTasks put on the work queue", ("model",), ("discovery",)),
+    Family("cycle_in_flight", "canary_cycle_probes_in_flight", "gauge",
+           "Probes in flight the last cycle was sized to (all probers; CycleSized in_flight)", (), ("discovery",)),
+    Family("cycle_expected_wall", "canary_cycle_expected_wall_seconds", "gauge",
+           "Wall time the last cycle's sizing expects, seconds (CycleSized expected_wall_s)", (), ("discovery",)),
+    Family("cycle_fits", "canary_cycle_fits", "gauge",
+           "1 when the last cycle's sizing expects it to end within its probe window, 0 when it cannot fit",
+           (), ("discovery",)),
     # -- prober -----------------------------------------------------------------------------------
     Family("probes", "canary_probes_total", "counter",
            "Probes finished, by model, provider, kind, outcome and reason code",
@@ -138,6 +145,8 @@ FAMILIES: tuple[Family, ...] = (
            ("model", "provider", "type"), ("prober",)),
     Family("probe_cost", "canary_probe_cost_usd_total", "counter",
            "What the probes cost, USD (the gateway's usage.cost)", ("model", "provider"), ("prober",)),
+    Family("prober_concurrency", "canary_prober_concurrency", "gauge",
+           "Probes this prober runs at once now (its cycle's sizing, at most prober_concurrency)", (), ("prober",)),
     Family("tasks_expired", "canary_tasks_expired_total", "counter",
            "Tasks dropped unprobed because their cycle's deadline had passed", ("model",), ("prober",)),
     # -- judge ------------------------------------------------------------------------------------

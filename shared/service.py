@@ -342,7 +342,7 @@ class Shell:
                          publisher=self.publisher, settings=self.settings)
 
     def work_queue(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                   *, workers: int, heartbeat_s: float) -> None:
+                   *, workers: int | Callable[[], int], heartbeat_s: float) -> None:
         """Pull the shared durable ``spec`` with up to ``workers`` messages in hand; keep each alive until settled.
 
         A message is fetched only when a worker is free and handled at once
@@ -355,7 +355,10 @@ class Shell:
         hand are given back (``nak``, redelivered at once), not left to time out.
 
         Args:
-            workers: messages handled at once (``prober_concurrency``).
+            workers: messages handled at once, or a function that says it
+                before every fetch (the prober's: what discovery sized the
+                current cycle to, at most ``prober_concurrency``); a smaller
+                number than are held lets the extra ones finish first.
             heartbeat_s: seconds between two in-progress signals
                 (:func:`reverie_canary.shared.streams.task_heartbeat_s`), well under ``ack_wait``.
         """
@@ -368,7 +371,8 @@ class Shell:
         self._loops.append(loop)
 
     async def _pull(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                    workers: int, heartbeat_s: float) -> None:
+                    workers: int | Callable[[], int], heartbeat_s: float) -> None:
+        limit: Callable[[], int] = workers if callable(workers) else (lambda: workers)  # type: ignore[assignment]
         js = self.broker.connection.jetstream()
         sub = await js.pull_subscribe(spec.filter_subjects[0], durable=spec.durable, stream=spec.stream,
                                       config=spec.config())
@@ -401,11 +405,12 @@ class Shell:
         beats = asyncio.create_task(heartbeat(), name=f"{self.name}-heartbeat")
         try:
             while True:
-                while len(held) >= workers:
+                while len(held) >= max(1, limit()):
                     freed.clear()
-                    await freed.wait()
+                    with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # the limit may rise meanwhile
+                        await asyncio.wait_for(freed.wait(), WORK_FETCH_S)
                 try:
-                    messages = await sub.fetch(batch=workers - len(held), timeout=WORK_FETCH_S)
+                    messages = await sub.fetch(batch=max(1, limit()) - len(held), timeout=WORK_FETCH_S)
                 except (TimeoutError, asyncio.TimeoutError):  # nothing to do
                     messages = []
                 except NatsError:  # NATS away (reconnecting, closed): ask again in a while

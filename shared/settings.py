@@ -28,7 +28,7 @@ import msgspec
 from msgspec import Struct, field
 
 from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import PROBE_KINDS, Mode
+from reverie_canary.shared.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
 
 #: The 17 interface languages of Reverie (DESIGN.md, contract 4), ISO 639-1.
 LANGUAGES: tuple[str, ...] = (
@@ -106,8 +106,16 @@ class Settings(Struct, kw_only=True):
             streams, the default) or ``none``.
         stream_replicas: copies of every stream and of the KV bucket (1, or
             3 / 5 on a JetStream cluster; docs/scaling.md).
-        prober_concurrency: probes one prober runs at once (it holds at most
-            this many tasks: it fetches one only when a worker is free).
+        prober_concurrency: the ceiling of the probes one prober runs at once
+            (it holds at most this many tasks: it fetches one only when a
+            worker is free).  How many it runs is derived each cycle by
+            discovery from the plan, the measured probe times and the window
+            (``probe_fill_share``; the tasks carry it, ``CycleSized`` says it);
+            before anything was measured, every prober runs at this ceiling.
+        probe_fill_share: the share of ``probe_window_s`` a cycle's probes are
+            sized to take (0.25: 150 s of the default 600 s window), the rest
+            room for slow providers, retries and a lost prober
+            (services/discovery/sizing.py).
         task_ack_wait_s: seconds the task consumer waits for word from a
             prober before it gives the task to another; 0 (default): an eighth
             of ``probe_window_s``, between 2 and 30 s
@@ -188,7 +196,8 @@ class Settings(Struct, kw_only=True):
     kind_modes: dict[str, Mode] = {}
 
     exclusions_file: str = ""
-    prober_concurrency: int = 16
+    prober_concurrency: int = 64
+    probe_fill_share: float = 0.25
     prober_id: str = ""
     task_ack_wait_s: float = 0.0
     max_deliver: int = 5
@@ -398,6 +407,11 @@ def _problems(s: Settings) -> list[str]:
                  "notify_timeout_s", "notify_poll_s"):
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be > 0")
+    if not 0 < s.probe_fill_share <= 1:
+        problems.append("probe_fill_share must be > 0 and at most 1 (the share of probe_window_s a cycle's probes "
+                        "are sized to take)")
+    if s.prober_concurrency > MAX_TASK_CONCURRENCY:
+        problems.append(f"prober_concurrency must be <= {MAX_TASK_CONCURRENCY}")
     if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
         problems.append("ladder_s needs at least one positive length")
     for name, least in (("min_hosts", 0), ("failed_cycles_to_suspend", 1), ("passed_cycles_to_recover", 1),

@@ -69,6 +69,7 @@ LOG_SUBJECTS = [
     subjects.ALL_ROUTER,
     subjects.ALL_ANSWERS,
     subjects.ALL_SERVED,
+    subjects.ALL_CYCLES,
 ]
 
 

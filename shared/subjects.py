@@ -117,5 +117,8 @@ ALL_DEADLETTER = f"{PREFIX}.deadletter.>"
 ALL_NOTICES = f"{PREFIX}.notices.>"
 ALL_NOTICES_DEAD = f"{PREFIX}.notices.dead.>"
 ALL_ANSWERS = f"{PREFIX}.answers.>"
+#: Discovery's CycleSized: how many probes each cycle runs at once, and whether it fits its window.
+CYCLES_SIZED = f"{PREFIX}.cycles.sized"
+ALL_CYCLES = f"{PREFIX}.cycles.>"
 #: Chat backends' ServedCounts (requests per provider: counts only, never text).
 ALL_SERVED = f"{PREFIX}.served.>"

@@ -10,24 +10,40 @@ deadline) is a fact on the log too: ``CycleUnplanned`` with its cause
 has a deterministic id, so a restarted discovery repeating a step publishes
 nothing twice.  The judge's ``RetestRequested`` events are kept in Redis until
 the cycle they ask for is planned.
+
+Each cycle is sized before its tasks go out (issue 13 §4): discovery plans
+every model first, then derives the probes in flight that end the plan within
+``probe_window_s x probe_fill_share`` from the probe times it measured in the
+live results (``canary.results.>``, how long each held its prober) and the
+probers those results came from, within the ceiling ``prober_concurrency`` per
+prober (:mod:`reverie_canary.services.discovery.sizing`).  The sizing is a fact
+on the log, ``CycleSized`` on ``canary.cycles.sized``, published before the
+first task; every task carries its ``per_prober`` as ``concurrency``.  A cycle
+that cannot end in its window even at the ceiling says so there
+(``fits: false``, a ``cycle_does_not_fit`` warning; the notifier tells
+operators) before any probe runs.  The measurements live in memory: a
+restarted discovery sizes its first cycle at the ceiling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import httpx
 from faststream import FastStream
 
+import msgspec
+
+from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, plan, split
 from reverie_canary.shared import clock, codec, ids, retry, streams, subjects, tracing
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CycleClosed, CycleUnplanned, ProbeTask, RetestRequested
+from reverie_canary.shared.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
 from reverie_canary.shared.openrouter import ListingFailed, list_endpoints, make_client
-from reverie_canary.shared.service import Shell, redis_client
+from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, TASKS
 from reverie_canary.shared.subjects import encode_token
@@ -36,6 +52,20 @@ from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL
 
 #: Join the current cycle only while this share of its probe window is still ahead.
 JOIN_WINDOW_SHARE = 0.9
+#: Seconds discovery keeps trying to publish a cycle's CycleSized before it goes on with the tasks.
+SIZED_PUBLISH_S = 30.0
+
+
+class _ResultTime(msgspec.Struct):
+    """The fields of a ProbeResult that sizing reads (the rest is skipped unread)."""
+
+    kind: str
+    at: datetime
+    started_at: datetime | None = None
+    prober: str = ""
+
+
+_result_time = msgspec.json.Decoder(_ResultTime)
 
 
 def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) -> int:
@@ -58,6 +88,63 @@ class Discovery:
         self.settings = shell.settings
         self.client: httpx.AsyncClient | None = None
         self.redis = None
+        #: Probe times folded from the results of the cycles before; the current cycle's, still coming in.
+        self.times = sizing.ProbeTimes()
+        self.tally = sizing.Tally()
+        #: The per-prober concurrency of the cycle being published (0: not sized, the probers' ceiling).
+        self.concurrency = 0
+
+    async def on_result(self, msg) -> None:
+        """Count one live ProbeResult's probe time (how long it held its prober); unreadable ones are skipped."""
+        try:
+            r = _result_time.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if r.started_at is not None:
+            self.tally.add(r.kind, (r.at - r.started_at).total_seconds(), r.prober)
+
+    def size(self, cycle_no: int, planned: dict[str, tuple[EndpointsDiscovered, list[ProbeTask]]]) -> CycleSized:
+        """Fold the last cycle's probe times in and size cycle ``cycle_no`` from the plans of ``planned``."""
+        s = self.settings
+        start = cycle_start(cycle_no, s.cycle_interval_s)
+        if len(self.tally):
+            self.times = sizing.fold(self.times, self.tally, clock.now())
+            self.tally = sizing.Tally()
+        counts: dict[str, int] = {}
+        for _, tasks in planned.values():
+            for kind, n in sizing.counts_of(tasks).items():
+                counts[kind] = counts.get(kind, 0) + n
+        return sizing.size(cycle_no=cycle_no, start=start, deadline=start + timedelta(seconds=s.probe_window_s),
+                           models=len(planned), counts=counts, times=self.times, window_s=s.probe_window_s,
+                           fill_share=s.probe_fill_share, ceiling=s.prober_concurrency)
+
+    async def publish_sized(self, event: CycleSized) -> bool:
+        """Publish ``event`` (retried up to :data:`SIZED_PUBLISH_S`), say it in the log and the metrics."""
+        fields = dict(cycle_no=event.cycle_no, probes=event.probes, basis=event.basis, work_s=event.work_s,
+                      probers=event.probers, per_prober=event.per_prober, in_flight=event.in_flight,
+                      needed=event.needed, ceiling=event.ceiling, expected_wall_s=event.expected_wall_s,
+                      target_s=event.target_s, window_s=event.window_s)
+        if event.fits:
+            self.shell.log.info("cycle_sized", **fields)
+        else:
+            self.shell.log.warning("cycle_does_not_fit", **fields,
+                                   detail=f"{event.probes} probes need {event.needed} in flight to end within "
+                                          f"{event.target_s:g} s; {event.probers} prober(s) x {event.ceiling} end "
+                                          f"them in about {event.expected_wall_s:g} s, past the {event.window_s:g} s "
+                                          "window: start more probers or raise CANARY_PROBER_CONCURRENCY")
+        m = self.shell.metrics
+        m.set("cycle_in_flight", event.in_flight)
+        m.set("cycle_expected_wall", event.expected_wall_s)
+        m.set("cycle_fits", 1 if event.fits else 0)
+
+        async def publish() -> bool:
+            await self.shell.publisher.publish(event, subjects.CYCLES_SIZED, ids.sized_id(event.cycle_no), LOG)
+            return True
+
+        published = await self._retry("cycle_sized", publish, time.time() + SIZED_PUBLISH_S)
+        if not published:
+            self.shell.log.error("cycle_sized_not_published", cycle_no=event.cycle_no)
+        return published
 
     def _retest_key(self, model: str, cycle_no: int) -> str:
         return f"{self.settings.namespace}:retest:{encode_token(model)}:{cycle_no}"
@@ -103,7 +190,7 @@ class Discovery:
             self.shell.log.warning("retests_not_carried", model=model, waiting=len(waiting), error=repr(exc))
 
     async def start_cycle(self, model: str, cycle_no: int) -> bool:
-        """List, plan and publish one cycle of ``model``.
+        """List, plan and publish one cycle of ``model`` (its tasks carry the cycle's sized ``concurrency``).
 
         Returns:
             ``True`` when the plan was published.
@@ -114,6 +201,11 @@ class Discovery:
             Transient: gateway or NATS unavailable (the loop retries); its
                 ``context["cause"]`` says which when the gateway (none: the bus).
         """
+        event, tasks = await self.plan_model(model, cycle_no)
+        return await self.publish_plan(model, cycle_no, event, tasks)
+
+    async def plan_model(self, model: str, cycle_no: int) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
+        """List and plan one cycle of ``model``, publishing nothing (raises as :meth:`start_cycle`)."""
         s = self.settings
         assert self.client is not None
         endpoints = await list_endpoints(self.client, model)
@@ -126,6 +218,13 @@ class Discovery:
             controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle,
         )
         await self._carry_over(model, cycle_no + 1, retests, tasks)
+        return event, tasks
+
+    async def publish_plan(self, model: str, cycle_no: int, event: EndpointsDiscovered, tasks: list[ProbeTask]) -> bool:
+        """Publish a planned cycle of ``model``: the listing's parts, then the tasks; ``True`` once done."""
+        if self.concurrency:
+            tasks = [msgspec.structs.replace(t, concurrency=self.concurrency) for t in tasks]
+        start = event.at
         pub = self.shell.publisher
         if event.listed > len(event.endpoints):
             self.shell.log.warning("endpoints_over_bound", model=model, listed=event.listed,
@@ -243,19 +342,46 @@ class Discovery:
             detail=f"every language of every provider probed at least once every {cov.bound_cycles} cycles "
                    f"({cov.bound_cycles * s.cycle_interval_s / 3600:g} h)")
 
+    async def run_cycle(self, cycle_no: int, deadline_epoch: float) -> list[str]:
+        """Plan every model, size the cycle and publish the sizing, then each model's plan; the models started.
+
+        A model whose listing fails the first time is planned after the
+        others (:meth:`plan_cycle`: retried until the deadline, else
+        ``CycleUnplanned``), with the sizing of the ones planned first.
+        """
+        planned: dict[str, tuple[EndpointsDiscovered, list[ProbeTask]]] = {}
+        later: list[str] = []
+        for model in self.settings.models:
+            try:
+                planned[model] = await self.plan_model(model, cycle_no)
+            except (ListingFailed, Transient):
+                later.append(model)
+        sized = self.size(cycle_no, planned)
+        self.concurrency = sized.per_prober
+        await self.publish_sized(sized)
+        started = []
+        for model, (event, tasks) in planned.items():
+            try:
+                await self.publish_plan(model, cycle_no, event, tasks)
+                started.append(model)
+            except Transient:
+                later.append(model)
+        for model in later:
+            if await self.plan_cycle(model, cycle_no, deadline_epoch):
+                started.append(model)
+        return started
+
     async def run(self) -> None:
         """The cycle loop: start each cycle on time, close it at its deadline."""
         s = self.settings
         self.announce()
+        await self.shell.broker.connection.subscribe(subjects.ALL_RESULTS, cb=self.on_result)
         cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=-1)
         while True:
             start = cycle_no * s.cycle_interval_s
             await asyncio.sleep(max(0.0, start - time.time()))
             deadline = start + s.probe_window_s
-            started = []
-            for model in s.models:
-                if await self.plan_cycle(model, cycle_no, deadline):
-                    started.append(model)
+            started = await self.run_cycle(cycle_no, deadline)
             await asyncio.sleep(max(0.0, deadline - time.time()))
             for model in started:
                 await self._retry("cycle_close", lambda m=model, n=cycle_no: self.close_cycle(m, n),
@@ -270,6 +396,11 @@ def create_app(settings: Settings | None = None) -> FastStream:
     discovery = Discovery(shell)
 
     async def open_clients() -> None:
+        checker = await nats_connect(settings)
+        try:  # an upgrade without `canary init`: CycleSized would not be stored
+            await streams.check_log_subjects(checker.jetstream(), [subjects.ALL_CYCLES], "discovery")
+        finally:
+            await checker.close()
         discovery.client = make_client(settings, timeout_s=30.0)
         discovery.redis = redis_client(settings)
         for model in settings.models:  # rates and alerts see the series before the first cycle

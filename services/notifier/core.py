@@ -19,7 +19,10 @@ Every rule that decides a notice lives here, in the order they apply:
    ``remind_every_s`` has passed since the start (with the count of cycles it
    has lasted), and one ``end`` notice.  Each state's row says which cycle
    verdicts keep it alive, which end it, and which decisions end it.  A state
-   is renewed at most once per cycle.  Time comes only from the ``at`` of the
+   is renewed at most once per cycle.  One state is discovery's, not the
+   judge's: a cycle whose sizing (``CycleSized``) says it cannot fit its window
+   starts ``cycle_does_not_fit`` (fleet-wide, before that cycle's probes run),
+   each further such cycle renews it, and the first cycle that fits ends it.  Time comes only from the ``at`` of the
    decisions and verdicts: folding the same log gives the same notices.
 4. **Schedule.** One notice on one channel is tried again after each failure
    at :func:`next_attempt`: exponential backoff with full jitter (the jitter
@@ -44,6 +47,7 @@ from reverie_canary.shared.commands import VERBS, AddOverride, LiftSuspension, R
 from reverie_canary.shared.events import (
     CommandApplied,
     CommandRefused,
+    CycleSized,
     CycleVerdict,
     Decision,
     DecisionAction,
@@ -85,6 +89,8 @@ SEVERITY: dict[str, Severity] = {
     "mode_set": "info",             # the judge's `mode_changed` decision is told too
     "command_refused": "warning",   # a typo or a guard rail: nothing changed
     "floor_broken_by_operator": "critical",  # an operator forced fewer than min_hosts usable hosts
+    # discovery facts
+    "cycle_does_not_fit": "warning",  # the plan cannot end in its window: results will be missing, cycles frozen
 }
 #: The notice action of each applied command, by its verb (``shared/commands.py``, VERBS).
 APPLIED_ACTIONS: dict[str, str] = {
@@ -209,7 +215,12 @@ PERSISTING: dict[str, Persisting] = {
     # renewed every blind cycle by the judge (its until moves on): told once, ended by the suspension's end
     "suspension_held": Persisting("provider", _suspension_held, frozenset({"end", "would_end"}), own_end=True,
                                   noun="a suspension held while the canary is blind"),
+    # started, renewed and ended by discovery's CycleSized (fleet-wide: model "*"), never by a verdict
+    "cycle_does_not_fit": Persisting("kind", lambda held, verdict: ("none", ""),
+                                     noun="cycles planned past what the probers can run in the window"),
 }
+#: The model of fleet-wide states (every model's cycle is sized together).
+FLEET = "*"
 
 
 # -- state -------------------------------------------------------------------------------------
@@ -413,6 +424,8 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
             return state, [snapshot_notice(event)]
         case CommandApplied() | CommandRefused():
             return state, [answer_notice(event)]
+        case CycleSized():
+            return _sized(state, event, policy)
     return state, []
 
 
@@ -472,6 +485,43 @@ def _decision(state: FoldState, d: Decision, policy: FoldPolicy) -> tuple[FoldSt
     if new == state and not notices:
         return state, []
     return new, notices
+
+
+def _sized_text(e: CycleSized) -> str:
+    return (f"cycle {e.cycle_no}: {e.probes} probes of {e.models} model(s) need {e.needed} in flight to end within "
+            f"{e.target_s:g} s; {e.probers} prober(s) at most {e.ceiling} each end them in about "
+            f"{e.expected_wall_s:g} s, past the {e.window_s:g} s window (probe times {e.basis}: "
+            + ", ".join(f"{k} {v:g} s" for k, v in e.probe_s.items())
+            + "). Results will be missing and those providers' cycles frozen: start more probers or raise "
+              "CANARY_PROBER_CONCURRENCY")
+
+
+def _sized(state: FoldState, e: CycleSized, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:
+    """A cycle's sizing: one that cannot fit starts (or renews) ``cycle_does_not_fit``; one that fits ends it."""
+    key = held_key("cycle_does_not_fit", FLEET, "", None)
+    held = state.held.get(key)
+    cycle = f"sized|{e.cycle_no}"
+    if e.fits:
+        if held is None or e.at < held.last_at:
+            return state, []
+        new = _copy(state)
+        del new.held[key]
+        return new, [_held_notice(held, phase="end", notice_id=f"end|{held.start_id}", at=e.at,
+                                  why=f"cycle {e.cycle_no} fits: about {e.expected_wall_s:g} s of {e.window_s:g} s "
+                                      f"with {e.in_flight} probes in flight")]
+    new = _copy(state)
+    if held is not None:
+        notices = _renew(new.held[key], e.at, cycle, policy)
+        return (new, notices) if new != state else (state, [])
+    title = (f"[{FLEET}] cycle {e.cycle_no} does not fit: about {e.expected_wall_s:g} s of probes "
+             f"for a {e.window_s:g} s window")
+    text = _sized_text(e)
+    new.held[key] = Held(key=key, action="cycle_does_not_fit", model=FLEET, severity=SEVERITY["cycle_does_not_fit"],
+                         start_id=cycle, since=e.at, last_at=e.at, last_cycle=cycle, title=title[:400],
+                         detail=text[:1000])
+    return new, [Notice(notice_id=cycle, source_id=cycle, at=e.at, severity=SEVERITY["cycle_does_not_fit"],
+                        action="cycle_does_not_fit", phase="start", model=FLEET, title=title[:400], text=text[:4000],
+                        reason="cycle_does_not_fit", detail=text[:4000], cycle=cycle)]
 
 
 def _verdict(state: FoldState, v: CycleVerdict, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:

@@ -2,7 +2,7 @@
 
 Every replica binds the same durable (``prober-v2``), so tasks are spread
 across probers (DESIGN.md, "Subjects and streams").  A prober fetches a task
-only when one of its ``prober_concurrency`` workers is free and says it is in
+only when one of its workers is free and says it is in
 progress every ``ack_wait / 4`` while it probes (:meth:`Shell.work_queue`), so
 the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.streams.task_ack_wait_s`)
 and a dead prober's tasks are redelivered to another within it, in the same
@@ -10,6 +10,13 @@ cycle (issue 11 §1).  A result is published with the task id
 as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
 result is dropped by JetStream.  A task past its cycle's deadline is dropped
 unprobed: its result could not count any more.
+
+How many workers: what the cycle was sized to (issue 13 §4).  Every task
+carries ``concurrency``, the probes each prober runs at once during its cycle,
+which discovery derives from the plan, the measured probe times and the
+window (:mod:`reverie_canary.services.discovery.sizing`); the prober takes the
+latest task's number, never above its ceiling ``prober_concurrency`` (a task
+without one: the ceiling).
 
 Every request is bounded by the task's deadline as well as the request
 timeout (issue 11 §1, §2): it gets the lesser of ``request_timeout_s`` and the
@@ -64,6 +71,16 @@ class Prober:
         self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.limits = ReadLimits.from_settings(settings)
         self._checks_pool: ThreadPoolExecutor | None = None
+        #: Probes this prober runs at once now: the latest task's ``concurrency``, at most the ceiling.
+        self.concurrency = settings.prober_concurrency
+
+    def size(self, task: ProbeTask) -> int | None:
+        """Take the concurrency ``task``'s cycle was sized to; the new number when it changed, else ``None``."""
+        wanted = min(self.settings.prober_concurrency, task.concurrency or self.settings.prober_concurrency)
+        if wanted == self.concurrency:
+            return None
+        self.concurrency = wanted
+        return wanted
 
     async def send(self, task: ProbeTask, probe: ProbeRequest) -> Reply:
         """Send one pinned request for ``task`` (the port :mod:`reverie_canary.services.prober.core` uses).
@@ -183,6 +200,11 @@ def create_app(settings: Settings | None = None) -> FastStream:
         prober.close()
 
     async def apply(task: ProbeTask, delivery: Delivery) -> None:
+        changed = prober.size(task)
+        if changed is not None:
+            shell.log.info("concurrency_sized", concurrency=changed, ceiling=settings.prober_concurrency,
+                           cycle=task.cycle, asked=task.concurrency)
+            shell.metrics.set("prober_concurrency", changed)
         if clock.now() >= task.deadline:
             shell.log.info("task_expired", task_id=task.task_id, deadline=task.deadline.isoformat())
             shell.metrics.inc("tasks_expired", model=task.model)
@@ -193,6 +215,6 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_client)
     shell.on_shutdown(close_client)
-    shell.work_queue(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=settings.prober_concurrency,
+    shell.work_queue(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=lambda: prober.concurrency,
                      heartbeat_s=streams.task_heartbeat_s(settings))
     return shell.app

@@ -318,3 +318,40 @@ def test_a_suspension_held_while_blind_is_told_once_and_ends_with_the_suspension
         ("canary_blind", "start", "critical"), ("suspension_held", "start", "warning"),
         ("end", "end", "warning"), ("canary_sees", "end", "critical")]
     assert notices[2].count == 2 and state.held == {}
+
+
+# -- discovery's sizing: a cycle that cannot fit is told before it runs (issue 13 §4) -----------
+
+
+def sized_event(n: int, fits: bool, *, v: int = 1):
+    from reverie_canary.shared.events import CycleSized
+
+    start = T0 + n * CYCLE
+    return CycleSized(v=v, at=start, cycle_no=n, deadline=start + timedelta(minutes=10), models=100, probes=12000,
+                      probe_s={"ttft": 1.4, "language": 2.2}, basis="measured", work_s=20000.0, tail_s=2.2,
+                      window_s=600.0, target_s=150.0, probers=2, ceiling=16, needed=136, per_prober=16, in_flight=32,
+                      expected_wall_s=627.2 if not fits else 149.3, fits=fits)
+
+
+def test_a_cycle_that_cannot_fit_is_told_once_at_its_start_reminded_and_ended_by_one_that_fits():
+    state, notices = fold(FoldState(), sized_event(1, fits=True), SIX_H)
+    assert notices == [] and state.held == {}  # a cycle that fits says nothing
+    state, notices = fold(state, sized_event(2, fits=False), SIX_H)
+    [start] = notices
+    assert (start.action, start.phase, start.severity, start.model) == ("cycle_does_not_fit", "start", "warning", "*")
+    assert start.at == T0 + 2 * CYCLE  # the cycle's start: before any of its probes ran
+    assert "12000 probes" in start.text and "136 in flight" in start.text and "627.2 s" in start.text
+    assert "start more probers" in start.text
+    again, notices = fold(state, sized_event(2, fits=False, v=1), SIX_H)
+    assert notices == [] and again == state  # a redelivery
+    for n in range(3, 16):  # six hours after cycle 2's start: one reminder, at cycle 14
+        state, notices = fold(state, sized_event(n, fits=False), SIX_H)
+        assert [x.phase for x in notices] == (["reminder"] if n == 14 else []), n
+    # a cycle verdict says nothing of it
+    state2, notices = fold(state, verdict(13, {"p/fp8": "frozen"}), SIX_H)
+    assert notices == [] and "cycle_does_not_fit|*|*|" in state2.held
+    state, notices = fold(state, sized_event(16, fits=True), SIX_H)
+    [end] = notices
+    assert (end.action, end.phase, end.count) == ("cycle_does_not_fit", "end", 14)
+    assert "cycle 16 fits" in end.text and state.held == {}
+    assert SEVERITY["cycle_does_not_fit"] == "warning" and "cycle_does_not_fit" in PERSISTING
