@@ -84,7 +84,9 @@ class Infra:
 
 
 #: Fixtures that start NATS, Redis or an HTTP server: a test that uses one is an integration test.
-SERVER_FIXTURES = frozenset({"infra", "secured"})
+SERVER_FIXTURES = frozenset({"infra", "secured", "default_demo"})
+#: The fixture of the one default demo several modules read (tests/demo_run.py).
+SHARED_DEMO_FIXTURE = "default_demo"
 INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 
@@ -99,6 +101,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("tests that start servers belong in tests/integration/ (they get the integration "
                                 f"marker there): {', '.join(misplaced)}")
+    _modules_of_the_shared_demo_together(items)
+
+
+def _modules_of_the_shared_demo_together(items: list[pytest.Item]) -> None:
+    """Run the modules that read the shared default demo one after the other, where the first of them was.
+
+    The demo runs from its first reader to its last (:func:`pytest_runtest_teardown`
+    stops it): next to each other, they keep it short, and no other test runs beside
+    it.  Each module's own order is kept, and every other test keeps its place.
+    """
+    def module(item: pytest.Item) -> str:
+        return str(item.path)
+
+    readers = {module(i) for i in items if SHARED_DEMO_FIXTURE in getattr(i, "fixturenames", ())}
+    if len(readers) < 2:
+        return
+    first = next(n for n, i in enumerate(items) if module(i) in readers)
+    together = [i for i in items if module(i) in readers]
+    rest = [i for i in items if module(i) not in readers]
+    items[:] = rest[:first] + together + rest[first:]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Count the tests that read the shared demo: it stops when the last of them is done."""
+    session.config.stash[_SHARED_DEMO_READERS] = sum(
+        SHARED_DEMO_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items)
+
+
+_SHARED_DEMO_READERS = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After the last reader of the shared demo (and its modules' fixtures) stop the demo."""
+    try:
+        return (yield)
+    finally:
+        if SHARED_DEMO_FIXTURE in getattr(item, "fixturenames", ()):
+            left = item.config.stash.get(_SHARED_DEMO_READERS, 0) - 1
+            item.config.stash[_SHARED_DEMO_READERS] = left
+            if left <= 0:
+                from tests.demo_run import SHARED
+
+                SHARED.close()
 
 
 @contextlib.contextmanager
@@ -156,6 +202,19 @@ def infra(tmp_path: Path) -> Iterator[Infra]:
     """A fresh NATS (JetStream) and Redis for one test."""
     with servers(tmp_path) as (nats_url, redis_url):
         yield Infra(nats_url=nats_url, redis_url=redis_url, namespace=f"t{uuid.uuid4().hex[:8]}", workdir=tmp_path)
+
+
+@pytest.fixture(scope="session")
+def default_demo() -> Iterator["RunningDemo"]:
+    """The default demo (``canary demo``: default fleet, dashboard, real sentences when ../shared has them),
+    running in a thread of its own, shared by the modules that only read it (tests/demo_run.py says which and
+    why); stopped after the last of them."""
+    from tests.demo_run import SHARED
+
+    try:
+        yield SHARED.get(SHARED_DIR / "data" / "lang" / "sentences")
+    finally:
+        SHARED.close()
 
 
 @dataclass

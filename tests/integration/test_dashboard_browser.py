@@ -2,7 +2,8 @@
 
 The demo runs as ``canary demo --keep`` runs it (the same pipeline, its dashboard
 on a free loopback port as the read-only ``dashboard`` user) in a thread of its
-own for the whole module; the browser is Debian's ``/usr/bin/chromium`` driven by
+own: the default demo this module shares with the other modules that only read
+one (``default_demo``, ``tests/demo_run.py``); the browser is Debian's ``/usr/bin/chromium`` driven by
 ``/usr/bin/chromedriver`` (packages chromium and chromium-driver; ``.ci/run``
 installs them).  Nothing downloads a browser: Selenium gets both paths and
 ``SE_OFFLINE``.  Every page is saved as a screenshot under ``tmp/artefacts/``
@@ -12,17 +13,14 @@ live fleet page to ``docs/dashboard-fleet.png``, the README's image.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
-from reverie_canary.canary.demo import pipeline
 from reverie_canary.services.judge.replay import read_log
 from reverie_canary.shared.service import nats_connect
 from reverie_canary.shared.snapshots import IgnoreSnapshot
@@ -38,43 +36,6 @@ MODEL = "deepseek/deepseek-chat-v3.1"
 SUSPENDED = ("lambda/fp8", "baseten/fp8")
 
 
-class RunningDemo:
-    """A demo pipeline running in its own thread and event loop; :meth:`call` runs a coroutine there (bounded)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.ready = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.stop: asyncio.Event | None = None
-        self.p = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="dashboard-demo", daemon=True)
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-            async with pipeline(workdir=self.workdir, scenario="default", dashboard=True) as p:
-                self.p = p
-                self.ready.set()
-                await self.stop.wait()
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # said by the fixture, not lost in the thread
-            self.error = exc
-        finally:
-            self.ready.set()
-
-    def call(self, coro, timeout_s: float = 60.0):
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=timeout_s)
-
-    def close(self) -> None:
-        if self.loop is not None and self.stop is not None:
-            self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(timeout=60)
-
-
 def _browser_or_skip() -> None:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
@@ -86,22 +47,15 @@ def _browser_or_skip() -> None:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(default_demo):
     _browser_or_skip()
-    running = RunningDemo(tmp_path_factory.mktemp("dashboard-demo"))
-    running.thread.start()
-    assert running.ready.wait(timeout=120), "the demo did not start within 120 s"
-    if running.error is not None:
-        raise running.error
-    try:
-        # two failed cycles suspend each of SUSPENDED; on a loaded machine a cycle can lose its probes
-        for n in range(4, 12):
-            assert running.call(running.p.wait_cycles(n), timeout_s=90), "the demo stopped closing cycles"
-            if set(SUSPENDED) <= set(running.call(running.p.summary())["ignore"]):
-                break
-        yield running
-    finally:
-        running.close()
+    running = default_demo
+    # two failed cycles suspend each of SUSPENDED; on a loaded machine a cycle can lose its probes
+    for n in range(4, 12):
+        assert running.call(running.p.wait_cycles(n), timeout_s=90), "the demo stopped closing cycles"
+        if set(SUSPENDED) <= set(running.call(running.p.summary())["ignore"]):
+            break
+    return running
 
 
 @pytest.fixture(scope="module")

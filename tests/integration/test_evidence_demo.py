@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
-from reverie_canary.canary.demo import pipeline
 from reverie_canary.services.prober.evidence import probe_verdict
 from reverie_canary.shared.eventlog import read_log
 from reverie_canary.shared.events import Decision, ProbeResult
@@ -29,29 +28,29 @@ def _cli(args: list[str], env: dict[str, str]):
     return CliRunner().invoke(app, args, env=env)
 
 
-async def test_a_suspensions_bundle_reruns_to_the_verdicts_the_judge_used(tmp_path):
+async def test_a_suspensions_bundle_reruns_to_the_verdicts_the_judge_used(tmp_path, default_demo):
     """Every probe a demo suspension rests on: rerun by ``canary check``, each try and each probe as logged."""
-    async with pipeline(workdir=tmp_path / "demo", scenario="default") as p:
-        assert await p.wait_cycles(2)
-        operator = p.settings_for("operator")
-        nc = await nats_connect(p.settings)
-        try:
-            log = [e.event for e in await read_log(nc.jetstream())]
-        finally:
-            await nc.close()
-        suspends = [e for e in log if isinstance(e, Decision) and e.action == "suspend"]
-        assert suspends, "the default demo suspends its broken providers at cycle 2"
-        env = _env(operator)
-        bundles = {}
-        for decision in suspends:
-            out = tmp_path / f"{decision.provider.replace('/', '_')}.jsonl"
-            written = await asyncio.to_thread(_cli, ["evidence", decision.decision_id, "--out", str(out)], env)
-            assert written.exit_code == 0, written.output
-            bundles[decision.decision_id] = out
-        narrow = min(suspends, key=lambda d: len(d.evidence))  # baseten: its structured probe only
-        by_cycle = await asyncio.to_thread(
-            _cli, ["evidence", "--provider", narrow.provider, "--cycle", narrow.cycles[-1]], env)
-        missing = await asyncio.to_thread(_cli, ["evidence", "no-such-decision"], env)
+    p = default_demo.p  # the default demo the reading modules share (tests/demo_run.py)
+    assert await default_demo.run(p.wait_cycles(2))
+    operator = p.settings_for("operator")
+    nc = await nats_connect(p.settings)
+    try:
+        log = [e.event for e in await read_log(nc.jetstream())]
+    finally:
+        await nc.close()
+    suspends = [e for e in log if isinstance(e, Decision) and e.action == "suspend"]
+    assert suspends, "the default demo suspends its broken providers at cycle 2"
+    env = _env(operator)
+    bundles = {}
+    for decision in suspends:
+        out = tmp_path / f"{decision.provider.replace('/', '_')}.jsonl"
+        written = await asyncio.to_thread(_cli, ["evidence", decision.decision_id, "--out", str(out)], env)
+        assert written.exit_code == 0, written.output
+        bundles[decision.decision_id] = out
+    narrow = min(suspends, key=lambda d: len(d.evidence))  # baseten: its structured probe only
+    by_cycle = await asyncio.to_thread(
+        _cli, ["evidence", "--provider", narrow.provider, "--cycle", narrow.cycles[-1]], env)
+    missing = await asyncio.to_thread(_cli, ["evidence", "no-such-decision"], env)
 
     results = {e.task_id: e for e in log if isinstance(e, ProbeResult)}
     for decision in suspends:

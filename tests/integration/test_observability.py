@@ -1,7 +1,8 @@
 """The running services' /metrics, /healthz and /readyz: parsed, true to the demo, naming every series queried.
 
 One demo pipeline (embedded NATS and Redis, the simulated gateway, all five
-services on free metrics ports) until the default fleet's slow and broken
+services on free metrics ports: the default demo the modules that only read one
+share, ``tests/demo_run.py``) until the default fleet's slow and broken
 providers are suspended; then every endpoint is scraped over HTTP and read
 with prometheus-client's parser.
 """
@@ -14,7 +15,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reverie_canary.canary.demo import pipeline
 from reverie_canary.canary.runtime import SERVICES
 from tests.promql import alert_expressions, dashboard_expressions, metric_names
 
@@ -40,27 +40,27 @@ def values(families, name: str) -> list[tuple[dict, float]]:
 
 
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory):
+def scraped(default_demo):
     """Demo cycles until suspensions are in force, then every service's three endpoints and the summary."""
+    p = default_demo.p  # the default demo the reading modules share (tests/demo_run.py), run on its loop
 
     async def run():
-        async with pipeline(workdir=tmp_path_factory.mktemp("demo")) as p:
-            # until the slow and the broken provider are suspended (two failed cycles; the first may be late)
-            for cycles in range(3, 7):
-                assert await p.wait_cycles(cycles)
-                await asyncio.sleep(0.5)  # the last decisions reach the router
-                summary = await p.summary()
-                if len(summary["ignore"]) >= 2:
-                    break
-            out = {}
-            async with httpx.AsyncClient(timeout=10) as http:
-                for service, url in p.metrics_urls.items():
-                    base = url.removesuffix("/metrics")
-                    out[service] = {"metrics": await http.get(url), "healthz": await http.get(f"{base}/healthz"),
-                                    "readyz": await http.get(f"{base}/readyz")}
-            return summary, out
+        # until the slow and the broken provider are suspended (two failed cycles; the first may be late)
+        for cycles in range(3, 7):
+            assert await p.wait_cycles(cycles)
+            await asyncio.sleep(0.5)  # the last decisions reach the router
+            summary = await p.summary()
+            if len(summary["ignore"]) >= 2:
+                break
+        out = {}
+        async with httpx.AsyncClient(timeout=10) as http:
+            for service, url in p.metrics_urls.items():
+                base = url.removesuffix("/metrics")
+                out[service] = {"metrics": await http.get(url), "healthz": await http.get(f"{base}/healthz"),
+                                "readyz": await http.get(f"{base}/readyz")}
+        return summary, out
 
-    return asyncio.run(run())
+    return default_demo.call(run(), timeout_s=120)
 
 
 def test_every_service_serves_metrics_health_and_readiness_that_parse(scraped):

@@ -10,7 +10,6 @@ import asyncio
 
 import pytest
 
-from reverie_canary.canary.demo import pipeline
 from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.judge.replay import diff_states, read_log, refold
 from reverie_canary.shared.events import Decision
@@ -22,16 +21,18 @@ pytestmark = pytest.mark.integration
 SLOW, BROKEN, FLAKY = "lambda/fp8", "baseten/fp8", "atlas-cloud/fp8"
 
 
-async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ignored(tmp_path):
+async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ignored(default_demo):
     """Slow and broken are suspended after their second failed cycle; flaky and healthy never."""
     sentences = str(shared_path("data", "lang", "sentences"))
-    async with pipeline(workdir=tmp_path, scenario="default", sentences=sentences) as p:
-        assert await p.wait_cycles(4)
-        summary = await p.summary()
-        replay_differences, replayed_suspends = await _replay(p)
-        # as an operator runs it: the operator's NATS user, the read-only Redis user
-        cli = await asyncio.to_thread(_replay_cli, p.settings_for("operator"))
-        denied = await _acl_denials(p.settings)
+    # the default demo the reading modules share (tests/demo_run.py), on these sentences
+    assert default_demo.kwargs["scenario"] == "default" and default_demo.kwargs["sentences"] == sentences
+    p = default_demo.p
+    assert await default_demo.run(p.wait_cycles(4))
+    summary = await default_demo.run(p.summary())
+    replay_differences, replayed_suspends = await default_demo.run(_replay(p))
+    # as an operator runs it: the operator's NATS user, the read-only Redis user
+    cli = await asyncio.to_thread(_replay_cli, p.settings_for("operator"))
+    denied = await default_demo.run(_acl_denials(p.settings))
 
     # every service ran as its own Redis user (shared/redis/users.acl) and none was refused a
     # command or a key: the ACL grants what the pipeline needs
