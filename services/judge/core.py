@@ -347,12 +347,98 @@ def _result_fast(state: ModelState, event: ProbeResult) -> tuple[ModelState, lis
     cycle = state.open_cycles.get(event.cycle) if event.model == state.model else None
     if cycle is None or event.task_id in cycle.results:
         return state, []
+    probe = _planned_probe(event, {p.task_id: p for p in cycle.planned})
+    if probe is None:
+        return state, []
     new_cycle = msgspec.structs.replace(cycle, results=dict(cycle.results))
     new = msgspec.structs.replace(state, open_cycles={**state.open_cycles, event.cycle: new_cycle})
-    effects = _result(new, event)
-    if event.task_id not in new_cycle.results:
-        return state, []
-    return new, effects
+    return new, _result(new, new_cycle, event, probe)
+
+
+def _planned_probe(event: ProbeResult, planned: dict[str, PlannedProbe]) -> PlannedProbe | None:
+    """The planned probe ``event`` answers (``None``: not planned in its cycle, or for another provider)."""
+    probe = planned.get(event.task_id)
+    return probe if probe is not None and probe.provider == event.provider else None
+
+
+class Folder:
+    """The fold of :func:`decide`, over states this object holds, without copying a state per result.
+
+    :func:`decide` is pure: for each probe result it copies the open cycle's
+    results and indexes its planned probes, which costs time in proportion to
+    the providers of the model -- for every result.  A ``Folder`` applies a
+    result in place instead, to a state it owns, and keeps one index of planned
+    probes per open cycle, so a result costs the same whatever the model's size.
+    Every other event goes through :func:`decide` unchanged (a cycle's discovery
+    and close cost in proportion to its providers once per cycle anyway).
+    The states, effects and their order are those of :func:`fold` over the same
+    events (``tests/unit/test_judge_folder.py``).
+
+    A state the ``Folder`` was given, or that it handed out since :meth:`share`,
+    is never changed: the first result that changes it after that works on a
+    copy (of the model's open cycles and of the one cycle's results), so a
+    caller can keep the states of the last saved batch while the next one folds
+    (the judge service), and a replay that never calls :meth:`share` copies nothing
+    after the first result of each cycle.
+
+    Args:
+        policy: the thresholds.
+        states: model -> state to start from (not changed).
+    """
+
+    def __init__(self, policy: Policy, states: dict[str, ModelState] | None = None) -> None:
+        self.policy = policy
+        self.states: dict[str, ModelState] = dict(states or {})
+        self._owned: set[str] = set()
+        self._owned_cycles: set[tuple[str, str]] = set()
+        #: (model, cycle) -> (the cycle's planned list it was built from, task id -> probe)
+        self._index: dict[tuple[str, str], tuple[list[PlannedProbe], dict[str, PlannedProbe]]] = {}
+
+    def share(self) -> None:
+        """From now on treat every held state as someone else's: the next change copies it first."""
+        self._owned.clear()
+        self._owned_cycles.clear()
+
+    def state(self, model: str) -> ModelState:
+        """The state of ``model`` now (its initial state if it has none)."""
+        return self.states.get(model) or initial(model)
+
+    def apply(self, model: str, event: Any) -> list[Effect]:
+        """Fold ``event`` into ``model``'s state, like ``decide(state, event, policy)``; returns its effects."""
+        state = self.states.get(model)
+        if state is None:
+            state = self.states[model] = initial(model)
+            self._owned.add(model)
+        if isinstance(event, ProbeResult):
+            return self._result(model, state, event)
+        new, effects = decide(state, event, self.policy)
+        if new is not state:
+            self.states[model] = new  # a deep copy (decide): every part of it is this folder's
+            self._owned.add(model)
+            self._owned_cycles.difference_update([k for k in self._owned_cycles if k[0] == model])
+            self._owned_cycles.update((model, c) for c in new.open_cycles)
+            for key in [k for k in self._index if k[0] == model and k[1] not in new.open_cycles]:
+                del self._index[key]
+        return effects
+
+    def _result(self, model: str, state: ModelState, event: ProbeResult) -> list[Effect]:
+        cycle = state.open_cycles.get(event.cycle) if event.model == state.model else None
+        if cycle is None or event.task_id in cycle.results:
+            return []
+        key = (model, event.cycle)
+        entry = self._index.get(key)
+        if entry is None or entry[0] is not cycle.planned:  # a cycle whose plan changed (another part) is new
+            entry = self._index[key] = (cycle.planned, {p.task_id: p for p in cycle.planned})
+        probe = _planned_probe(event, entry[1])
+        if probe is None:
+            return []
+        if model not in self._owned:
+            state = self.states[model] = msgspec.structs.replace(state, open_cycles=dict(state.open_cycles))
+            self._owned.add(model)
+        if key not in self._owned_cycles:
+            cycle = state.open_cycles[event.cycle] = msgspec.structs.replace(cycle, results=dict(cycle.results))
+            self._owned_cycles.add(key)
+        return _result(state, cycle, event, probe)
 
 
 def _copy(state: ModelState) -> ModelState:
@@ -438,13 +524,8 @@ def _another_part(state: ModelState, cycle: OpenCycle, event: EndpointsDiscovere
     return []
 
 
-def _result(state: ModelState, event: ProbeResult) -> list[Effect]:
-    cycle = state.open_cycles.get(event.cycle)
-    if cycle is None or event.task_id in cycle.results:
-        return []
-    planned = {p.task_id: p for p in cycle.planned}
-    if event.task_id not in planned or planned[event.task_id].provider != event.provider:
-        return []
+def _result(state: ModelState, cycle: OpenCycle, event: ProbeResult, probe: PlannedProbe) -> list[Effect]:
+    """Record ``event`` (a result ``probe`` planned, new to ``cycle``) in ``cycle``, which ``state`` owns."""
     cycle.results[event.task_id] = ResultRef(
         task_id=event.task_id,
         cycle=event.cycle,
@@ -455,7 +536,7 @@ def _result(state: ModelState, event: ProbeResult) -> list[Effect]:
     )
     state.updated_at = event.at
     if (event.kind == "language" and event.outcome in ("fail", "inconclusive") and event.language
-            and event.reason in LANGUAGE_ANOMALIES and not planned[event.task_id].control):
+            and event.reason in LANGUAGE_ANOMALIES and not probe.control):
         return [
             RetestRequested(
                 at=event.at,

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
+from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy
 from reverie_canary.shared.settings import SECRET_FIELDS, Settings
 from reverie_canary.shared import codec, eventlog, inputs
 from reverie_canary.shared.errors import Undecodable
@@ -54,7 +54,9 @@ class Refold:
         self.policy = policy
         self.positions = positions
         self.keep = keep
-        self.states: dict[str, ModelState] = {}
+        self.folder = Folder(policy)
+        #: model -> state: the fold so far (the folder's own; results are applied in place)
+        self.states: dict[str, ModelState] = self.folder.states
         self.effects: list[tuple[int, Effect]] = []
         self.events = 0
 
@@ -64,14 +66,17 @@ class Refold:
         if model is None:
             return
         self.events += 1
+        if model != "*" and self.positions is None:  # the common case, without the bookkeeping below
+            produced = self.folder.apply(model, item.event)
+            if produced and self.keep is not None:
+                self.effects.extend((item.seq, e) for e in produced if isinstance(e, self.keep))
+            return
         targets = sorted(set(self.states) | set(self.policy.models)) if model == "*" else [model]
         for target in targets:
             if self.positions is not None and target in self.positions and item.seq > self.positions[target]:
                 continue
-            state = self.states.get(target) or initial(target)
-            state, produced = decide(state, item.event, self.policy)
-            self.states[target] = state
-            if self.keep is not None:
+            produced = self.folder.apply(target, item.event)
+            if produced and self.keep is not None:
                 self.effects.extend((item.seq, e) for e in produced if isinstance(e, self.keep))
 
 
