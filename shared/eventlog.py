@@ -9,14 +9,16 @@ the state is rebuilt from the log up to the consumer's acknowledged position
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -98,48 +100,126 @@ async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None]
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since.isoformat())
     else:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
-    # An ephemeral pull consumer read in batches, filtered by the server, nothing acknowledged:
-    # about twice the rate of an ordered push consumer's one callback per message
-    # (benchmarks/replay_bench.py), and the server keeps what is not yet fetched.
+    # An ephemeral pull consumer, filtered by the server, nothing acknowledged, read as a stream:
+    # two pull requests of SCAN_BATCH messages are always outstanding, and the messages are handled
+    # in the subscription's own callback as they arrive (nats-py's fetch() awaits a timer per
+    # message: about half the time of a replay went there; benchmarks/replay_bench.py).
     wanted = _filters(prefixes)
     config.ack_policy = AckPolicy.NONE
     config.inactive_threshold = max(30.0, 4 * idle_s)  # the server drops it if this reader dies
     config.filter_subjects = wanted
-    sub = await js.pull_subscribe(wanted[0], stream=LOG, config=config)
-    seen, complete = 0, False
+    reader = _Reader(on_event, prefixes, last, idle_s)
+    created = await js.add_consumer(LOG, config)
+    nc = js._nc  # noqa: SLF001 - the context's connection: nats-py offers no raw pull otherwise
+    request_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{LOG}.{created.name}"  # noqa: SLF001
+    inbox = nc.new_inbox()
+    reader.ask = lambda: nc.publish(request_subject, reader.request, reply=inbox)
+    sub = await nc.subscribe(inbox, cb=reader.on_msg, pending_msgs_limit=4 * SCAN_BATCH,
+                             pending_bytes_limit=0)
     try:
-        while not complete:
-            try:
-                batch = await sub.fetch(SCAN_BATCH, timeout=idle_s)
-            except NatsTimeoutError:
-                # nothing for idle_s: with nothing ever pending, nothing matched (the filter, or it expired)
-                if seen == 0:
-                    await _refuse_silent_read(sub, idle_s)
-                complete = seen == 0
-                break
-            for msg in batch:
-                seq = msg.metadata.sequence.stream
-                if seq > last:
-                    complete = True
-                    break
-                seen = seq
-                if prefixes is None or msg.subject.startswith(prefixes):
-                    try:
-                        event = codec.LOG_EVENT.decode(msg.data)
-                        codec.check_origin(msg.subject, event)
-                    except (Undecodable, Rejected):
-                        event = None  # the services refused it live too: a replay must not apply it
-                    if event is not None:
-                        on_event(LoggedEvent(seq=seq, subject=msg.subject, event=event))
-                if seq >= last or msg.metadata.num_pending == 0:
-                    complete = True  # the filter matches nothing more up to `last`
-                    break
+        await reader.run()
+        if reader.silent:
+            await _refuse_silent_read(js, created.name, idle_s)
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
         with contextlib.suppress(Exception):
-            await js.delete_consumer(LOG, config.name)
-    return max(last if complete else seen, first - 1)
+            await js.delete_consumer(LOG, created.name)
+    if reader.error is not None:
+        raise reader.error
+    return max(last if reader.complete else reader.seen, first - 1)
+
+
+class _Reader:
+    """One scan's stream of messages: pull requests kept ahead, each message decoded and handed on.
+
+    Two requests of :data:`SCAN_BATCH` messages are outstanding at any time (a new one is sent
+    whenever fewer than one request's worth remain), each expiring after ``idle_s``, so the server
+    streams while this side folds; the scan ends at ``last``, when the filter matches nothing
+    more (``num_pending`` 0), or after ``idle_s`` without a message.
+    """
+
+    def __init__(self, on_event: Callable[[LoggedEvent], None], prefixes: tuple[str, ...] | None, last: int,
+                 idle_s: float) -> None:
+        self.on_event = on_event
+        self.prefixes = prefixes
+        self.last = last
+        self.idle_s = idle_s
+        self.request = json.dumps({"batch": SCAN_BATCH, "expires": int(idle_s * 1e9)}).encode()
+        self.ask: Callable[[], Any] | None = None
+        self.outstanding = 0
+        self.seen = 0
+        self.complete = False
+        self.error: BaseException | None = None
+        self.finished = asyncio.Event()
+        self.arrived = 0  # messages with data
+        self.statuses = 0  # the server's status messages (a request expired ...)
+        self.silent = False  # nothing at all came, not even a status: see _refuse_silent_read
+
+    async def run(self) -> None:
+        await self._more()
+        await self._more()
+        while not self.finished.is_set():
+            before = self.arrived
+            try:
+                await asyncio.wait_for(self.finished.wait(), timeout=self.idle_s)
+            except asyncio.TimeoutError:
+                if self.arrived == before:  # nothing for idle_s: with nothing ever seen, nothing matched
+                    self.complete = self.seen == 0
+                    self.silent = self.arrived == 0 and self.statuses == 0
+                    return
+
+    async def _more(self) -> None:
+        self.outstanding += SCAN_BATCH
+        await self.ask()
+
+    async def on_msg(self, msg: Any) -> None:
+        if self.finished.is_set():
+            return
+        try:
+            if not msg.data and msg.headers and STATUS_HEADER in msg.headers:
+                self.statuses += 1
+                await self._status(msg)
+                return
+            self.arrived += 1
+            self.outstanding -= 1
+            seq, pending = _position(msg.reply)
+            if seq > self.last:
+                self._finish(complete=True)
+                return
+            self.seen = seq
+            if self.prefixes is None or msg.subject.startswith(self.prefixes):
+                try:
+                    event = codec.LOG_EVENT.decode(msg.data)
+                    codec.check_origin(msg.subject, event)
+                except (Undecodable, Rejected):
+                    event = None  # the services refused it live too: a replay must not apply it
+                if event is not None:
+                    self.on_event(LoggedEvent(seq=seq, subject=msg.subject, event=event))
+            if seq >= self.last or pending == 0:
+                self._finish(complete=True)  # the filter matches nothing more up to `last`
+            elif self.outstanding < SCAN_BATCH:
+                await self._more()
+        except Exception as exc:  # on_event's own error ends the scan with it
+            self.error = exc
+            self._finish(complete=False)
+
+    async def _status(self, msg: Any) -> None:
+        status = msg.headers.get(STATUS_HEADER)
+        if status == "408":  # a request expired with this many of its messages not sent
+            self.outstanding -= int(msg.headers.get("Nats-Pending-Messages", SCAN_BATCH))
+            await self._more()
+        elif status not in ("100", "404"):
+            self.error = Transient(f"reading {LOG}: the server answered {status} "
+                                   f"{msg.headers.get('Description', '')}".rstrip())
+            self._finish(complete=False)
+
+    def _finish(self, *, complete: bool) -> None:
+        self.complete = complete
+        self.finished.set()
+
+
+STATUS_HEADER = "Status"
 
 
 class LogUnreadable(Transient):
@@ -150,7 +230,7 @@ class LogUnreadable(Transient):
     """
 
 
-async def _refuse_silent_read(sub: Any, idle_s: float) -> None:
+async def _refuse_silent_read(js: JetStreamContext, consumer: str, idle_s: float) -> None:
     """Raise :class:`LogUnreadable` when the reader's consumer has events pending but none came in ``idle_s``.
 
     A credential without ``$JS.API.CONSUMER.MSG.NEXT`` creates the consumer and then
@@ -159,13 +239,22 @@ async def _refuse_silent_read(sub: Any, idle_s: float) -> None:
     an empty fleet that way).  ``num_pending`` tells the two apart.
     """
     try:
-        info = await sub.consumer_info()
+        info = await js.consumer_info(LOG, consumer)
     except Exception:  # the consumer's info is refused too: nothing more to tell
         return
     if info.num_pending:
         raise LogUnreadable(f"the log has {info.num_pending} event(s) for this reader but none arrived in "
                             f"{idle_s:g} s: the credential may lack $JS.API.CONSUMER.MSG.NEXT on {LOG}",
                             pending=info.num_pending)
+
+
+def _position(reply: str) -> tuple[int, int]:
+    """Stream sequence and messages still pending, from a JetStream message's reply subject."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+        return int(tokens[5]), int(tokens[8])
+    meta = Msg.Metadata._from_reply(reply)  # noqa: SLF001 - the longer form with a domain and account
+    return meta.sequence.stream, meta.num_pending
 
 
 #: Messages fetched per pull request while scanning the log.
