@@ -87,6 +87,8 @@ class Infra:
 SERVER_FIXTURES = frozenset({"infra", "secured", "default_demo"})
 #: The fixture of the one default demo several modules read (tests/demo_run.py).
 SHARED_DEMO_FIXTURE = "default_demo"
+#: The same demo for a test that changes it (an operator command): it runs after every other reader.
+SHARED_DEMO_LAST = "default_demo_last"
 INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 
@@ -109,7 +111,9 @@ def _modules_of_the_shared_demo_together(items: list[pytest.Item]) -> None:
 
     The demo runs from its first reader to its last (:func:`pytest_runtest_teardown`
     stops it): next to each other, they keep it short, and no other test runs beside
-    it.  Each module's own order is kept, and every other test keeps its place.
+    it.  A module with a test that changes the demo (fixture ``default_demo_last``)
+    comes after the others.  Each module's own order is kept, and every other test
+    keeps its place.
     """
     def module(item: pytest.Item) -> str:
         return str(item.path)
@@ -117,8 +121,10 @@ def _modules_of_the_shared_demo_together(items: list[pytest.Item]) -> None:
     readers = {module(i) for i in items if SHARED_DEMO_FIXTURE in getattr(i, "fixturenames", ())}
     if len(readers) < 2:
         return
+    changers = {module(i) for i in items if SHARED_DEMO_LAST in getattr(i, "fixturenames", ())}
     first = next(n for n, i in enumerate(items) if module(i) in readers)
-    together = [i for i in items if module(i) in readers]
+    together = ([i for i in items if module(i) in readers - changers]
+                + [i for i in items if module(i) in changers])
     rest = [i for i in items if module(i) not in readers]
     items[:] = rest[:first] + together + rest[first:]
 
@@ -145,6 +151,42 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
                 from tests.demo_run import SHARED
 
                 SHARED.close()
+
+
+# -- two lanes: the integration tests one after another, the unit tests beside them -------------------
+#
+# The README's command runs two pytest-xdist workers (``-n 2`` in pyproject.toml's addopts).  One runs
+# every test under tests/integration/ in the order collected, one at a time as before (their waits are
+# on real servers, real processes and compressed time; some are timing-sensitive and never share the
+# machine with another of them); the other runs the unit tests (pure, CPU-bound, about a minute) at
+# the lowest CPU priority (nice 19), so that they take only the CPU the integration tests leave idle.
+# ``-n 0`` runs everything in one process, as before.
+
+
+def _lane(nodeid: str) -> str:
+    return "integration" if nodeid.startswith("tests/integration/") else "unit"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Two lanes (see above): each worker gets one of them, whole and in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _lane(nodeid)
+
+    return Lanes(config, log)
+
+
+_NICED: list[bool] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A worker that runs the unit lane runs it at nice 19 (beside the integration lane, never ahead of it)."""
+    if not _NICED and os.environ.get("PYTEST_XDIST_WORKER") and _lane(item.nodeid) == "unit":
+        _NICED.append(True)
+        os.nice(19)
 
 
 @contextlib.contextmanager
@@ -215,6 +257,16 @@ def default_demo() -> Iterator["RunningDemo"]:
         yield SHARED.get(SHARED_DIR / "data" / "lang" / "sentences")
     finally:
         SHARED.close()
+
+
+@pytest.fixture
+def default_demo_last(request: pytest.FixtureRequest, default_demo) -> "RunningDemo":
+    """:func:`default_demo` for a test that changes it (an override, a lift): it must be its last reader."""
+    left = request.config.stash.get(_SHARED_DEMO_READERS, 0)
+    if left > 1:
+        pytest.fail(f"{request.node.nodeid} changes the shared demo, but {left - 1} more tests read it after it: "
+                    "one changing test a run, after the readers (tests/conftest.py)")
+    return default_demo
 
 
 @dataclass
