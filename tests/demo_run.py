@@ -8,7 +8,9 @@ cycles, about 20 s each, to read the same kind of run.  They read one now: the
 them, the collection puts their modules next to each other, and the demo stops after the
 last of them (well inside the default ladder's first step, so no suspension ends while
 they read).  None of them changes the demo (no operator command, no fault): each asserts
-what it did before on a run that is the same as its own was, only shared.
+what it did before on a run that is the same as its own was, only shared.  One test that
+changes it (``test_demo_keep``'s operator override: fixture ``default_demo_last``) runs
+after all of them, as its last reader.
 
 The demo runs as ``canary demo`` runs it: the default fleet with its dashboard, on the real
 sentences of ``../shared/data/lang/sentences`` when they are there.

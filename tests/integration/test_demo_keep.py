@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
-from reverie_canary.canary.demo import pipeline, write_env_files
+from reverie_canary.canary.demo import write_env_files
 
 pytestmark = pytest.mark.integration
 
@@ -25,17 +25,19 @@ def read_env(path) -> dict[str, str]:
     return out
 
 
-async def test_keep_env_files_let_the_operator_and_the_backend_in(tmp_path):
-    async with pipeline(workdir=tmp_path / "demo", scenario="default") as p:
-        assert await p.wait_cycles(1)
-        files = write_env_files(p, tmp_path)
-        runner = CliRunner()
-        operator, backend = read_env(files["operator"]), read_env(files["backend"])
-        added = await asyncio.to_thread(runner.invoke, app, ["override", "add", "fireworks", "--reason",
-                                                             "trying it", "--for", "2m"], env=operator)
-        watched = await asyncio.to_thread(runner.invoke, app, ["watch", "--once"], env=backend)
-        refused = await asyncio.to_thread(runner.invoke, app, ["override", "add", "novita/fp8", "--reason", "x"],
-                                          env=backend)
+async def test_keep_env_files_let_the_operator_and_the_backend_in(tmp_path, default_demo_last):
+    """The env files of a running demo (the default demo the reading modules share; this test's override comes
+    after all of them read it): the operator's adds an override, the chat backend's watches and may not."""
+    p = default_demo_last.p
+    assert await default_demo_last.run(p.wait_cycles(1))
+    files = write_env_files(p, tmp_path)
+    runner = CliRunner()
+    operator, backend = read_env(files["operator"]), read_env(files["backend"])
+    added = await asyncio.to_thread(runner.invoke, app, ["override", "add", "fireworks", "--reason",
+                                                         "trying it", "--for", "2m"], env=operator)
+    watched = await asyncio.to_thread(runner.invoke, app, ["watch", "--once"], env=backend)
+    refused = await asyncio.to_thread(runner.invoke, app, ["override", "add", "novita/fp8", "--reason", "x"],
+                                      env=backend)
     for path in files.values():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert operator["NATS_USER"] == "operator" and backend["NATS_USER"] == "backend"
