@@ -1,9 +1,9 @@
 """A demo pipeline running in a thread of its own, and the one default demo several test modules read.
 
-Each of ``test_dashboard_browser``, ``test_evidence_demo``, ``test_observability`` and
-``test_pipeline`` used to start a default demo of its own (embedded NATS and Redis, the
-simulated gateway, all five services, the dashboard) and wait four or more of its
-cycles, about 20 s each, to read the same kind of run.  They read one now: the
+Each of ``test_dashboard_browser``, ``test_evidence_demo``, ``test_observability``,
+``test_pipeline`` and ``test_status`` used to start a default demo of its own (embedded
+NATS and Redis, the simulated gateway, all five services, the dashboard) and wait three
+or more of its cycles, about 20 s each, to read the same kind of run.  They read one now: the
 ``default_demo`` fixture (``tests/conftest.py``) starts :data:`SHARED` for the first of
 them, the collection puts their modules next to each other, and the demo stops after the
 last of them (well inside the default ladder's first step, so no suspension ends while
@@ -12,8 +12,10 @@ what it did before on a run that is the same as its own was, only shared.  One t
 changes it (``test_demo_keep``'s operator override: fixture ``default_demo_last``) runs
 after all of them, as its last reader.
 
-The demo runs as ``canary demo`` runs it: the default fleet with its dashboard, on the real
-sentences of ``../shared/data/lang/sentences`` when they are there.
+The demo runs as ``canary demo --probers 2`` runs it: the default fleet with its dashboard,
+two probers on one durable (``test_status`` reads how they split the cycles; the probers'
+metrics are one process's, one endpoint), on the real sentences of
+``../shared/data/lang/sentences`` when they are there.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ class SharedDemo:
         self.close()
         self.sentences = str(sentences_dir) if sentences_dir.is_dir() else None
         self._tmp = tempfile.TemporaryDirectory(prefix="canary-shared-demo-")
-        demo = RunningDemo(Path(self._tmp.name), scenario="default", sentences=self.sentences, dashboard=True)
+        demo = RunningDemo(Path(self._tmp.name), scenario="default", sentences=self.sentences, dashboard=True,
+                           probers=2)
         self.demo = demo
         return demo.start()
 

@@ -1,6 +1,7 @@
 """``canary status`` (and the ``--json`` forms of explain and override list) against a running demo.
 
-The demo runs with two probers, as ``canary demo --probers 2``; the operator's
+The demo runs with two probers, as ``canary demo --probers 2`` (the default demo the
+reading modules share, ``tests/demo_run.py``); the operator's
 commands run with the environment ``canary demo --keep`` writes, as an
 operator would run them in another terminal.
 """
@@ -16,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
-from reverie_canary.canary.demo import pipeline, write_env_files
+from reverie_canary.canary.demo import write_env_files
 from reverie_canary.services.judge.replay import read_log
 from reverie_canary.shared.events import ProbeResult
 from reverie_canary.shared.service import nats_connect
@@ -83,9 +84,14 @@ async def interrupt_watch(env: dict[str, str]) -> tuple[int | None, str, str]:
     return proc.returncode, (first + rest).decode(), err.decode()
 
 
-async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cycles(tmp_path):
+async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cycles(tmp_path, default_demo):
     """status --json names every provider with the summary's state, streaks and ladder; two probers shared the work."""
-    async with pipeline(workdir=tmp_path / "demo", scenario="default", probers=2) as p:
+    # the default demo the reading modules share (tests/demo_run.py), as ``canary demo --probers 2`` runs it;
+    # everything that reads it runs on its loop
+    assert default_demo.kwargs["probers"] == 2
+    p = default_demo.p
+
+    async def read_the_demo():
         for n in range(3, 9):  # on a loaded machine a cycle can lose its probes: wait for both suspensions
             assert await p.wait_cycles(n)
             if await routed(p) and {SLOW, BROKEN} <= set((await p.summary())["ignore"]):
@@ -107,7 +113,10 @@ async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cyc
             logged = await read_log(nc.jetstream(), judge_only=False)
         finally:
             await nc.close()
+        return summary, status, table, watched, interrupted, explained, listed, alt, backtested, refused, logged
 
+    (summary, status, table, watched, interrupted, explained, listed, alt, backtested, refused,
+     logged) = await default_demo.run(read_the_demo(), timeout_s=300)
     assert status.exit_code == 0, status.output
     fleet = json.loads(status.stdout)
     (model,) = fleet["models"]
