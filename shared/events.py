@@ -250,14 +250,16 @@ class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
     The probes in flight that end the cycle's plan within ``target_s``
     (``probe_window_s x probe_fill_share``), from the measured probe times
     (:mod:`reverie_canary.services.discovery.sizing`): ``work_s`` is the sum of
-    the planned probes' expected seconds (``probe_s`` per kind, ``basis``
-    ``measured`` or ``prior``), ``needed`` the probes in flight the target asks
-    for, ``per_prober`` what each of the ``probers`` seen in the last cycle runs
+    the planned probes' expected seconds (``probe_s`` per kind; ``basis``
+    ``measured``, ``partial``: some kinds measured, the others at the prior, or
+    ``prior``), ``needed`` the probes in flight the target asks for,
+    ``per_prober`` what each of the ``probers`` seen in the last cycle runs
     at once (at most ``ceiling``, ``prober_concurrency``; every task of the cycle
     carries it as ``concurrency``), ``in_flight`` their sum, and
     ``expected_wall_s`` = ``work_s / in_flight + tail_s``.  ``fits`` is false
-    when that is past the window: the cycle cannot end in time, and this says
-    so before any of its probes runs.  ``at`` is the cycle's start; published
+    when that is past the window on measured probe times: the cycle cannot end
+    in time, and this says so before any of its probes runs (on the prior,
+    nothing measured yet, it is not judged).  ``at`` is the cycle's start; published
     on ``canary.cycles.sized`` with the id ``sized|<cycle_no>``.
     """
 
@@ -266,7 +268,7 @@ class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
     models: Annotated[int, Meta(ge=0)]
     probes: Annotated[int, Meta(ge=0)]
     probe_s: Annotated[dict[Token, Annotated[float, Meta(ge=0)]], Meta(max_length=16)] = {}
-    basis: Literal["measured", "prior"] = "prior"
+    basis: Literal["measured", "partial", "prior"] = "prior"
     work_s: Annotated[float, Meta(ge=0)] = 0.0
     tail_s: Annotated[float, Meta(ge=0)] = 0.0
     window_s: Annotated[float, Meta(ge=0)] = 0.0

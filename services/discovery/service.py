@@ -63,6 +63,8 @@ class _ResultTime(msgspec.Struct):
     at: datetime
     started_at: datetime | None = None
     prober: str = ""
+    outcome: str = ""
+    reason: str = ""
 
 
 _result_time = msgspec.json.Decoder(_ResultTime)
@@ -101,7 +103,8 @@ class Discovery:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
         if r.started_at is not None:
-            self.tally.add(r.kind, (r.at - r.started_at).total_seconds(), r.prober)
+            self.tally.add(r.kind, (r.at - r.started_at).total_seconds(), r.prober, outcome=r.outcome,
+                           reason=r.reason)
 
     def size(self, cycle_no: int, planned: dict[str, tuple[EndpointsDiscovered, list[ProbeTask]]]) -> CycleSized:
         """Fold the last cycle's probe times in and size cycle ``cycle_no`` from the plans of ``planned``."""
@@ -109,7 +112,7 @@ class Discovery:
         start = cycle_start(cycle_no, s.cycle_interval_s)
         if len(self.tally):
             self.times = sizing.fold(self.times, self.tally, clock.now())
-            self.tally = sizing.Tally()
+            self.tally = self.tally.leftover()
         counts: dict[str, int] = {}
         for _, tasks in planned.values():
             for kind, n in sizing.counts_of(tasks).items():
