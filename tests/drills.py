@@ -10,6 +10,9 @@ published twice, how long the pipeline took to heal.
   tasks of a cycle.  Its tasks must come back to the other within the task
   consumer's ``ack_wait`` (short, because a prober says a task is in progress
   while it probes), so that the cycle's results complete, each counted once.
+- :func:`prober_split_drill`: two probers, then two more started beside them:
+  the work of a cycle with two and of a cycle with four, split per prober, and
+  no probe done twice to completion (each task's result published once).
 """
 
 from __future__ import annotations
@@ -208,6 +211,157 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
             report.verdict_s = at - killed
             await nc.drain()
             return report
+    finally:
+        for proc in (*probers.values(), sim):
+            _wait_proc(proc)
+        for f in outs:
+            f.close()
+
+
+@dataclass
+class SplitCycle:
+    """One cycle of a split drill: its tasks, who did them, what went twice or missing."""
+
+    probers: int  # probers running from before its first task
+    cycle: str = ""
+    tasks: int = 0
+    by_prober: dict[str, int] = field(default_factory=dict)  # results of the cycle per prober
+    published_twice: int = 0  # task ids whose result was published more than once (a probe done twice)
+    stored_twice: int = 0  # task ids with more than one result in the log
+    missing: int = 0  # task ids the cycle's verdict calls missing
+    sized_probers: int = 0  # probers discovery's sizing counted (CycleSized)
+    per_prober: int = 0  # probes each prober was told to run at once (the tasks' concurrency)
+
+    def line(self) -> str:
+        split = ", ".join(f"{p} {n}" for p, n in sorted(self.by_prober.items()))
+        return (f"{self.probers} probers: {self.tasks} tasks, split {split}; sized for {self.sized_probers} x "
+                f"{self.per_prober}; missing {self.missing}, probed twice {self.published_twice}, stored twice "
+                f"{self.stored_twice}")
+
+
+async def prober_split_drill(*, nats_url: str, redis_url: str, namespace: str, workdir: Path,
+                             fleets: tuple[int, ...] = (2, 4), cycle_s: float = 12.0, window_s: float = 9.0,
+                             concurrency: int = 3, log: bool = False) -> list[SplitCycle]:
+    """Probers share the task consumer: a cycle with ``fleets[0]`` probers, then more started beside them.
+
+    For each fleet size the drill takes the first cycle whose first task came
+    after all of that fleet's probers were ready, waits for its verdict and
+    reports how its tasks split over the probers (``ProbeResult.prober``),
+    whether any task's result was published twice (a probe done twice: core
+    NATS sees every publish, also those JetStream drops as duplicates), stored
+    twice, or missing.
+
+    Args:
+        fleets: probers running in each measured cycle, rising (the ones
+            before keep running).
+        concurrency: each prober's ceiling (``prober_concurrency``), small so
+            that no one prober can take a whole cycle.
+        log: keep each process's output in ``workdir`` (``split-*.log``).
+
+    Raises:
+        tests.waits.WaitTimeout: the gateway, a prober or a cycle did not come in time.
+    """
+    scenario = load_scenario("default")
+    [model] = scenario.models
+    port = free_port()
+    outs: list = []
+
+    def out(name: str):
+        if not log:
+            return subprocess.DEVNULL
+        f = open(workdir / f"split-{name}.log", "w")  # noqa: SIM115
+        outs.append(f)
+        return f
+
+    sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default",
+                            "--port", str(port)], stdout=out("gateway"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api/v1"
+    probers: dict[str, subprocess.Popen] = {}
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            await waits.until(lambda: _ready(http, url + "/models"), timeout_s=30, what="the simulated gateway answers")
+            settings = Settings.load(
+                env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
+                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
+                prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode="observe",
+                log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
+            await ensure_streams(settings)
+            nc = await nats_connect(settings)
+            js = nc.jetstream()
+            task_cycle: dict[str, str] = {}
+            first_task: dict[str, float] = {}
+            published: Counter[str] = Counter()
+            result_by: dict[str, str] = {}
+            verdicts: dict[str, CycleVerdict] = {}
+            sized: dict[int, object] = {}
+            concurrency_of: dict[str, int] = {}
+
+            async def on_task(msg) -> None:
+                task = codec.PROBE_TASK.decode(msg.data)
+                task_cycle[task.task_id] = task.cycle
+                first_task.setdefault(task.cycle, time.monotonic())
+                concurrency_of[task.cycle] = task.concurrency
+
+            async def on_result(msg) -> None:
+                r = codec.PROBE_RESULT.decode(msg.data)
+                published[r.task_id] += 1
+                result_by.setdefault(r.task_id, r.prober)
+
+            async def on_verdict(msg) -> None:
+                v = codec.VERDICT.decode(msg.data)
+                verdicts.setdefault(v.cycle, v)
+
+            async def on_sized(msg) -> None:
+                e = codec.SIZED.decode(msg.data)
+                sized[e.cycle_no] = e
+
+            await nc.subscribe(subjects.ALL_TASKS, cb=on_task)
+            await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+            await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
+            await nc.subscribe(subjects.CYCLES_SIZED, cb=on_sized)
+            env = {**os.environ, **settings.environment(with_secrets=True)}
+
+            async def start(name: str) -> None:
+                mport = free_port()
+                probers[name] = subprocess.Popen(
+                    [_canary(), "run", "prober"], stdout=out(f"prober-{name}"), stderr=subprocess.STDOUT,
+                    env={**env, "CANARY_PROBER_ID": f"split-{name}", "CANARY_METRICS_PORT": str(mport)})
+                await waits.until(lambda: _ready(http, f"http://127.0.0.1:{mport}/readyz"), timeout_s=60,
+                                  what=f"prober {name} is ready")
+
+            reports: list[SplitCycle] = []
+            async with running(settings, ["judge", "discovery"]):
+                for size in fleets:
+                    for i in range(len(probers), size):
+                        await start("abcdefghijklmnopqrstuvwxyz"[i])
+                    ready = time.monotonic()
+
+                    def after_ready() -> str | None:
+                        later = [c for c, at in first_task.items() if at > ready]
+                        return min(later) if later else None
+
+                    await waits.until(after_ready, timeout_s=cycle_s * 2 + 20,
+                                      what=f"a cycle starting after {size} probers were ready")
+                    cycle = after_ready()
+                    await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 2 + 30,
+                                      what=f"the verdict of cycle {cycle} with {size} probers")
+                    reports.append(SplitCycle(probers=size, cycle=cycle))
+                logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]),
+                                                 idle_s=1.0)
+            stored = Counter(e.event.task_id for e in logged)
+            for report in reports:
+                mine = {t for t, c in task_cycle.items() if c == report.cycle}
+                report.tasks = len(mine)
+                report.by_prober = dict(Counter(result_by[t] for t in mine if t in result_by))
+                report.published_twice = sum(1 for t in mine if published[t] > 1)
+                report.stored_twice = sum(1 for t in mine if stored[t] > 1)
+                verdict = verdicts[report.cycle]
+                report.missing = sum(len(v.missing) + v.missing_cut for v in verdict.verdicts)
+                report.per_prober = concurrency_of.get(report.cycle, 0)
+                e = sized.get(verdict.cycle_no)
+                report.sized_probers = e.probers if e is not None else 0
+            await nc.drain()
+            return reports
     finally:
         for proc in (*probers.values(), sim):
             _wait_proc(proc)
