@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.events import CycleSized
 from reverie_canary.shared.timefmt import age_text, utc_text
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
@@ -180,8 +181,21 @@ def model_table(m: ModelStatus, kinds: list[str]) -> Table:
     return table
 
 
+def sizing_text(s: CycleSized) -> Text:
+    """``cycle 123 sized (measured): 12000 probes, 2 probers x 62 = 124 in flight, about 135 s of 600 s``; red when it does not fit."""
+    text = (f"cycle {s.cycle_no} sized ({s.basis}): {s.probes} probes of {s.models} model(s), {s.probers} prober(s) x "
+            f"{s.per_prober} = {s.in_flight} in flight, about {s.expected_wall_s:g} s of the {s.window_s:g} s window")
+    if s.fits:
+        return Text(text)
+    return Text(text + f": DOES NOT FIT (needs {s.needed} in flight, ceiling {s.ceiling} a prober): start more "
+                       "probers or raise CANARY_PROBER_CONCURRENCY", style="bold red")
+
+
 def render(console: Console, fleet: FleetStatus, kinds: list[str]) -> None:
-    """Print every model's header and table, then the fleet's spend when there is more than one model."""
+    """Print the latest cycle's sizing, every model's header and table, then the fleet's spend (several models)."""
+    if fleet.sizing is not None:
+        console.print(sizing_text(fleet.sizing))
+        console.print()
     for m in fleet.models:
         console.print(Group(*model_header(m)))
         console.print(model_table(m, kinds))

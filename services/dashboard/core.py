@@ -40,6 +40,7 @@ from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
 from reverie_canary.shared.events import (
     CycleClosed,
+    CycleSized,
     CycleVerdict,
     Decision,
     Endpoint,
@@ -312,7 +313,9 @@ class FleetStatus(Struct, frozen=True, kw_only=True):
     """Every watched model now (``at``, UTC), and what the read covered.
 
     ``log_since`` is where the log read started; ``log_events`` how many events
-    it folded; ``spend`` the sum over the models.
+    it folded; ``spend`` the sum over the models; ``sizing`` discovery's sizing
+    of the latest cycle (``CycleSized``: probes in flight, the expected wall
+    time, whether it fits its window; issue 13 §4), ``None`` before one.
     """
 
     at: datetime
@@ -320,6 +323,7 @@ class FleetStatus(Struct, frozen=True, kw_only=True):
     spend: SpendView | None = None
     log_since: datetime | None = None
     log_events: int = 0
+    sizing: CycleSized | None = None
 
 
 class ProviderDetail(Struct, frozen=True, kw_only=True):
@@ -490,6 +494,7 @@ class LogWindow(Struct, kw_only=True):
     cycle_memory: int = CYCLE_MEMORY
     decision_memory: int = DECISION_MEMORY
     models: dict[str, ModelWindow] = {}
+    sized: CycleSized | None = None
 
     def model(self, model: str) -> ModelWindow:
         mw = self.models.get(model)
@@ -505,6 +510,11 @@ class LogWindow(Struct, kw_only=True):
         self.last_seq = max(self.last_seq, seq)
         if isinstance(event, (AddOverride, RemoveOverride, LiftSuspension)):
             self._command(event)
+            return
+        if isinstance(event, CycleSized):  # every model's cycle at once: the latest is kept
+            self.events += 1
+            if self.sized is None or event.cycle_no >= self.sized.cycle_no:
+                self.sized = event
             return
         model = getattr(event, "model", None)
         if not isinstance(model, str) or model == "*":
@@ -1075,7 +1085,8 @@ def fleet_status(models: list[ModelStatus], *, now: datetime, window: LogWindow 
                           usd_per_day=round(sum(v.usd_per_day for v in views), 8),
                           projected=any(v.projected for v in views), cut=any(v.cut for v in views))
     return FleetStatus(at=now, models=models, spend=spend, log_since=window.since if window is not None else None,
-                       log_events=window.events if window is not None else 0)
+                       log_events=window.events if window is not None else 0,
+                       sizing=window.sized if window is not None else None)
 
 
 def provider_detail(status: ModelStatus, provider: str, *, state: ModelState | None, window: ModelWindow | None,

@@ -42,11 +42,11 @@ from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 #: backends' served counts (the look-back shows them).
 WINDOW_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_VERDICTS,
                                         subjects.ALL_DECISIONS, subjects.ALL_ROUTING, subjects.ALL_OPS,
-                                        subjects.ALL_SERVED])
+                                        subjects.ALL_SERVED, subjects.ALL_CYCLES])
 #: The longest one read of the log may take (s): a bound, not an expectation (a day of a large fleet reads in seconds).
 READ_TIMEOUT_S = 120.0
 #: Types whose arrival changes what ``canary status`` shows at a glance (a refresh of ``--watch``).
-REFRESH_ON = ("CycleVerdict", "CycleClosed", "Decision", "IgnoreSnapshot", "CycleUnplanned")
+REFRESH_ON = ("CycleVerdict", "CycleClosed", "Decision", "IgnoreSnapshot", "CycleUnplanned", "CycleSized")
 
 
 class SourceError(CanaryError):

@@ -368,3 +368,35 @@ def test_status_says_blind_with_the_cause_and_sees_again_from_the_judges_own_dec
     assert {p.passed_streak for p in status.providers} == {2}  # blind cycles move no streak
     seen = view(events + cycle_events(4, healthy(*FLEET)))
     assert seen.health.state == "sees" and {p.state for p in seen.providers} == {"active"}
+
+
+def test_the_latest_cycle_sizing_is_in_the_fleet_view_and_one_that_does_not_fit_says_so():
+    """CycleSized (issue 13 §4): ``canary status`` shows the latest cycle's sizing; red when it cannot fit."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from reverie_canary.canary.cli_status import render
+    from reverie_canary.services.dashboard.core import fleet_status
+    from reverie_canary.shared.events import CycleSized
+
+    def sized(n: int, fits: bool) -> CycleSized:
+        return CycleSized(at=T0 + n * CYCLE, cycle_no=n, deadline=T0 + n * CYCLE + timedelta(seconds=9), models=1,
+                          probes=55, basis="measured", probers=2, per_prober=3, in_flight=6, ceiling=3, needed=20,
+                          window_s=9.0, expected_wall_s=4.4 if fits else 12.5, fits=fits)
+
+    window = LogWindow()
+    window.add(sized(2, False), seq=5)
+    window.add(sized(1, True), seq=6)  # an older cycle's, read later: the latest stays
+    status = fleet_status([], now=T0, window=window)
+    assert status.sizing is not None and status.sizing.cycle_no == 2 and status.sizing.fits is False
+    assert msgspec.json.decode(msgspec.json.encode(status))["sizing"]["in_flight"] == 6
+    out = StringIO()
+    render(Console(file=out, width=220), status, [])
+    text = out.getvalue()
+    assert "cycle 2 sized (measured): 55 probes of 1 model(s), 2 prober(s) x 3 = 6 in flight" in text
+    assert "about 12.5 s of the 9 s window: DOES NOT FIT (needs 20 in flight, ceiling 3 a prober)" in text
+    window.add(sized(3, True), seq=7)
+    out = StringIO()
+    render(Console(file=out, width=220), fleet_status([], now=T0, window=window), [])
+    assert "cycle 3 sized" in out.getvalue() and "DOES NOT FIT" not in out.getvalue()
