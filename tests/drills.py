@@ -155,11 +155,12 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
             await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
             await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
             env = {**os.environ, **settings.environment(with_secrets=True), **(extra_env or {})}
-            for name in ("a", "b"):
-                mport = free_port()
+            ports = {name: free_port() for name in ("a", "b")}
+            for name, mport in ports.items():  # both start at once (each takes a second or two)
                 probers[name] = subprocess.Popen(
                     [_canary(), "run", "prober"], stdout=out(f"prober-{name}"), stderr=subprocess.STDOUT,
                     env={**env, "CANARY_PROBER_ID": f"drill-{name}", "CANARY_METRICS_PORT": str(mport)})
+            for name, mport in ports.items():
                 await waits.until(lambda: _ready(http, f"http://127.0.0.1:{mport}/readyz"), timeout_s=60,
                                   what=f"prober {name} is ready")
             spec = streams.prober_consumer(settings)
