@@ -80,12 +80,23 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     return found
 
 
+def _venv(path: Path) -> Path:
+    """A fresh virtual environment at ``path`` without even pip in it (this pip installs into it with
+    ``--python``: 0.1 s instead of the 2.7 s of bootstrapping a pip of its own); returns its python."""
+    _run(sys.executable, "-m", "venv", "--without-pip", path)
+    return path / "bin" / "python"
+
+
+def _pip(python: Path, *args: str | Path) -> str:
+    """This environment's pip acting on the environment of ``python``."""
+    return _run(sys.executable, "-m", "pip", "--python", python, *args)
+
+
 @pytest.fixture(scope="module")
 def client_venv(wheels, tmp_path_factory) -> Path:
     """A fresh virtual environment holding only the client wheel and what it depends on."""
     venv = tmp_path_factory.mktemp("client-venv")
-    _run(sys.executable, "-m", "venv", venv)
-    _run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheels["reverie_canary_client"])
+    _pip(_venv(venv), "install", "--quiet", wheels["reverie_canary_client"])
     return venv
 
 
@@ -119,8 +130,7 @@ def test_each_wheel_holds_the_namespace_only(wheels):
 def test_the_main_wheel_installs_no_top_level_shared(wheels, tmp_path):
     """In a fresh environment with only the main wheel, ``import shared`` fails and the namespace is there."""
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv)
-    _run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", wheels["reverie_canary"])
+    _pip(_venv(venv), "install", "--quiet", "--no-deps", wheels["reverie_canary"])
     probe = ("import importlib.util as u; import json; print(json.dumps([u.find_spec(n) is not None for n in "
              "('shared', 'services', 'simulator', 'canary', 'reverie_canary.shared', 'reverie_canary.services')]))")
     found = json.loads(_run(venv / "bin" / "python", "-c", probe, cwd=tmp_path))
@@ -131,8 +141,8 @@ def test_the_main_wheel_installs_no_top_level_shared(wheels, tmp_path):
 
 
 def test_the_client_environment_holds_the_client_nats_and_msgspec_only(client_venv):
-    """pip lists nothing but the client, nats-py and msgspec (and pip itself) in the client's environment."""
-    listed = json.loads(_run(client_venv / "bin" / "python", "-m", "pip", "list", "--format", "json"))
+    """pip lists nothing but the client, nats-py and msgspec in the client's environment."""
+    listed = json.loads(_pip(client_venv / "bin" / "python", "list", "--format", "json"))
     names = {p["name"].lower() for p in listed} - {"pip", "setuptools", "wheel"}
     assert names == {"reverie-canary-client", "nats-py", "msgspec"}
 
