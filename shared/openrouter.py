@@ -20,12 +20,19 @@ from reverie_canary.shared.events import BLIND_STATUS, Endpoint, Pricing
 from reverie_canary.shared.settings import Settings
 
 
-def make_client(settings: Settings, *, timeout_s: float | None = None) -> httpx.AsyncClient:
+def make_client(settings: Settings, *, timeout_s: float | None = None,
+                connections: int | None = None) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for the gateway at ``settings.openrouter_base_url``.
 
     Args:
         settings: base URL, API key, attribution headers.
         timeout_s: read timeout (default ``settings.request_timeout_s``); connect 5 s.
+        connections: requests in flight at once, and connections kept alive
+            between them (``None``: 200 and 50, for the listing and ``canary probe``):
+            the prober passes its most requests in flight
+            (:func:`reverie_canary.services.prober.service.requests_in_flight`), so a
+            connection is opened once and reused, never closed for want of room in
+            the pool (each new one is a TCP and TLS handshake against the real gateway).
     """
     headers = {
         "HTTP-Referer": settings.http_referer,
@@ -39,7 +46,7 @@ def make_client(settings: Settings, *, timeout_s: float | None = None) -> httpx.
         base_url=settings.openrouter_base_url.rstrip("/") + "/",
         headers=headers,
         timeout=httpx.Timeout(connect=5.0, read=read, write=10.0, pool=10.0),
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        limits=httpx.Limits(max_connections=connections or 200, max_keepalive_connections=connections or 50),
     )
 
 

@@ -24,8 +24,27 @@ more for the usage chunk and ``[DONE]``.  A body larger than
 ``offload_bytes`` is decoded in a worker thread, so that other probes on the
 event loop keep honest times.
 
+**The clock** (issue 11 §2, issue 13 §3): every time of a :class:`Reply`
+(``ttft_ms``, ``first_content_ms``, ``first_reasoning_ms``, ``total_ms``) is
+in ms from the moment the request's last byte was written to the socket
+(httpcore's ``http11.send_request_body.complete`` trace event), not from
+when the probe began: what came before (building the request, waiting for a
+pooled connection, a TCP or TLS connect, other probes' work on the event loop
+when many start at once) is the canary's own time, never the provider's.
+The first-token wait (``ttft_deadline_s``) also counts from then.  When the
+request never got that far (a connect error, a transport without httpcore)
+the clock starts at the call.  Each chunk is timed when its bytes come off
+the connection, before they are parsed.
+
+**Connections are kept** (issue 13 §3): after ``data: [DONE]`` the little
+that is left of the body (the chunked encoding's last chunk) is read, at most
+:data:`DRAIN_BYTES` within :data:`DRAIN_S`, so that httpcore returns the
+connection to the pool instead of closing it: without it every probe paid a
+new connection (a TLS handshake against the real gateway), and a cycle's
+probes, all started at once, queued on them.
+
 Classification happens later, in the pure checks; this module only records
-what happened, with times in ms from the request start.
+what happened.
 """
 
 from __future__ import annotations
@@ -43,6 +62,11 @@ from reverie_canary.services.prober.reply import Reply
 
 KIB = 1024
 MIB = 1024 * 1024
+#: After ``[DONE]``: bytes and seconds spent at most reading the body's end, so the connection is kept.
+DRAIN_BYTES = 16 * KIB
+DRAIN_S = 0.25
+#: The trace event after which the provider has the whole request (httpcore, HTTP/1.1 and HTTP/2).
+_SENT_EVENTS = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"})
 
 
 class ReadLimits(Struct, frozen=True, kw_only=True):
@@ -132,22 +156,31 @@ async def send_probe(
     """
     t0 = time.perf_counter()
     reader = ChunkReader(reply_max_bytes=limits.reply_max_bytes)
-    state = _Exchange()
+    state = _Exchange(t0)
     loop = asyncio.get_running_loop()
     end = loop.time() + max(0.0, total_timeout_s)
     first_end = min(end, loop.time() + ttft_deadline_s) if ttft_deadline_s is not None else end
     try:
         async with asyncio.timeout_at(first_end) as timer:
+
+            async def sent(event: str, info: dict[str, Any]) -> None:
+                # the provider has the whole request: the clock starts here, and the first-token wait with it
+                if event in _SENT_EVENTS and state.sent is None:
+                    state.sent = time.perf_counter()
+                    if ttft_deadline_s is not None and state.status is None:
+                        timer.reschedule(min(end, loop.time() + ttft_deadline_s))
+
             request = client.build_request("POST", "chat/completions", json=body,
-                                           headers={"X-OpenRouter-Metadata": "enabled"})
+                                           headers={"X-OpenRouter-Metadata": "enabled"},
+                                           extensions={"trace": sent})
             response = await client.send(request, stream=True)
             try:
-                await _read(response, reader, state, timer, t0, end, limits)
+                await _read(response, reader, state, timer, end, limits)
             finally:
                 await response.aclose()
     except TimeoutError:
-        if state.grace:
-            pass  # finished: only the usage chunk or [DONE] did not come in time
+        if state.grace or reader.done:
+            pass  # finished: only the usage chunk, [DONE] or the body's end did not come in time
         elif state.status is None:
             state.transport_error = "headers_timeout"
         elif reader.ttft_ms is None:
@@ -168,7 +201,7 @@ async def send_probe(
         http_status=state.status,
         transport_error=state.transport_error or reader.transport_error,
         error=reader.error if reader.error is not None else state.error,
-        total_ms=(time.perf_counter() - t0) * 1000.0,
+        total_ms=state.ms(),
         timed_out=state.timed_out,
         generation_id=reader.generation_id or state.generation_id,
         cache_hit=state.cache_hit,
@@ -179,12 +212,19 @@ async def send_probe(
 
 
 class _Exchange:
-    """What the HTTP layer learns beside the chunks: status, headers, caps, how it ended."""
+    """What the HTTP layer learns beside the chunks: status, headers, caps, how it ended, and the clock.
 
-    __slots__ = ("status", "generation_id", "cache_hit", "content_type", "error", "transport_error",
-                 "timed_out", "grace", "wire_bytes", "cut")
+    ``started`` is ``time.perf_counter()`` at the call, ``sent`` when the request's
+    last byte was written (``None`` until then); times are ms from ``sent``, or
+    from ``started`` when the request never got that far.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("started", "sent", "status", "generation_id", "cache_hit", "content_type", "error",
+                 "transport_error", "timed_out", "grace", "wire_bytes", "cut")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.sent: float | None = None
         self.status: int | None = None
         self.generation_id: str | None = None
         self.cache_hit = False
@@ -196,9 +236,13 @@ class _Exchange:
         self.wire_bytes = 0
         self.cut: str | None = None
 
+    def ms(self) -> float:
+        """Milliseconds on the reply's clock now (from ``sent``, else from ``started``)."""
+        return (time.perf_counter() - (self.sent if self.sent is not None else self.started)) * 1000.0
+
 
 async def _read(response: httpx.Response, reader: ChunkReader, state: _Exchange, timer: asyncio.Timeout,
-                t0: float, end: float, limits: ReadLimits) -> None:
+                end: float, limits: ReadLimits) -> None:
     state.status = response.status_code
     headers = response.headers
     state.generation_id = headers.get("x-generation-id")
@@ -213,16 +257,17 @@ async def _read(response: httpx.Response, reader: ChunkReader, state: _Exchange,
         # it has no first token to wait for, so only the whole exchange's deadline applies
         timer.reschedule(end)
         raw = await _read_body(response, state, limits.response_max_bytes, cap_name="response_max_bytes")
+        at = state.ms()
         if state.cut is not None:
             state.transport_error = "response_too_large"
         elif len(raw) > limits.offload_bytes:
-            await asyncio.to_thread(reader.body, raw, _ms(t0))
+            await asyncio.to_thread(reader.body, raw, at)
         else:
-            reader.body(raw, _ms(t0))
+            reader.body(raw, at)
         if reader.transport_error == "body_parse":
             reader.text = [raw[:300].decode("utf-8", errors="replace")]  # evidence: what came instead
         return
-    await _read_stream(response, reader, state, timer, t0, end, limits)
+    await _read_stream(response, reader, state, timer, end, limits)
 
 
 async def _read_body(response: httpx.Response, state: _Exchange, cap: int, *, cap_name: str | None) -> bytes:
@@ -242,19 +287,26 @@ async def _read_body(response: httpx.Response, state: _Exchange, cap: int, *, ca
 
 
 async def _read_stream(response: httpx.Response, reader: ChunkReader, state: _Exchange, timer: asyncio.Timeout,
-                       t0: float, end: float, limits: ReadLimits) -> None:
-    """Feed the SSE body to ``reader`` line by line until it ends, stops or hits a cap."""
+                       end: float, limits: ReadLimits) -> None:
+    """Feed the SSE body to ``reader`` line by line until it ends, stops or hits a cap.
+
+    Each read is timed as it comes off the connection (before it is split or
+    parsed); after ``[DONE]`` the body's end is read (:func:`_drain`).
+    """
     splitter = LineSplitter(limits.sse_line_max_bytes)
     wire_max = limits.response_max_bytes
     started = False  # the first visible token came: only the total deadline applies now
-    async for data in response.aiter_bytes():
-        now = _ms(t0)
+    stream = response.aiter_bytes()
+    async for data in stream:
+        now = state.ms()
         state.wire_bytes += len(data)
         if state.wire_bytes > wire_max:
             state.cut, state.transport_error = "response_max_bytes", "response_too_large"
             return
         for line in splitter.feed(data):
             if not reader.line(line, now):
+                if reader.done:
+                    await _drain(stream, state)
                 return
         if splitter.too_long:
             state.cut, state.transport_error = "sse_line_max_bytes", "line_too_long"
@@ -268,12 +320,27 @@ async def _read_stream(response: httpx.Response, reader: ChunkReader, state: _Ex
             started = True
             timer.reschedule(end)
     last = splitter.end()
-    if last and not reader.line(last, _ms(t0)):
+    if last and not reader.line(last, state.ms()):
         return
     if not reader.done and reader.finish_reason is None and reader.transport_error is None \
             and reader.error is None and reader.cut is None:
         state.transport_error = "stream_cut"
 
 
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000.0
+async def _drain(stream: Any, state: _Exchange) -> None:
+    """Read what follows ``[DONE]`` (the chunked body's end), at most ``DRAIN_BYTES`` within ``DRAIN_S``.
+
+    Reaching the body's end lets httpcore keep the connection for the next
+    probe; bytes past ``[DONE]`` are counted in ``wire_bytes`` and ignored.
+    A body that goes on, or stalls, is left: the connection is then closed.
+    """
+    left = DRAIN_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for data in stream:
+                state.wire_bytes += len(data)
+                left -= len(data)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx.HTTPError):
+        return

@@ -62,6 +62,12 @@ DEADLINE_MARGIN_S = 0.5
 OFFLOAD_CHARS = 8 * 1024
 
 
+def requests_in_flight(settings: Settings) -> int:
+    """The most chat requests one prober has open at once: each probe in flight, and a language
+    probe's confirmations sent beside it (``prober_concurrency x (1 + language_confirmations)``)."""
+    return settings.prober_concurrency * (1 + settings.language_confirmations)
+
+
 class Prober:
     """Runs probes for one prober process."""
 
@@ -189,7 +195,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     prober = Prober(settings)
 
     async def open_client() -> None:
-        prober.client = make_client(settings)
+        prober.client = make_client(settings, connections=requests_in_flight(settings))
         # load the language detectors now (~0.5 s of CPU): done on the first reply, it
         # would stall the event loop under probes in flight and inflate their time to first token
         await asyncio.to_thread(warm_up)
