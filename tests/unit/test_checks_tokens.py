@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reverie_canary.services.prober.checks import evaluate
 from reverie_canary.services.prober.checks.behaviour import check_bytelevel
 from reverie_canary.services.prober.checks.tokens import (
+    CHANNEL_LEAK,
     check_channel_leak,
     check_control_tokens,
     check_reserved_tokens,
+    find_channel_leak,
     mask_code,
     token_view,
 )
@@ -193,3 +197,27 @@ def test_channel_leak_names_the_cause_before_the_language():
             "O vento bate nas janelas antigas e o mar quebra nas rochas lá embaixo.")
     result = evaluate(Reply(text=text, finish_reason="stop"), build("language", "pt").spec)
     assert (result.outcome, result.reason) == ("fail", "channel_leak")
+
+
+# -- the channel-leak search tried only where a match can begin ----------------------------------
+
+_PIECES = ["analysis", "commentary", "final", "assistant", "The", "we", "user", "Let", ".", "!", "?", "。", " ", "\n",
+           "to=", "functions.search", "用户", "Ünd", "finalmente", "finale", ")", "”", "’", "]", "a", "x", "1", "_",
+           "analysisThe", "assistantfinal", "Analysis:", "```", "`code`"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(["", "", " "])), max_size=12))
+@settings(max_examples=3000, deadline=None)
+def test_the_channel_leak_search_finds_what_the_whole_pattern_finds(parts):
+    """``find_channel_leak`` gives the very match ``CHANNEL_LEAK.search`` gives (span and kind), or none."""
+    view = "".join(a + b for a, b in parts)
+    whole, fast = CHANNEL_LEAK.search(view), find_channel_leak(view)
+    assert (whole and (whole.span(), whole.lastgroup)) == (fast and (fast.span(), fast.lastgroup)), view
+
+
+def test_the_channel_leak_search_on_a_long_reply_finds_the_same_late_leak():
+    """A leak 200 kB into a reply (after many harmless channel words) is found where the whole pattern finds it."""
+    text = "The final answer came after analysis of the assistant role. " * 3300 + "So it ends.finalMira was here."
+    whole, fast = CHANNEL_LEAK.search(text), find_channel_leak(text)
+    assert fast is not None and (fast.span(), fast.lastgroup) == (whole.span(), whole.lastgroup)
+    assert fast.lastgroup == "after_stop" and fast.start() > 190_000

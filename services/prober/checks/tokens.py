@@ -207,6 +207,28 @@ CHANNEL_LEAK = re.compile(
     rf"|(?P<recipient>\b(?:commentary|analysis)\s?to=[A-Za-z_][\w.]*)"
     rf"|(?P<end>(?<=[.!?…。！？\"”’)\]])(?:assistant)?(?:{_CH}|assistant)\s*\Z)"
 )
+#: Where a :data:`CHANNEL_LEAK` match can begin besides the text's start: every
+#: alternative but ``start`` opens with one of these words.
+_CHANNEL_WORD = re.compile(r"assistant|analysis|commentary|final")
+
+
+def find_channel_leak(view: str) -> re.Match[str] | None:
+    """``CHANNEL_LEAK.search(view)``, tried only where a match can begin (the same match, 10x faster).
+
+    A match begins at the text's start (``start``) or at a channel or role
+    word (every other alternative); trying the pattern there alone, in order,
+    finds the leftmost match as ``search`` does, without running its
+    lookbehinds at every character (18 ms on a 256 KiB reply, which held the
+    GIL and the event loop of every other probe: issue 11 §2).
+    """
+    m = CHANNEL_LEAK.match(view)
+    if m is not None:
+        return m
+    for word in _CHANNEL_WORD.finditer(view):
+        m = CHANNEL_LEAK.match(view, word.start())
+        if m is not None:
+            return m
+    return None
 
 
 def check_channel_leak(reply: Reply, spec: ProbeSpec) -> CheckResult:
@@ -228,7 +250,7 @@ def check_channel_leak(reply: Reply, spec: ProbeSpec) -> CheckResult:
     if "analysis" not in text and "commentary" not in text and "final" not in text and "assistant" not in text:
         return CheckResult(check=name, outcome="pass")
     view = mask_code(text)
-    m = CHANNEL_LEAK.search(view)
+    m = find_channel_leak(view)
     if m is None:
         return CheckResult(check=name, outcome="pass")
     start = m.start() + (len(m.group()) - len(m.group().lstrip()))
