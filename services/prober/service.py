@@ -22,9 +22,15 @@ Every request is bounded by the task's deadline as well as the request
 timeout (issue 11 §1, §2): it gets the lesser of ``request_timeout_s`` and the
 time left before ``task.deadline`` less :data:`DEADLINE_MARGIN_S` (to judge
 the reply and publish its result), and reads are capped
-(:class:`reverie_canary.services.prober.http.ReadLimits`).  A reply of more
-than :data:`OFFLOAD_CHARS` characters is judged in a worker thread, so that
-the event loop that times every other probe's tokens is never busy for long.
+(:class:`reverie_canary.services.prober.http.ReadLimits`).
+
+The event loop that reads the streams times every probe's tokens, so it does
+no check (issue 11 §2, issue 13 §3): every reply is judged in the checks
+thread (:meth:`Prober.judge`; a 300-token reply's language check alone is
+1.6-4 ms, 11 ms at 8 KiB, which inline delayed the timestamp of every chunk
+that came meanwhile), and the interpreter hands the GIL over every
+:data:`SWITCH_INTERVAL_S` instead of 5 ms, so the loop waits at most about
+that long for the checks thread when a chunk comes in.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -57,9 +64,9 @@ from reverie_canary.shared.streams import LOG
 CAPABILITY_KINDS = frozenset({"structured"})
 #: Seconds kept before a task's deadline to judge the reply and publish the result.
 DEADLINE_MARGIN_S = 0.5
-#: Replies longer than this (characters of text and reasoning) are judged in a
-#: worker thread: about 1 ms of checks per 2 kB, a whole capped reply 20-40 ms.
-OFFLOAD_CHARS = 8 * 1024
+#: Seconds a thread may hold the GIL while another waits for it (``sys.setswitchinterval``,
+#: CPython's default 5 ms): the event loop's wait for the checks thread when a chunk comes in.
+SWITCH_INTERVAL_S = 0.001
 
 
 def requests_in_flight(settings: Settings) -> int:
@@ -106,9 +113,7 @@ class Prober:
                                 limits=self.limits)
 
     async def judge(self, reply: Reply, spec: ProbeSpec) -> Evaluation:
-        """Run the checks on ``reply``; a long one in the checks thread (the event loop keeps timing tokens)."""
-        if len(reply.text) + len(reply.reasoning_text) <= OFFLOAD_CHARS:
-            return evaluate(reply, spec)
+        """Run the checks on ``reply`` in the checks thread: the event loop goes on timing other probes' tokens."""
         if self._checks_pool is None:
             self._checks_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prober-checks")
         return await asyncio.get_running_loop().run_in_executor(self._checks_pool, evaluate, reply, spec)
@@ -195,6 +200,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     prober = Prober(settings)
 
     async def open_client() -> None:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         prober.client = make_client(settings, connections=requests_in_flight(settings))
         # load the language detectors now (~0.5 s of CPU): done on the first reply, it
         # would stall the event loop under probes in flight and inflate their time to first token
