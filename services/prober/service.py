@@ -50,12 +50,12 @@ from reverie_canary.services.prober.checks.language import warm_up
 from reverie_canary.services.prober.checks import Evaluation, evaluate
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
-from reverie_canary.services.prober.prompts import ProbeRequest
+from reverie_canary.services.prober.prompts import ProbeRequest, build
 from reverie_canary.services.prober.reply import ProbeSpec, Reply
 from reverie_canary.shared import clock, codec, metrics, retry, streams, subjects
 from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.broker import Delivery
-from reverie_canary.shared.events import ProbeResult, ProbeTask
+from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
 from reverie_canary.shared.openrouter import make_client
 from reverie_canary.shared.service import Shell
 from reverie_canary.shared.settings import Settings
@@ -67,6 +67,27 @@ DEADLINE_MARGIN_S = 0.5
 #: Seconds a thread may hold the GIL while another waits for it (``sys.setswitchinterval``,
 #: CPython's default 5 ms): the event loop's wait for the checks thread when a chunk comes in.
 SWITCH_INTERVAL_S = 0.001
+
+
+#: Replies judged once at start (:func:`warm_checks`): plain, accented, and with mojibake (the
+#: encoding check imports ftfy, about 50 ms, on the first reply that needs it).
+WARM_REPLIES = ("The lighthouse keeper counted nine ships before the fog rolled in.",
+                "O farol ergue-se sobre as rochas; a luz varre o mar à noite, é verdade.",
+                "CafÃ© au lait, sâ€™il vous plaÃ®t.")
+
+
+def warm_checks() -> None:
+    """Load the language detectors and run every kind's checks once, so nothing loads on a live reply.
+
+    About 0.5 s of CPU at start (the detectors' models, ftfy, compiled
+    patterns); on the first live replies it would hold the GIL while other
+    probes' tokens come in.
+    """
+    warm_up()
+    for kind in PROBE_KINDS:
+        spec = build(kind, "en").spec
+        for text in WARM_REPLIES:
+            evaluate(Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=1.0, total_ms=2.0), spec)
 
 
 def requests_in_flight(settings: Settings) -> int:
@@ -202,9 +223,10 @@ def create_app(settings: Settings | None = None) -> FastStream:
     async def open_client() -> None:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         prober.client = make_client(settings, connections=requests_in_flight(settings))
-        # load the language detectors now (~0.5 s of CPU): done on the first reply, it
-        # would stall the event loop under probes in flight and inflate their time to first token
-        await asyncio.to_thread(warm_up)
+        # load the language detectors and everything the checks import or compile on first use now
+        # (~0.5 s of CPU): done on the first replies, it would hold the GIL while probes are in flight
+        # and inflate their time to first token
+        await asyncio.to_thread(warm_checks)
 
     async def close_client() -> None:
         if prober.client is not None:
