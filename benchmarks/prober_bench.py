@@ -1,14 +1,32 @@
-"""Prober throughput against an instant simulated provider, and its CPU cost per probe.
+"""The prober's throughput and CPU per probe, and how honestly it times first tokens (issue 13 §3).
 
-One prober service (the real FastStream app: pull tasks from JetStream, send the
-pinned streaming request, run the checks, publish the result, ack) against a
-simulated provider that answers at once (time to first token 0, no pause
-between chunks).  The simulator and NATS run in their own processes, so this
-process's CPU time is the prober's.  Printed beside a baseline measured in the
-same run: the same streaming requests sent by a bare httpx loop that only reads
-the stream, with no checks and no bus -- the ratio is what the prober adds.
+Two parts, each printed beside an anchor measured in the same run:
 
-    python benchmarks/prober_bench.py [--probes 600] [--batch 32]
+1. **Throughput** (``--probes``): one prober service (the real FastStream app:
+   pull tasks from JetStream, send the pinned streaming request, run the
+   checks, publish the result, ack) against a simulated provider that answers
+   at once (time to first token 0, no pause between chunks), in this process;
+   the anchor is the same streaming requests sent by a bare httpx loop that
+   only reads the stream, with no checks and no bus -- the ratio is what the
+   prober adds.
+2. **Token timing** (``--inflight 1,16,64``): the prober in a process of its
+   own (``canary run prober``, as deployed) against simulated providers that
+   stream like real ones (first token after a known delay, 0.2-0.55 s, then a
+   chunk every 20 ms), every probe kind, with 1, 16 and 64 probes in flight.
+   Printed: the time-to-first-token error (the reply's ``ttft_ms`` minus the
+   delay the simulator injects) p50/p99/max, and the prober's CPU per probe
+   (its process's user + system time over the probes).  The anchor, side by
+   side at the same concurrency against the same streams: bare httpx sending
+   the same requests, its clock started just before ``client.stream`` and
+   stopped at the first data line with visible content.  Each ``--repeat``
+   runs both again; the spread is printed.  Goals: error p99 <= 5 ms at 64 in
+   flight, CPU <= 3 ms a probe.
+
+The simulator and NATS run in their own processes.
+
+    python benchmarks/prober_bench.py [--probes 600] [--concurrency 32]
+                                      [--inflight 1,16,64] [--timing-probes 32] [--repeat 3]
+                                      [--only throughput|timing]
 """
 
 from __future__ import annotations
@@ -16,11 +34,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,7 +53,7 @@ from reverie_canary.canary.embedded import free_port, start_nats  # noqa: E402
 from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.services.prober.http import request_body  # noqa: E402
 from reverie_canary.services.prober.prompts import build  # noqa: E402
-from reverie_canary.shared import clock, codec, subjects  # noqa: E402
+from reverie_canary.shared import clock, codec, streams, subjects  # noqa: E402
 from reverie_canary.shared.events import PROBE_KINDS, ProbeTask  # noqa: E402
 from reverie_canary.shared.service import ensure_streams, nats_connect  # noqa: E402
 from reverie_canary.shared.settings import LANGUAGES, Settings  # noqa: E402
@@ -53,6 +74,35 @@ provider_name = "Instant"
 ttft_s = 0.0
 chunk_interval_s = 0.0
 """
+
+
+#: Token timing: the streaming providers (tag, display name, injected time to first token in s).
+STREAMING = [(f"stream{i}/fp8", f"Stream{i}", 0.2 + 0.05 * i) for i in range(8)]
+STREAM_MODEL = "bench/streaming-1"
+STREAM_SCENARIO = f"""
+seed = 2
+keepalive_s = 0.2
+chunk_interval_s = 0.02
+[[models]]
+id = "{STREAM_MODEL}"
+name = "Streaming"
+""" + "".join(f"""
+[[models.endpoints]]
+tag = "{tag}"
+provider_name = "{name}"
+ttft_s = {ttft}
+""" for tag, name, ttft in STREAMING)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s() -> float:
@@ -120,12 +170,212 @@ async def bench_bare(url: str, work: list[ProbeTask], concurrency: int) -> tuple
     return len(work) / wall, (cpu_s() - c0) * 1000 / len(work)
 
 
+def timing_tasks(n: int, salt: str) -> list[ProbeTask]:
+    """``n`` tasks over the streaming providers, every kind in turn (17 languages)."""
+    now = clock.now()
+    out = []
+    for i in range(n):
+        tag, name, _ = STREAMING[i % len(STREAMING)]
+        kind = PROBE_KINDS[(i // len(STREAMING)) % len(PROBE_KINDS)]
+        language = LANGUAGES[i % len(LANGUAGES)] if kind in ("language", "ttft", "refusal") else "en"
+        out.append(ProbeTask(at=now, task_id=f"t-{salt}-{i}", model=STREAM_MODEL, provider=tag, provider_name=name,
+                             kind=kind, language=language, cycle=f"timing-{salt}", deadline=now + timedelta(hours=1),
+                             supported_parameters=["max_tokens", "response_format", "structured_outputs"]))
+    return out
+
+
+async def timing_bare(url: str, work: list[ProbeTask], inflight: int) -> tuple[list[tuple], float]:
+    """The anchor: bare httpx, ``inflight`` requests at once; ((provider, TTFT ms, generation id), CPU ms a request)."""
+    gate = asyncio.Semaphore(inflight)
+    timed: list[tuple[str, float, str | None]] = []
+    limits = httpx.Limits(max_connections=inflight * 3, max_keepalive_connections=inflight * 3)
+    async with httpx.AsyncClient(base_url=url + "/", timeout=30, limits=limits) as client:
+        async def one(t: ProbeTask) -> None:
+            body = request_body(t.model, t.provider, build(t.kind, t.language), require_parameters=False)
+            async with gate:
+                t0 = time.perf_counter()
+                first, gen = None, None
+                async with client.stream("POST", "chat/completions", json=body) as response:
+                    async for line in response.aiter_lines():
+                        if first is None and line.startswith("data: {"):
+                            chunk = json.loads(line[6:])
+                            delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+                            if (delta.get("content") or delta.get("reasoning") or "").strip():
+                                first, gen = (time.perf_counter() - t0) * 1000.0, chunk.get("id")
+                if first is not None:
+                    timed.append((t.provider, first, gen))
+
+        c0 = cpu_s()
+        await asyncio.gather(*(one(t) for t in work))
+    return timed, (cpu_s() - c0) * 1000 / len(work)
+
+
+async def timing_prober(settings: Settings, work: list[ProbeTask]) -> tuple[list[tuple], float, dict]:
+    """The prober in its own process; ((provider, TTFT ms, generation id) of every reply, CPU ms a probe, outcomes)."""
+    await ensure_streams(settings)
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    done = asyncio.Event()
+    timed: list[tuple[str, float, str | None]] = []
+    outcomes: dict[str, int] = {}
+    seen = 0
+
+    async def on_result(msg):
+        nonlocal seen
+        try:
+            result = codec.PROBE_RESULT.decode(msg.data)
+        except Exception:  # noqa: BLE001 - the prober's start check writes a probe message there
+            return
+        seen += 1
+        outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+        for reply in [a.reply for a in result.attempts] or [result.reply]:
+            if reply.ttft_ms is not None:
+                timed.append((result.provider, reply.ttft_ms, reply.generation_id))
+        if seen >= len(work):
+            done.set()
+
+    await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+    env = {**os.environ, **settings.environment(with_secrets=True)}
+    exe = Path(sys.executable).with_name("canary")
+    prober = subprocess.Popen([str(exe), "run", "prober"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        spec = streams.prober_consumer(settings)
+        for _ in range(600):  # the prober pulls: it is up and warmed
+            try:
+                info = await js.consumer_info(spec.stream, spec.durable)
+                if (info.num_waiting or 0) > 0:
+                    break
+            except Exception:  # noqa: BLE001 - not created yet
+                pass
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError("the prober process did not pull within 60 s")
+        c0 = proc_cpu_s(prober.pid)
+        for t in work:
+            await js.publish(subjects.task(t.model, t.provider), codec.encode(t), stream=TASKS,
+                             headers={"Nats-Msg-Id": t.task_id})
+        await asyncio.wait_for(done.wait(), timeout=600)
+        cpu_ms = (proc_cpu_s(prober.pid) - c0) * 1000 / len(work)
+    finally:
+        prober.send_signal(signal.SIGTERM)
+        try:
+            prober.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            prober.kill()
+            prober.wait(timeout=5)
+        await nc.close()
+    return timed, cpu_ms, outcomes
+
+
+async def gateway_errors(url: str, timed: list[tuple]) -> tuple[list[float], list[float]]:
+    """Each reply's TTFT minus the injected delay, and minus the simulator's own first-token time.
+
+    The simulator's ``/generation`` record gives ``latency - generation_time``:
+    its first token from the moment its handler took the request, so the second
+    error is the client's own share (reading, and its loop), less the gateway's
+    lateness under load.
+    """
+    injected = {tag: ttft * 1000.0 for tag, _, ttft in STREAMING}
+    gate = asyncio.Semaphore(16)
+    own: list[float] = []
+    async with httpx.AsyncClient(timeout=10) as client:
+        async def one(provider: str, ttft_ms: float, gen: str | None) -> None:
+            if not gen:
+                return
+            async with gate:
+                r = await client.get(url + "/generation", params={"id": gen})
+            if r.status_code == 200:
+                data = r.json()["data"]
+                own.append(ttft_ms - (data["latency"] - data["generation_time"]))
+
+        await asyncio.gather(*(one(*t) for t in timed))
+    return [ttft_ms - injected[provider] for provider, ttft_ms, _ in timed], own
+
+
+async def timing(args) -> None:
+    """Part 2: TTFT error and CPU per probe at each concurrency, prober beside bare httpx."""
+    levels = [int(x) for x in args.inflight.split(",")]
+    rows: dict[int, list[dict]] = {c: [] for c in levels}
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Path(tmp) / "streaming.toml"
+        scenario.write_text(STREAM_SCENARIO)
+        port = free_port()
+        sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", str(scenario),
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        nats = start_nats(Path(tmp) / "nats")
+        url = f"http://127.0.0.1:{port}/api/v1"
+        try:
+            for _ in range(100):
+                try:
+                    httpx.get(url + "/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            for rep in range(args.repeat):
+                for c in levels:
+                    n = max(args.timing_probes, 4 * c)
+                    salt = uuid.uuid4().hex[:6]
+                    settings = Settings.load(env={}, nats_url=nats.url, openrouter_base_url=url, models=[STREAM_MODEL],
+                                             prober_concurrency=c, log_level="WARNING", namespace=f"t{salt}",
+                                             metrics_ports={"prober": 0})
+                    bare_timed, bare_cpu = await timing_bare(url, timing_tasks(n, salt + "b"), c)
+                    timed, cpu_ms, outcomes = await timing_prober(settings, timing_tasks(n, salt))
+                    bare, bare_gw = await gateway_errors(url, bare_timed)
+                    errors, gw = await gateway_errors(url, timed)
+                    rows[c].append({"bare": bare, "bare_gw": bare_gw, "bare_cpu": bare_cpu, "prober": errors,
+                                    "prober_gw": gw, "cpu": cpu_ms,
+                                    "outcomes": outcomes, "n": n})
+        finally:
+            nats.stop()
+            sim.terminate()
+            sim.wait(timeout=10)
+
+    print(f"\ntoken timing: {len(STREAMING)} streaming providers (first token after 0.20-0.55 s, then a chunk every "
+          f"20 ms), every probe kind; prober in its own process; {args.repeat} runs; error = reported minus injected")
+    print("error vs gateway: reported minus the simulator's own first-token time (its /generation record): "
+          "the client's share")
+    print(f"{'in flight':>9} {'run':>4} {'probes':>7} {'bare httpx err p50/p99/max':>27} {'vs gateway p99':>15} "
+          f"{'prober err p50/p99/max':>23} {'vs gateway p99':>15} {'bare CPU ms':>12} {'prober CPU ms/probe':>20}")
+    for c in levels:
+        for i, r in enumerate(rows[c], 1):
+            b, e = r["bare"], r["prober"]
+            print(f"{c:>9} {i:>4} {r['n']:>7} {pct(b, .5):>11.1f}/{pct(b, .99):.1f}/{max(b, default=float('nan')):.1f} "
+                  f"{pct(r['bare_gw'], .99):>15.1f} "
+                  f"{pct(e, .5):>11.1f}/{pct(e, .99):.1f}/{max(e, default=float('nan')):.1f} "
+                  f"{pct(r['prober_gw'], .99):>15.1f} {r['bare_cpu']:>12.2f} {r['cpu']:>20.2f}")
+    for c in levels:
+        bp = [pct(r["bare"], .99) for r in rows[c]]
+        pp = [pct(r["prober"], .99) for r in rows[c]]
+        bg = [pct(r["bare_gw"], .99) for r in rows[c]]
+        pg = [pct(r["prober_gw"], .99) for r in rows[c]]
+        cpu = [r["cpu"] for r in rows[c]]
+        print(f"spread at {c:>2} in flight: TTFT error p99 prober {min(pp):.1f}-{max(pp):.1f} ms "
+              f"(bare httpx {min(bp):.1f}-{max(bp):.1f}), vs gateway prober {min(pg):.1f}-{max(pg):.1f} "
+              f"(bare {min(bg):.1f}-{max(bg):.1f}); prober CPU {min(cpu):.2f}-{max(cpu):.2f} ms a probe")
+    print("goals: TTFT error p99 <= 5 ms at 64 in flight; prober CPU <= 3 ms a probe (streaming provider)")
+    print(f"outcomes (last run at {levels[-1]}): {json.dumps(rows[levels[-1]][-1]['outcomes'], sort_keys=True)}")
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probes", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=32, help="probes in flight in the prober")
+    parser.add_argument("--inflight", default="1,16,64", help="token timing: probes in flight, comma-separated")
+    parser.add_argument("--timing-probes", type=int, default=32,
+                        help="token timing: probes per level (at least 4 x in flight)")
+    parser.add_argument("--repeat", type=int, default=3, help="token timing: repetitions")
+    parser.add_argument("--only", choices=("throughput", "timing"), default=None)
     args = parser.parse_args(argv)
+    if args.only != "timing":
+        await throughput(args)
+    if args.only != "throughput":
+        await timing(args)
+    return 0
 
+
+async def throughput(args) -> None:
+    """Part 1: throughput and CPU against the instant provider, beside bare httpx."""
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "instant.toml"
         scenario.write_text(SCENARIO)
@@ -159,7 +409,6 @@ async def main(argv: list[str] | None = None) -> int:
     print(f"{'prober service: pull task, probe, check, publish, ack':<58} {rate:>8.0f} {cpu_ms:>12.2f} "
           f"{rate / bare_rate:>6.2f}x")
     print(f"outcomes: {json.dumps(outcomes, sort_keys=True)} (language probes with an anomaly are sent 3 times)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ BENCHMARKS = {
 QUICK = {
     "language_table.py": ["--limit", "40"],
     "judge_bench.py": ["--cycles", "12", "--repeat", "2"],
-    "prober_bench.py": ["--probes", "200"],
+    "prober_bench.py": ["--probes", "200", "--repeat", "1", "--timing-probes", "16"],
     "hostile_bench.py": ["--cycles", "4", "--repeat", "1"],
     "notifier_bench.py": ["--notices", "100", "--burst", "200"],
     "log_storage.py": ["--cycles", "3", "--results", "20000"],
