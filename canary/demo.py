@@ -380,7 +380,7 @@ class Pipeline:
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
                    gateway_faults: tuple[Any, ...] = (), tls: embedded.ServerTls | None = None,
-                   **overrides: Any):
+                   cycle_s: float | None = None, **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
     Args:
@@ -395,6 +395,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
             demo's cycle boundaries (the first that holds in a cycle wins).
         tls: run NATS and Redis with TLS only (``tls://``, ``rediss://``); give the
             clients' CA and certificate files in ``overrides`` (``nats_ca_file`` ...).
+        cycle_s: one cycle in seconds, every time of the demo scaled to it (default: sized
+            to the probes the scenario plans, :func:`demo_cycle_s`).
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -421,8 +423,10 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                     _faulty_front(served_url, gateway_faults) as gateway_url:
                 admin_redis = redis_url_for(redis_server.url, "admin", redis_passwords["admin"])
                 base = base or Settings.load()
-                cycle_s = demo_cycle_s(len(loaded.models[0].endpoints), len(controls),
-                                       base.replace(**{k: v for k, v in overrides.items() if k in COVERAGE_FIELDS}))
+                if cycle_s is None:
+                    cycle_s = demo_cycle_s(len(loaded.models[0].endpoints), len(controls),
+                                           base.replace(**{k: v for k, v in overrides.items()
+                                                           if k in COVERAGE_FIELDS}))
                 settings = demo_settings(base, nats_url=nats_server.url,
                                          redis_url=admin_redis, gateway_url=gateway_url, model=model,
                                          controls=controls, cycle_s=cycle_s)
