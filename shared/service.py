@@ -41,10 +41,12 @@ from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
 from reverie_canary.shared import metrics, preflight, retry, streams, tracing
+from reverie_canary.shared.codec import check_origin as codec_check_origin
 from reverie_canary.shared.aio import stop_task
 from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
 from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import ConfigError, Transient
+from reverie_canary.shared.errors import (ConfigError, Oversize, Rejected, TooLarge, Transient, Undecodable,
+                                          UnsupportedVersion)
 from reverie_canary.shared.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.logging import masked_url
@@ -432,6 +434,23 @@ class Shell:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
+    def ordered_batches(self, spec: ConsumerSpec, decoder: Codec,
+                        apply: Callable[[list[tuple[Any, Delivery]]], Awaitable[list[tuple[int, Exception]]]], *,
+                        batch: int, gate: Callable[[], Awaitable[bool]],
+                        generation: Callable[[], int] = lambda: 0) -> None:
+        """Pull the durable ``spec`` in batches, in stream order, for a fold that must never skip a message.
+
+        See :class:`OrderedBatches` (the judge: issue 13 §1).  ``apply(items)`` applies a batch
+        of ``(event, delivery)`` in order, all or nothing, and returns the items it refused
+        (index, :class:`Rejected`) to dead-letter; ``gate()`` says whether this process may
+        take messages now (the judge's lease); ``generation()`` changes when it took the gate
+        anew (the order is then checked again before anything is applied).
+        """
+        self._specs.append(spec)
+        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
+        reader = OrderedBatches(self, spec, decoder, apply, batch=batch, gate=gate, generation=generation)
+        self._loops.append(reader.run)
+
     def background(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run ``loop`` as a task once the broker is connected; cancel it on shutdown."""
         self._loops.append(loop)
@@ -585,3 +604,239 @@ class Shell:
                     self._endpoint.sources.remove(self)
                 self._endpoint = None
                 await metrics.release(self.name)
+
+
+#: Seconds one pull of an ordered batch consumer waits for messages when it holds none.
+ORDERED_FETCH_S = 1.0
+#: Seconds between two looks at the consumer while the order of the messages in hand is not proven.
+ORDERED_RECHECK_S = 0.05
+#: Seconds to wait before asking the gate again when it said no (another process holds the lease).
+GATE_WAIT_S = 2.0
+
+
+class OrderedBatches:
+    """A durable consumer read in batches by a fold that must see every message, in stream order.
+
+    With one message in flight (``max_ack_pending=1``) the server itself keeps the order: the
+    next message is not delivered before the last one is acknowledged.  With a batch of ``B``
+    in flight it does not: a message delivered to a process that then died, or nak'ed, comes
+    back *after* later ones, and a fold that skips positions it already passed would skip it
+    for good.  So the messages of a batch are applied only when they are provably every
+    message not yet acknowledged:
+
+    - **clean**: every message this loop fetched since the last check came in one unbroken run
+      of the consumer's delivery sequence (``sequence.consumer`` + 1 each), so no delivery went
+      anywhere else and nothing was redelivered in between;
+    - otherwise (at start, after a gap, after the gate was taken anew: ``dirty``) the loop asks
+      the server: when the consumer's ``num_ack_pending`` equals the messages in hand, nothing
+      is held elsewhere, and the messages in hand sorted by stream sequence are the log's next
+      ones; until then it keeps what it has and fetches what comes back (a dead process's
+      messages after ``ack_wait``, a nak at once).  Only a count that includes every message
+      pending can match, so a match is proof; a mismatch (an acknowledgement the server has not
+      counted yet) only makes it look again.
+
+    A batch that fails is not given back: the loop keeps every message in hand (saying they are
+    in progress), waits (:func:`reverie_canary.shared.retry.redelivery_delay`), and applies them
+    again from the first, one message, then two, four ... up to ``B`` at a time, so one message
+    that keeps failing is found and, after ``max_deliver`` attempts, dead-lettered (``gave_up``)
+    like :func:`reverie_canary.shared.broker.handle` does -- and the others' delivery counts are
+    not spent meanwhile.  Undecodable or misplaced messages are dead-lettered and terminated
+    before the batch (the fold never sees them), and the items ``apply`` refuses after.  At
+    shutdown the messages in hand are given back (``nak``), so the next process takes them at once.
+    """
+
+    def __init__(self, shell: Shell, spec: ConsumerSpec, decoder: Codec,
+                 apply: Callable[[list[tuple[Any, Delivery]]], Awaitable[list[tuple[int, Exception]]]], *,
+                 batch: int, gate: Callable[[], Awaitable[bool]], generation: Callable[[], int]) -> None:
+        self.shell = shell
+        self.spec = spec
+        self.decoder = decoder
+        self.apply = apply
+        self.batch = batch
+        self.gate = gate
+        self.generation = generation
+        self.in_hand: dict[int, Any] = {}  # stream sequence -> the latest delivery of that message
+        self.dirty = True
+        self.last_dseq = 0
+        self.window = batch
+        self.attempts = 0  # failed attempts of the batch at the head of the messages in hand
+        self.said_waiting = False
+
+    async def run(self) -> None:
+        js = self.shell.broker.connection.jetstream()
+        self.js = js
+        sub = await js.pull_subscribe(self.spec.filter_subjects[0], durable=self.spec.durable,
+                                      stream=self.spec.stream, config=self.spec.config())
+        seen_generation: int | None = None
+        beats = asyncio.create_task(self._heartbeat(), name=f"{self.shell.name}-ordered-heartbeat")
+        try:
+            while True:
+                try:
+                    allowed = await self.gate()
+                except Transient:  # the gate's store away (Redis restarting): keep what is in hand, ask again
+                    await asyncio.sleep(ORDERED_FETCH_S)
+                    continue
+                if not allowed:
+                    await self._give_back()
+                    await asyncio.sleep(GATE_WAIT_S)
+                    continue
+                if self.generation() != seen_generation:
+                    seen_generation, self.dirty = self.generation(), True
+                await self._fetch(sub)
+                if not self.in_hand:
+                    continue
+                if self.dirty and not await self._order_proven():
+                    continue
+                await self._apply_in_hand()
+        finally:
+            beats.cancel()
+            await stop_task(beats, LOOP_STOP_S)
+            await self._give_back()
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def _fetch(self, sub: Any) -> None:
+        want = self.batch - len(self.in_hand)
+        if want <= 0:
+            await asyncio.sleep(ORDERED_RECHECK_S)
+            return
+        try:
+            messages = await sub.fetch(batch=want, timeout=ORDERED_RECHECK_S if self.in_hand else ORDERED_FETCH_S)
+        except (TimeoutError, asyncio.TimeoutError):  # nothing to do
+            return
+        except NatsError:  # NATS away (reconnecting, closed): ask again in a while
+            await asyncio.sleep(ORDERED_FETCH_S)
+            return
+        for raw in messages:
+            meta = raw.metadata
+            if not self.dirty and meta.sequence.consumer != self.last_dseq + 1:
+                self.dirty = True  # a delivery went elsewhere, or one came back: prove the order again
+            self.last_dseq = max(self.last_dseq, meta.sequence.consumer)
+            self.in_hand[meta.sequence.stream] = raw
+
+    async def _order_proven(self) -> bool:
+        try:
+            info = await asyncio.wait_for(self.js.consumer_info(self.spec.stream, self.spec.durable), timeout=5.0)
+        except (NatsError, asyncio.TimeoutError, APIError):
+            await asyncio.sleep(ORDERED_RECHECK_S)
+            return False
+        if (info.num_ack_pending or 0) != len(self.in_hand):
+            if not self.said_waiting:
+                self.shell.log.info("waiting_for_order", durable=self.spec.durable, in_hand=len(self.in_hand),
+                                    pending=info.num_ack_pending,
+                                    reason="messages delivered earlier are not back yet (a process that stopped, "
+                                           "or a delivery to another process): nothing is applied before them")
+                self.said_waiting = True
+            return False
+        self.dirty, self.said_waiting = False, False
+        self.last_dseq = max(self.last_dseq, info.delivered.consumer_seq or 0)
+        return True
+
+    async def _apply_in_hand(self) -> None:
+        series = self.shell.metrics
+        items: list[tuple[Any, Delivery, Any]] = []
+        for seq in sorted(self.in_hand):
+            raw = self.in_hand[seq]
+            delivery = Delivery(subject=raw.subject, stream_seq=seq, deliveries=raw.metadata.num_delivered,
+                                headers=dict(raw.headers or {}))
+            try:
+                event = self.decoder.decode(raw.data)
+                codec_check_origin(delivery.subject, event)
+            except (Undecodable, Rejected) as exc:
+                await self._refuse(raw, delivery, exc)
+                del self.in_hand[seq]
+                continue
+            items.append((event, delivery, raw))
+        while items:
+            chunk = items[:self.window]
+            try:
+                refused = await self.apply([(event, delivery) for event, delivery, _ in chunk])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not await self._failed(chunk, exc):
+                    return
+                items = items[1:]  # the head was given up
+                continue
+            refused_at = dict(refused)
+            for i, (_, delivery, raw) in enumerate(chunk):
+                del self.in_hand[delivery.stream_seq]
+                if i in refused_at:
+                    await self._refuse(raw, delivery, refused_at[i])
+                    continue
+                with contextlib.suppress(Exception):  # a lost ack: the message comes back, already applied
+                    await raw.ack()
+                series.inc("messages", outcome="ack")
+            items = items[len(chunk):]
+            self.attempts = 0
+            self.window = min(self.batch, self.window * 2)
+
+    async def _failed(self, chunk: list[tuple[Any, Delivery, Any]], exc: Exception) -> bool:
+        """A batch failed: wait and let it be tried again (``False``), or give its one message up (``True``)."""
+        log = self.shell.log
+        transient = isinstance(exc, Transient)
+        first = chunk[0][1]
+        if not transient:
+            log.error("handler_error", subject=first.subject, stream_seq=first.stream_seq, messages=len(chunk),
+                      error=repr(exc), exc_info=True)
+        if isinstance(exc, Retake):
+            # the gate was lost or taken anew under this batch: prove the order again before anything else
+            log.info("batch_retaken", messages=len(chunk), first_seq=first.stream_seq, reason=str(exc))
+            self.dirty = True
+            return False
+        self.attempts += 1
+        if len(chunk) == 1 and self.attempts >= self.shell.settings.max_deliver:
+            _, delivery, raw = chunk[0]
+            log.error("message_gave_up", subject=delivery.subject, stream_seq=delivery.stream_seq,
+                      attempts=self.attempts, error=str(exc))
+            await self.shell.publisher.dead_letter(delivery, raw.data, "gave_up", repr(exc))
+            with contextlib.suppress(Exception):
+                await raw.term()
+            self.shell.metrics.inc("messages", outcome="term")
+            del self.in_hand[delivery.stream_seq]
+            self.attempts = 0
+            return True
+        delay = retry.redelivery_delay(self.shell.settings.retry_delay_s, self.attempts)
+        log.warning("message_retry", subject=first.subject, stream_seq=first.stream_seq, messages=len(chunk),
+                    attempt=self.attempts, retry_in_s=round(delay, 2), error=str(exc))
+        self.shell.metrics.inc("messages", outcome="nak")
+        self.window = 1  # again from the first message alone: one that keeps failing is found
+        await asyncio.sleep(delay)
+        return False
+
+    async def _refuse(self, raw: Any, delivery: Delivery, exc: Exception) -> None:
+        reason = _REFUSALS.get(type(exc)) or ("too_large" if isinstance(exc, TooLarge) else
+                                              "rejected" if isinstance(exc, Rejected) else "undecodable")
+        self.shell.log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc))
+        await self.shell.publisher.dead_letter(delivery, raw.data, reason, str(exc))
+        with contextlib.suppress(Exception):
+            await raw.term()
+        self.shell.metrics.inc("messages", outcome="term")
+
+    async def _give_back(self) -> None:
+        """Nak every message in hand (redelivered at once): a process stopping or without the gate holds none."""
+        if not self.in_hand:
+            return
+        for raw in list(self.in_hand.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.shield(raw.nak())
+        self.in_hand.clear()
+        self.dirty = True
+
+    async def _heartbeat(self) -> None:
+        """Say every message in hand is in progress, four times per ``ack_wait``: held ones are not redelivered."""
+        while True:
+            await asyncio.sleep(self.spec.ack_wait_s / 4)
+            for raw in list(self.in_hand.values()):
+                try:
+                    await raw.in_progress()
+                except Exception:  # disconnected: the next beat tries again
+                    break
+
+
+class Retake(Transient):
+    """The gate of an ordered consumer was lost or taken anew while a batch was applied: check the order again."""
+
+
+#: The dead-letter reason of each kind of refused message (as :func:`reverie_canary.shared.broker.handle` says it).
+_REFUSALS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}

@@ -297,16 +297,23 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
     )
 
 
-def judge_consumer(settings: Settings) -> ConsumerSpec:
-    """Strictly ordered (one message in flight): the fold must see the log's order.
+#: Messages the judge holds at a time: one batch, folded and saved together (issue 13 §1).
+JUDGE_BATCH = 256
 
-    Its filter is what the judge folds (:data:`reverie_canary.shared.inputs.READS`).
+
+def judge_consumer(settings: Settings) -> ConsumerSpec:
+    """In stream order, :data:`JUDGE_BATCH` messages in flight: the fold must see the log's order.
+
+    The judge reads it in batches (:class:`reverie_canary.shared.service.OrderedBatches`), which
+    applies a batch only once it is provably the log's next messages, so a message that comes
+    back late (a stopped process's, a nak'ed one) is never passed over.  Its filter is what the
+    judge folds (:data:`reverie_canary.shared.inputs.READS`).
     """
     return ConsumerSpec(
         stream=LOG,
         durable="judge-v1",
         filter_subjects=inputs.filters("judge"),
-        max_ack_pending=1,
+        max_ack_pending=JUDGE_BATCH,
         ack_wait_s=30.0,
         max_deliver=settings.max_deliver,
     )

@@ -96,6 +96,11 @@ def _on() -> bool:
     return _state["provider"] is not None or _state["global"]
 
 
+def enabled() -> bool:
+    """Whether spans are recorded at all (a handler of many messages at once can skip building them)."""
+    return _on()
+
+
 def _tracer() -> Any:
     provider = _state["provider"]
     return provider.get_tracer(TRACER_NAME) if provider is not None else _trace.get_tracer(TRACER_NAME)

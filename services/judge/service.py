@@ -1,25 +1,35 @@
 """Judge service: fold the log into provider state, publish verdicts and decisions.
 
 One durable consumer (``judge-v1``) reads discovery events, probe results,
-operator commands and routing snapshots in stream order, one at a time, so the
-live fold sees exactly the order ``canary replay`` reads.  Each message:
-decode, load, decide (:func:`reverie_canary.services.judge.core.decide`), save with the stream
-position and the outbox, publish the outbox with deterministic ids.
+operator commands and routing snapshots in stream order, in batches of up to
+:data:`reverie_canary.shared.streams.JUDGE_BATCH` (:class:`reverie_canary.shared.service.OrderedBatches`
+proves each batch is the log's next messages), so the live fold sees exactly
+the order ``canary replay`` reads.  Each batch: decode, fold into the states
+held in memory (:class:`reverie_canary.services.judge.core.Folder`: the same fold as
+:func:`reverie_canary.services.judge.core.decide`), save every model it touched with
+its position and outbox in one atomic step under the judge's lease, publish
+the outbox with deterministic ids, acknowledge.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import socket
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from faststream import FastStream
 
 from reverie_canary.services.judge import answers, gauges
-from reverie_canary.services.judge.core import Effect, ModelState, Policy, decide, initial
+from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, initial
 from reverie_canary.services.judge.replay import scan_refold
-from reverie_canary.services.judge.store import JudgeRecord, JudgeStore, Outbound, RedisJudgeStore
+from reverie_canary.services.judge.store import (Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound,
+                                                 RedisJudgeStore)
 from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects, tracing
-from reverie_canary.shared.broker import Delivery, Publisher
+from reverie_canary.shared.broker import Delivery, Publisher, _span_attributes
 from reverie_canary.shared.events import (
     PROBE_KINDS,
     CommandApplied,
@@ -30,7 +40,8 @@ from reverie_canary.shared.events import (
     RetestRequested,
 )
 from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.errors import TooLarge, Transient
+from reverie_canary.shared.service import Retake, Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG
 
@@ -53,28 +64,159 @@ def effect_address(effect: Outbound) -> tuple[str, str]:
     raise TypeError(f"not an effect: {type(effect).__name__}")
 
 
+#: Seconds the judge's lease lasts without a renewal (renewed every third of it while the judge runs).
+LEASE_TTL_S = 30.0
 class Judge:
-    """Applies one event at a time through the store."""
+    """Folds batches of events into the states it holds in memory, the only writer of the store.
+
+    The states of every model are loaded once (when the judge takes the store's lease) and kept;
+    a batch is folded into them (:class:`reverie_canary.services.judge.core.Folder`), then every
+    model it touched is saved with its position and outbox in one atomic step that checks the
+    lease (:meth:`JudgeStore.commit`), then the outbox is published with deterministic ids.  A
+    batch that cannot be saved leaves the held states as they were (nothing of it is kept), so
+    it can be folded again; one saved but not published is published again before the next
+    batch (and by the next judge that reads the records).  An event at or below a model's
+    position was applied before and is skipped: redelivery changes nothing.
+
+    Args:
+        rebuild: refold the log up to a stream sequence into the models the store lost
+            (:func:`rebuild`); called when the store has no marker of having held the state.
+        floor: the stream sequence the durable has acknowledged (where a rebuild at start ends).
+        owner: who holds the lease (host and process; shown to a judge that must wait).
+    """
 
     def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str],
                  rebuild: Callable[[int], Awaitable[list[str]]] | None = None, *,
-                 cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = PROBE_KINDS) -> None:
+                 cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = PROBE_KINDS,
+                 floor: Callable[[], Awaitable[int]] | None = None, owner: str | None = None,
+                 lease_ttl_s: float = LEASE_TTL_S) -> None:
         self.store = store
         self.publisher = publisher
         self.policy = policy
         self.models = models
         self.rebuild = rebuild
+        self.floor = floor
         self.cycle_interval_s = cycle_interval_s
         self.kinds = kinds
+        self.owner = owner or f"judge@{socket.gethostname()}:{os.getpid()}"
+        self.lease_ttl_s = lease_ttl_s
         #: model -> the state last loaded or saved (what the metrics show)
         self.latest: dict[str, ModelState] = {}
         #: task id -> the trace context of the span that handled its result (shared/tracing.py)
         self.traces = tracing.Contexts()
+        #: model -> its record as saved (state, position, revision, outbox, sent)
+        self.records: dict[str, JudgeRecord] = {}
+        self.folder = Folder(policy)
+        self.lease: str | None = None
+        self.generation = 0  # +1 each time the lease is taken: the consumer proves its order again
+        self.loaded = False
+        self.applied_through = 0  # the highest stream sequence of a saved batch
+        self._renewed_at = 0.0
+        self._said_standby = False
+
+    # -- the lease and the records in memory --------------------------------------------------------
+
+    async def hold(self) -> bool:
+        """Whether this judge holds the store's lease now (taken or renewed here when due).
+
+        Raises:
+            Transient: the store is unreachable.
+        """
+        log = get_logger("judge")
+        if self.lease is not None and time.monotonic() - self._renewed_at < self.lease_ttl_s / 3:
+            return True
+        if self.lease is not None:
+            if await self.store.renew(self.lease, self.lease_ttl_s):
+                self._renewed_at = time.monotonic()
+                return True
+            log.warning("judge_lease_lost", owner=self.owner,
+                        reason="the lease expired or is gone (Redis restarted or flushed): the records are read again")
+            self._forget()
+        token, holder = await self.store.acquire(self.owner, self.lease_ttl_s)
+        if token is None:
+            if not self._said_standby:
+                log.warning("judge_standby", owner=self.owner, holder=holder,
+                            reason="another judge holds the lease: this one takes no message until it is free")
+                self._said_standby = True
+            return False
+        self.lease, self._renewed_at, self._said_standby = token, time.monotonic(), False
+        self.generation += 1
+        self.loaded = False
+        log.info("judge_lease_taken", owner=self.owner, ttl_s=self.lease_ttl_s)
+        return True
+
+    async def renew(self) -> None:
+        """Renew the lease when due (the service's background loop; a batch does it too)."""
+        if self.lease is not None:
+            await self.hold()
+
+    async def release(self) -> None:
+        """Give the lease up (at shutdown: another judge may take it at once)."""
+        if self.lease is not None:
+            await self.store.release(self.lease)
+            self._forget()
+
+    def _forget(self) -> None:
+        self.lease, self.loaded = None, False
+        self.records, self.folder = {}, Folder(self.policy)
+
+    async def start(self) -> None:
+        """Take the lease if it is free and read the records (rebuilt first if the store lost them).
+
+        Without the lease (another judge runs) only the watched models' states are read, for the metrics.
+        """
+        if await self.hold():
+            await self._load(None)
+        else:
+            await self.load_latest()
 
     async def load_latest(self) -> None:
         """Read every watched model's state, so that the metrics show it before the next event."""
+        for model, record in (await self.store.load_many(list(self.models))).items():
+            self.latest[model] = record.state
+
+    async def _load(self, until: int | None) -> None:
+        """Read every record into memory (rebuilt from the log first if the store lost them), publish unsent outboxes.
+
+        Args:
+            until: the stream sequence everything before the batch at hand was applied to
+                (``None``: the durable's acknowledged position).
+        """
+        if self.rebuild is not None and not await self.store.initialized():
+            if until is None:
+                until = await self.floor() if self.floor is not None else 0
+            until = max(until, self.applied_through)
+            rebuilt = await self.rebuild(until)
+            if rebuilt:
+                get_logger("judge").warning("state_rebuilt_from_log", models=rebuilt, position=until,
+                                            reason="no state in Redis, but the log was already consumed")
+        known = sorted(set(self.models) | set(await self.store.models()))
+        self.records = await self.store.load_many(known)
+        self.folder = Folder(self.policy, {m: r.state for m, r in self.records.items()})
         for model in self.models:
-            self.latest[model] = (await self.store.load(model)).state
+            self.latest[model] = self.records[model].state
+        self.loaded = True
+        await self._publish_unsent()
+
+    async def _ready(self, until: int | None) -> None:
+        if not await self.hold():
+            raise Retake("another judge holds the lease")
+        if not self.loaded:
+            await self._load(until)
+        else:
+            await self._publish_unsent()
+
+    async def _publish_unsent(self) -> None:
+        """Publish every saved outbox not known to be published (a crash between save and publish), oldest first."""
+        unsent = sorted((r.position, m) for m, r in self.records.items() if r.unsent)
+        if not unsent:
+            return
+        for _, model in unsent:
+            await self.emit(self.records[model].outbox)
+        done = {model: self.records[model].position for _, model in unsent}
+        await self.store.mark_sent(done)
+        for model, position in done.items():
+            self.records[model].sent = position
 
     def samples(self):
         """The state series of every model this judge holds (:mod:`reverie_canary.services.judge.gauges`)."""
@@ -101,7 +243,7 @@ class Judge:
 
         Any other effect (a verdict, an answer) is published in the span of the message that made it.
         """
-        if not isinstance(effect, Decision):
+        if not isinstance(effect, Decision) or not tracing.enabled():
             return contextlib.nullcontext()
         found = [c for c in (self.traces.get(ref.task_id) for ref in effect.evidence) if c is not None]
         return tracing.span("judge decision", parent=found[0] if found else None, links=found[1:],
@@ -109,97 +251,159 @@ class Judge:
                                         "canary.provider": effect.provider, "canary.action": effect.action,
                                         "canary.evidence": len(effect.evidence)})
 
+    # -- batches --------------------------------------------------------------------------------------
+
     async def apply(self, event, delivery: Delivery) -> None:
-        """Fold ``event`` into every watched model it concerns.
+        """Fold one event (a batch of one).
 
-        Events of a model that is not configured are skipped (logged): any
-        model name on the bus must not grow state.  A lift or mode command is
-        answered once folded into every model it concerns (:mod:`reverie_canary.services.judge.answers`):
-        the answer is saved in the last model's outbox with its position, so a
-        redelivery gives the same answer; a command for a model that is not
-        watched is refused.
+        Raises:
+            Rejected: what it made is above the wire bound (dead-letter it).
+            Transient: see :meth:`apply_batch`.
         """
-        model = getattr(event, "model", None)
-        if model is None:
-            return
-        if isinstance(event, ProbeResult):
-            self.traces.remember(event.task_id)
-        command = isinstance(event, answers.JudgeCommand)
-        if model == "*":
-            targets = sorted(set(self.models) | set(await self.store.models()))
-        elif model in self.models:
-            targets = [model]
-        else:
-            get_logger("judge").info("model_not_watched", model=model, subject=delivery.subject)
-            if command:
-                await self.emit([answers.unknown_model(event, self.models)])
-            return
-        if not command:
-            for target in targets:
-                await self._apply_to(target, event, delivery.stream_seq)
-            return
-        produced: list[Effect] = []
-        new = False
-
-        def finish(effects: list[Effect], fresh: bool) -> list[Outbound]:
-            reply = answers.answer(event, [*produced, *effects], new=new or fresh)
-            return [reply] if reply is not None else []
-
-        if not targets:
-            await self.emit(finish([], True))
-        for i, target in enumerate(targets):
-            effects, fresh = await self._apply_to(target, event, delivery.stream_seq,
-                                                  finish=finish if i == len(targets) - 1 else None)
-            produced += effects
-            new = new or fresh
-        if not any(isinstance(e, Decision) for e in produced):
-            get_logger("judge").warning("command_without_effect", command=type(event).__name__,
-                                        command_id=event.command_id, actor=event.actor,
-                                        provider=getattr(event, "provider", ""), model=model)
+        for _, exc in await self.apply_batch([(event, delivery)]):
+            raise exc
 
     async def apply_to(self, model: str, event, position: int | None) -> list[Effect]:
-        """Apply ``event`` at stream ``position`` to ``model``; returns the effects published."""
-        effects, _ = await self._apply_to(model, event, position)
-        return effects
+        """Apply ``event`` at stream ``position`` to ``model`` only; returns the effects published."""
+        delivery = Delivery(subject="", stream_seq=position, deliveries=1, headers={})
+        record = self.records.get(model)
+        repaired = list(record.outbox) if record is not None and record.unsent and record.position == position else []
+        _, effects = await self._apply(list([(event, delivery)]), only=model)
+        return [*[e for e in repaired if not isinstance(e, answers.Answer)], *effects]
 
-    async def _apply_to(self, model: str, event, position: int | None, *,
-                        finish: Callable[[list[Effect], bool], list[Outbound]] | None = None
-                        ) -> tuple[list[Effect], bool]:
-        """Apply ``event`` at stream ``position`` to ``model``.
+    async def apply_batch(self, items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
+        """Fold ``items`` (in stream order) into every watched model each concerns; save once; publish.
 
-        Args:
-            finish: for the last model of a command, what to add to its outbox
-                (the answer) from the effects and whether the command was new here.
+        Events of a model that is not configured are skipped (logged): any model name on the bus
+        must not grow state.  A lift or mode command is answered once folded into every model
+        it concerns (:mod:`reverie_canary.services.judge.answers`): the answer is saved in the
+        outbox of the last model it changed, so a redelivery gives the same answer; a command
+        for a model that is not watched is refused.
 
         Returns:
-            The effects published (besides an answer), and whether ``event`` was
-            new to this model (a command id it had not folded, or this very
-            position again).
+            ``(index, Rejected)`` of the items whose effects are above the wire bound (their
+            state is saved; the item is to be dead-lettered).
+
+        Raises:
+            Retake: the lease was lost (or another judge holds it): nothing of the batch was saved.
+            Transient: the store or NATS failed; nothing was saved, or what was saved is
+                published before the next batch.
         """
-        record = await self.store.load(model)
-        if record.revision == 0 and self.rebuild is not None and not await self.store.initialized():
-            # Redis lost its state under a running judge: refold what was applied before this event
-            rebuilt = await self.rebuild((position or 1) - 1)
-            get_logger("judge").warning("state_rebuilt_from_log", models=rebuilt, position=(position or 1) - 1,
-                                        reason="Redis lost the judge's state while it ran")
-            record = await self.store.load(model)
-            self.latest[model] = record.state
-        if position is not None and position <= record.position:
-            if position == record.position:
-                await self.emit(record.outbox)  # repair a crash between save and publish
-                return [e for e in record.outbox if not isinstance(e, answers.Answer)], True
-            return [], False
-        fresh = getattr(event, "command_id", None) not in record.state.commands
-        state, effects = decide(record.state, event, self.policy)
-        outbox: list[Outbound] = [*effects, *(finish(effects, fresh) if finish is not None else [])]
-        if state is record.state and not outbox and position is None:
-            return [], fresh
-        new = JudgeRecord(state=state, position=position if position is not None else record.position,
-                          revision=record.revision + 1, outbox=outbox)
-        await self.store.save(model, new, expected_revision=record.revision)
-        self.latest[model] = state
-        await self.emit(outbox)
-        return effects, fresh
+        refused, _ = await self._apply(items)
+        return refused
+
+    async def _apply(self, items: list[tuple[Any, Delivery]], *, only: str | None = None
+                     ) -> tuple[list[tuple[int, Exception]], list[Effect]]:
+        floor = min((d.stream_seq for _, d in items if d.stream_seq is not None), default=1) - 1
+        await self._ready(floor)
+        try:
+            return await self._fold_save_publish(items, only)
+        except Fenced:
+            # the lease went while the batch folded (expired, Redis restarted empty or flushed, another
+            # judge): nothing was saved; read the records again, then order the batch again
+            self._forget()
+            raise Retake("the judge's lease went away while the batch was folded") from None
+
+    async def _fold_save_publish(self, items: list[tuple[Any, Delivery]], only: str | None
+                                 ) -> tuple[list[tuple[int, Exception]], list[Effect]]:
+        log = get_logger("judge")
+        folder = self.folder
+        folder.share()  # the saved states stay as they are until this batch is saved
+        positions = {m: r.position for m, r in self.records.items()}
+        touched: dict[str, int] = {}
+        outboxes: dict[str, list[Outbound]] = {}
+        ordered: list[tuple[int, Outbound]] = []  # (item, effect) in the order they were made
+        produced_for_only: list[Effect] = []
+        watched = set(self.models)
+        for index, (event, delivery) in enumerate(items):
+            model = getattr(event, "model", None)
+            if model is None:
+                continue
+            command = isinstance(event, answers.JudgeCommand)
+            if only is not None:
+                targets = [only]
+            elif model == "*":
+                targets = sorted(watched | set(self.records))
+            elif model in watched:
+                targets = [model]
+            else:
+                log.info("model_not_watched", model=model, subject=delivery.subject)
+                if command:
+                    ordered.append((index, answers.unknown_model(event, self.models)))
+                continue
+            span = (tracing.span(f"judge {type(event).__name__}", headers=delivery.headers,
+                                 attributes=_span_attributes(event, delivery))
+                    if tracing.enabled() else contextlib.nullcontext())
+            with span:
+                if isinstance(event, ProbeResult):
+                    self.traces.remember(event.task_id)
+                seq = delivery.stream_seq
+                made: list[Effect] = []
+                new = False
+                last = None
+                for target in targets:
+                    if seq is not None and seq <= positions.get(target, 0):
+                        continue  # applied before (a redelivery)
+                    fresh = command and event.command_id not in folder.state(target).commands
+                    effects = folder.apply(target, event)
+                    if seq is not None:
+                        positions[target] = seq
+                    touched[target] = positions.get(target, 0)
+                    outboxes.setdefault(target, []).extend(effects)
+                    ordered.extend((index, e) for e in effects)
+                    made += effects
+                    new = new or fresh
+                    last = target
+                if only is not None:
+                    produced_for_only += made
+                if not command:
+                    continue
+                if not targets:  # a command for every model, and no model: answered, nothing to save
+                    reply = answers.answer(event, [], new=True)
+                else:
+                    reply = answers.answer(event, made, new=new) if last is not None else None
+                if reply is not None:
+                    ordered.append((index, reply))
+                    if last is not None:
+                        outboxes[last].append(reply)
+                if not any(isinstance(e, Decision) for e in made) and (last is not None or not targets):
+                    log.warning("command_without_effect", command=type(event).__name__, command_id=event.command_id,
+                                actor=event.actor, provider=getattr(event, "provider", ""), model=model)
+        changes = []
+        for model, position in touched.items():
+            record = self.records.get(model) or JudgeRecord(state=initial(model))
+            changes.append(ModelChange(model=model, before=record.state if record.revision else None,
+                                       after=folder.state(model), position=position,
+                                       expected_revision=record.revision, outbox=outboxes.get(model, [])))
+        try:
+            await self.store.commit(changes, lease=self.lease)
+        except BaseException:
+            self.folder = Folder(self.policy, {m: r.state for m, r in self.records.items()})  # the batch is undone
+            raise
+        for change in changes:
+            previous = self.records.get(change.model)
+            self.records[change.model] = JudgeRecord(state=change.after, position=change.position,
+                                                     revision=change.revision, outbox=change.outbox,
+                                                     sent=previous.sent if previous is not None else 0)
+            if change.model in watched:
+                self.latest[change.model] = change.after
+        self.applied_through = max([self.applied_through, *(d.stream_seq or 0 for _, d in items)])
+        refused: list[tuple[int, Exception]] = []
+        for index, effect in ordered:
+            try:
+                await self.emit([effect])
+            except TooLarge as exc:  # the item that made it is dead-lettered; the rest goes on
+                refused.append((index, exc))
+        sent = {change.model: change.position for change in changes if change.outbox}
+        if sent:
+            try:
+                await self.store.mark_sent(sent)
+            except Transient as exc:  # published: at worst published again (same ids) by the next judge
+                log.warning("outbox_not_marked", models=sorted(sent), error=str(exc))
+            else:
+                for model, position in sent.items():
+                    self.records[model].sent = position
+        return refused, produced_for_only
 
 
 async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], until_seq: int) -> list[str]:
@@ -247,29 +451,42 @@ def create_app(settings: Settings | None = None) -> FastStream:
         async def rebuild_to(until_seq: int) -> list[str]:
             return await rebuild(nc.jetstream(), store, policy, models, until_seq)
 
+        async def floor() -> int:
+            return await eventlog.acknowledged_position(nc.jetstream(), LOG, streams.judge_consumer(settings).durable)
+
         judge = holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
-                                        cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds))
-        if not await store.initialized():
-            floor = await eventlog.acknowledged_position(nc.jetstream(), LOG, streams.judge_consumer(settings).durable)
-            rebuilt = await rebuild_to(floor)
-            if rebuilt:
-                shell.log.warning("state_rebuilt_from_log", models=rebuilt, position=floor,
-                                  reason="no state in Redis, but the log was already consumed")
-        await judge.load_latest()
+                                        cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds),
+                                        floor=floor)
+        await judge.start()
         shell.metrics.add_source(judge.samples)
 
     async def close_store() -> None:
         if "judge" in holder:
             shell.metrics.remove_source(holder["judge"].samples)
+            with contextlib.suppress(Exception):
+                await holder["judge"].release()
         for name in ("redis", "nats"):
             client = holder.get(name)
             if client is not None:
                 await (client.aclose() if name == "redis" else client.close())  # type: ignore[attr-defined]
 
-    async def apply(event, delivery: Delivery) -> None:
-        await holder["judge"].apply(event, delivery)
+    async def apply(items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
+        return await holder["judge"].apply_batch(items)
+
+    async def gate() -> bool:
+        return await holder["judge"].hold()
+
+    async def keep_lease() -> None:
+        """Renew the lease every third of its life, also while a long batch or a rebuild runs."""
+        while True:
+            await asyncio.sleep(holder["judge"].lease_ttl_s / 3)
+            with contextlib.suppress(Transient):  # Redis away: the next turn tries again
+                await holder["judge"].renew()
 
     shell.on_startup(open_store)
     shell.on_shutdown(close_store)
-    shell.subscribe(streams.judge_consumer(settings), JUDGE_INPUT, apply)
+    spec = streams.judge_consumer(settings)
+    shell.ordered_batches(spec, JUDGE_INPUT, apply, batch=spec.max_ack_pending, gate=gate,
+                          generation=lambda: holder["judge"].generation)
+    shell.background(keep_lease)
     return shell.app

@@ -69,7 +69,7 @@ def test_senders_are_who_nats_lets_publish(doc):
 def test_streams_consumers_and_permissions_are_carried(doc):
     assert {"CANARY_LOG", "CANARY_TASKS", "CANARY_DEADLETTER"} <= set(doc["x-canary-streams"])
     assert doc["x-canary-streams"]["CANARY_TASKS"]["retention"] == "workqueue"
-    assert doc["x-canary-consumers"]["judge-v1"]["maxAckPending"] == 1
+    assert doc["x-canary-consumers"]["judge-v1"]["maxAckPending"] == 256  # one batch (issue 13 §1)
     assert doc["x-canary-permissions"]["prober"]["publish"][-2:] == ["canary.results.>", "canary.deadletter.prober"]
     assert doc["x-canary-permissions"]["admin"] == {"publish": [">"], "subscribe": [">"]}
 
