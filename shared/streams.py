@@ -17,6 +17,8 @@ same settings and binds with ``JStream(name, declare=False)``.
   resend requests (``canary.notices.resend``) and the notifier's answers
   (``canary.notices.resent``).  Kept as long as the log, bounded in bytes.
 - KV ``canary-routing``: the latest IgnoreSnapshot per model, history kept.
+- object store ``canary-judge-snapshots``: the judge's fold at two recent positions, so that
+  a rebuild after Redis lost the state starts there, not at the log's start.
 
 A durable's configuration is not updated by the server once it exists, nor by
 nats-py or FastStream when a service binds it (faststream-nats.md, section 3):
@@ -37,6 +39,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     KeyValueConfig,
+    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StoreCompression,
@@ -57,6 +60,10 @@ NOTICES_MAX_BYTES = 128 * 1024 * 1024
 ROUTING_HISTORY = 64
 #: Byte bound of the KV bucket: 64 versions of a few hundred models' snapshots, each under the wire bound.
 ROUTING_MAX_BYTES = 256 * 1024 * 1024
+#: Object store bucket of the judge's fold snapshots (:mod:`reverie_canary.services.judge.snapshots`).
+JUDGE_SNAPSHOTS = "canary-judge-snapshots"
+#: Its byte bound: two snapshots of a few hundred models, compressed (a few MB each).
+JUDGE_SNAPSHOTS_MAX_BYTES = 512 * 1024 * 1024
 
 LOG_SUBJECTS = [
     subjects.ALL_DISCOVERY,
@@ -148,6 +155,12 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
             continue
         if _differs(info.config, config):
             await _reserving(js.update_stream, config)
+    try:
+        await js.object_store(JUDGE_SNAPSHOTS)
+    except NotFoundError:
+        await js.create_object_store(JUDGE_SNAPSHOTS, ObjectStoreConfig(
+            bucket=JUDGE_SNAPSHOTS, description="reverie-canary: snapshots of the judge's fold (a rebuild starts there)",
+            max_bytes=JUDGE_SNAPSHOTS_MAX_BYTES, storage=StorageType.FILE, replicas=settings.stream_replicas))
     try:
         await js.key_value(ROUTING_BUCKET)
     except NotFoundError:

@@ -17,6 +17,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy
+from reverie_canary.services.judge.snapshots import FoldSnapshot
 from reverie_canary.shared.settings import SECRET_FIELDS, Settings
 from reverie_canary.shared import codec, eventlog, inputs
 from reverie_canary.shared.errors import Undecodable
@@ -47,14 +48,16 @@ class Refold:
         positions: per model, the last sequence to include (the live record's position), so that
             the comparison is with the same prefix of the log; a model without one is folded to the end.
         keep: which effects to keep in :attr:`effects` (default: every one; a rebuild keeps none).
+        states: model -> the state to start from (a snapshot's: :mod:`reverie_canary.services.judge.snapshots`);
+            the log fed must then start after the snapshot's position.
     """
 
     def __init__(self, policy: Policy, *, positions: dict[str, int] | None = None,
-                 keep: type | tuple[type, ...] | None = object) -> None:
+                 keep: type | tuple[type, ...] | None = object, states: dict[str, ModelState] | None = None) -> None:
         self.policy = policy
         self.positions = positions
         self.keep = keep
-        self.folder = Folder(policy)
+        self.folder = Folder(policy, states)
         #: model -> state: the fold so far (the folder's own; results are applied in place)
         self.states: dict[str, ModelState] = self.folder.states
         self.effects: list[tuple[int, Effect]] = []
@@ -102,15 +105,20 @@ def refold(events: Iterable[LoggedEvent], policy: Policy, *, positions: dict[str
 
 async def scan_refold(js: JetStreamContext, policy: Policy, *, positions: dict[str, int] | None = None,
                       until_seq: int | None = None, keep: type | tuple[type, ...] | None = Decision,
-                      idle_s: float = 2.0) -> Refold:
+                      idle_s: float = 2.0, snapshot: FoldSnapshot | None = None) -> Refold:
     """Fold what the judge folds of ``CANARY_LOG`` as it streams by, never holding the log.
+
+    Args:
+        snapshot: start from this snapshot's states and read the log after its position
+            (default: from the log's start).
 
     Returns:
         The :class:`Refold` after the last event up to ``until_seq`` (default: the log's end at start);
         by default it keeps only the decisions among the effects.
     """
-    fold = Refold(policy, positions=positions, keep=keep)
-    await eventlog.scan_log(js, fold.feed, prefixes=JUDGE_SUBJECTS, until_seq=until_seq, idle_s=idle_s)
+    fold = Refold(policy, positions=positions, keep=keep, states=snapshot.states if snapshot is not None else None)
+    await eventlog.scan_log(js, fold.feed, prefixes=JUDGE_SUBJECTS, until_seq=until_seq, idle_s=idle_s,
+                            from_seq=snapshot.position + 1 if snapshot is not None else None)
     return fold
 
 

@@ -23,12 +23,12 @@ from typing import Any
 
 from faststream import FastStream
 
-from reverie_canary.services.judge import answers, gauges
+from reverie_canary.services.judge import answers, gauges, snapshots
 from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, initial
 from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import (Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound,
                                                  RedisJudgeStore)
-from reverie_canary.shared import eventlog, ids, inputs, metrics, streams, subjects, tracing
+from reverie_canary.shared import clock, eventlog, ids, inputs, metrics, streams, subjects, tracing
 from reverie_canary.shared.broker import Delivery, Publisher, _span_attributes
 from reverie_canary.shared.events import (
     PROBE_KINDS,
@@ -83,13 +83,15 @@ class Judge:
             (:func:`rebuild`); called when the store has no marker of having held the state.
         floor: the stream sequence the durable has acknowledged (where a rebuild at start ends).
         owner: who holds the lease (host and process; shown to a judge that must wait).
+        snapshots: writes the states every so many applied events, for rebuilds
+            (:mod:`reverie_canary.services.judge.snapshots`).
     """
 
     def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str],
                  rebuild: Callable[[int], Awaitable[list[str]]] | None = None, *,
                  cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = PROBE_KINDS,
                  floor: Callable[[], Awaitable[int]] | None = None, owner: str | None = None,
-                 lease_ttl_s: float = LEASE_TTL_S) -> None:
+                 lease_ttl_s: float = LEASE_TTL_S, snapshots: snapshots.SnapshotWriter | None = None) -> None:
         self.store = store
         self.publisher = publisher
         self.policy = policy
@@ -100,6 +102,7 @@ class Judge:
         self.kinds = kinds
         self.owner = owner or f"judge@{socket.gethostname()}:{os.getpid()}"
         self.lease_ttl_s = lease_ttl_s
+        self.snapshots = snapshots
         #: model -> the state last loaded or saved (what the metrics show)
         self.latest: dict[str, ModelState] = {}
         #: task id -> the trace context of the span that handled its result (shared/tracing.py)
@@ -403,6 +406,9 @@ class Judge:
             else:
                 for model, position in sent.items():
                     self.records[model].sent = position
+        if self.snapshots is not None and self.snapshots.due(len(items)):
+            await self.snapshots.write({m: r.state for m, r in self.records.items()}, self.applied_through,
+                                       clock.now())
         return refused, produced_for_only
 
 
@@ -412,16 +418,21 @@ async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], unti
     Redis only stores the result of the fold (DESIGN.md, "The judge"): when its
     state is gone (flushed, replaced without persistence) the judge refolds the
     log the consumer had already applied, so the next event continues from where
-    the lost state was.  Marks the store initialized.
+    the lost state was.  The fold starts from the newest snapshot at or below
+    ``until_seq`` (:mod:`reverie_canary.services.judge.snapshots`), else from the
+    log's start.  Marks the store initialized.
 
     Returns:
         The models whose state was rebuilt.
     """
     missing = [m for m in models if (await store.load(m)).revision == 0]
     if missing and until_seq > 0:
+        snapshot = await snapshots.latest(js, until_seq)
         # streamed: the fold holds the states, never the log (a month of results would not fit)
         states = (await scan_refold(js, policy, positions={m: until_seq for m in missing}, until_seq=until_seq,
-                                    keep=None)).states
+                                    keep=None, snapshot=snapshot)).states
+        get_logger("judge").info("state_refolded", models=missing, until=until_seq,
+                                 from_snapshot=snapshot.position if snapshot is not None else None)
         for model in missing:
             state = states.get(model) or initial(model)
             await store.save(model, JudgeRecord(state=state, position=until_seq, revision=1), expected_revision=0)
@@ -456,7 +467,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
         judge = holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
                                         cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds),
-                                        floor=floor)
+                                        floor=floor, snapshots=snapshots.SnapshotWriter(
+                                            nc.jetstream(), settings.judge_snapshot_events))
         await judge.start()
         shell.metrics.add_source(judge.samples)
 
