@@ -142,7 +142,7 @@ MIN_RESERVED_BYTES = 64 * 1024 * 1024
 
 
 async def ensure(js: JetStreamContext, settings: Settings) -> None:
-    """Create or update the streams and the KV bucket; safe to call from every service.
+    """Create or update the streams, the KV bucket and the judge's snapshot bucket; safe to call from every service.
 
     Raises:
         nats.js.errors.APIError: when the server refuses a configuration.
@@ -156,12 +156,6 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
         if _differs(info.config, config):
             await _reserving(js.update_stream, config)
     try:
-        await js.object_store(JUDGE_SNAPSHOTS)
-    except NotFoundError:
-        await js.create_object_store(JUDGE_SNAPSHOTS, ObjectStoreConfig(
-            bucket=JUDGE_SNAPSHOTS, description="reverie-canary: snapshots of the judge's fold (a rebuild starts there)",
-            max_bytes=JUDGE_SNAPSHOTS_MAX_BYTES, storage=StorageType.FILE, replicas=settings.stream_replicas))
-    try:
         await js.key_value(ROUTING_BUCKET)
     except NotFoundError:
         await js.create_key_value(
@@ -174,6 +168,27 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
                 replicas=settings.stream_replicas,
             )
         )
+    try:
+        await js.object_store(JUDGE_SNAPSHOTS)
+    except NotFoundError:
+        await _create_snapshot_bucket(js, settings)
+
+
+async def _create_snapshot_bucket(js: JetStreamContext, settings: Settings) -> None:
+    """Create the judge's snapshot bucket, halving its byte limit while the server cannot reserve it (as streams)."""
+    from nats.js.errors import APIError
+
+    limit = JUDGE_SNAPSHOTS_MAX_BYTES
+    while True:
+        try:
+            await js.create_object_store(JUDGE_SNAPSHOTS, ObjectStoreConfig(
+                bucket=JUDGE_SNAPSHOTS, description="reverie-canary: snapshots of the judge's fold (a rebuild starts there)",
+                max_bytes=limit, storage=StorageType.FILE, replicas=settings.stream_replicas))
+            return
+        except APIError as exc:
+            if "insufficient" not in str(exc).lower() or limit // 2 < MIN_RESERVED_BYTES:
+                raise
+            limit //= 2
 
 
 async def _reserving(call, config: StreamConfig) -> None:
