@@ -116,6 +116,7 @@ class Judge:
         self.applied_through = 0  # the highest stream sequence of a saved batch
         self._renewed_at = 0.0
         self._said_standby = False
+        self._holding = asyncio.Lock()
 
     # -- the lease and the records in memory --------------------------------------------------------
 
@@ -125,6 +126,12 @@ class Judge:
         Raises:
             Transient: the store is unreachable.
         """
+        if self.lease is not None and time.monotonic() - self._renewed_at < self.lease_ttl_s / 3:
+            return True
+        async with self._holding:  # the pull loop and the renewal loop ask at once: one asks Redis
+            return await self._hold()
+
+    async def _hold(self) -> bool:
         log = get_logger("judge")
         if self.lease is not None and time.monotonic() - self._renewed_at < self.lease_ttl_s / 3:
             return True
