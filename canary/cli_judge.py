@@ -145,13 +145,12 @@ def _since(since: str | None) -> datetime | None:
 
 async def _replay_live(settings, policy, other_policy, other: Path | None, since: str | None,
                        start: datetime | None, differences=None, current: dict | None = None) -> int:
-    from reverie_canary.services.judge.replay import backtest, diff_states, read_log, refold
+    from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold, diff_states
     from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.services.router.store import RedisRouterStore
+    from reverie_canary.shared import eventlog
     from reverie_canary.shared.events import Decision
     from reverie_canary.shared.service import nats_connect, redis_client
-
-    from reverie_canary.services.judge.replay import JUDGE_SUBJECTS
-    from reverie_canary.services.router.store import RedisRouterStore
 
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)
@@ -160,27 +159,41 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         stored = await store.models()
         records = {m: await store.load(m) for m in stored}
         router_record = await RedisRouterStore(client, settings.namespace).load()
-        nc = await nats_connect(settings)
-        try:
-            # always from the beginning: a fold that starts mid-log has no earlier state and
-            # would invent decisions; --since only chooses which part of the timeline is shown
-            everything = await read_log(nc.jetstream(), judge_only=False)
-        finally:
-            await nc.close()
     finally:
         await client.aclose()
-    logged = [item for item in everything if item.subject.startswith(JUDGE_SUBJECTS)]
-    models = {m for e in logged if (m := getattr(e.event, "model", "*")) != "*"}
-    policy = msgspec.structs.replace(policy, models=tuple(sorted(models | set(policy.models) | set(records))))
+    # a command for "*" reaches every watched model and every model the judge has stored, as it did live
+    policy = msgspec.structs.replace(policy, models=tuple(sorted(set(policy.models) | set(records))))
     positions = {m: r.position for m, r in records.items()}
-    states, effects = refold(logged, policy, positions=positions)
+    live = Refold(policy, positions=positions, keep=Decision)
+    # the backtest folds the whole log under both configurations
+    both = None if other_policy is None else (
+        Refold(policy, keep=Decision), Refold(msgspec.structs.replace(other_policy, models=policy.models), keep=Decision))
+    router_prefixes = _router_prefixes()
+    router_items: list = []
+
+    def on_event(item) -> None:
+        if item.subject.startswith(JUDGE_SUBJECTS):
+            live.feed(item)
+            if both is not None:
+                both[0].feed(item)
+                both[1].feed(item)
+        if item.subject.startswith(router_prefixes):
+            router_items.append(_lean_for_router(item))
+
+    nc = await nats_connect(settings)
+    try:
+        # always from the beginning, as a stream: a fold that starts mid-log has no earlier state and
+        # would invent decisions; --since only chooses which part of the timeline is shown
+        await eventlog.scan_log(nc.jetstream(), on_event)
+    finally:
+        await nc.close()
+    states, effects = live.states, live.effects
     shown = [(seq, e) for seq, e in effects if isinstance(e, Decision) and (start is None or e.at >= start)]
-    print(f"{len(logged)} events folded from the log" + (f"; decisions since {since}:" if since else ":"))
+    print(f"{live.events} events folded from the log" + (f"; decisions since {since}:" if since else ":"))
     for seq, e in shown:
         print(_decision_line(seq, e))
-    if other_policy is not None:
-        other_policy = msgspec.structs.replace(other_policy, models=policy.models)
-        diff = backtest([e.event for e in logged], policy, other_policy)
+    if both is not None:
+        diff = decision_difference([e for _, e in both[0].effects], [e for _, e in both[1].effects])
         _print_differences(other, differences or [], current)
         print(f"{len(diff['only_current'])} decision(s) only with the current configuration, "
               f"{len(diff['only_other'])} only with the other one")
@@ -207,8 +220,36 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         print(f"\nlive state of {model} (position #{record.position}) {status}")
         for line in problems[:50]:
             print("  " + line)
-    differences += _replay_router(settings, everything, router_record)
+    differences += _replay_router(settings, router_items, router_record)
     return 1 if differences else 0
+
+
+def decision_difference(current: list, other: list) -> dict[str, list]:
+    """The decisions only one of two folds made (:func:`reverie_canary.services.judge.replay.backtest`'s comparison)."""
+    from reverie_canary.services.judge.replay import decision_key
+
+    ka = {decision_key(d) for d in current}
+    kb = {decision_key(d) for d in other}
+    return {"only_current": [d for d in current if decision_key(d) not in kb],
+            "only_other": [d for d in other if decision_key(d) not in ka]}
+
+
+def _router_prefixes() -> tuple[str, ...]:
+    from reverie_canary.shared import inputs
+
+    return (*inputs.prefixes("router"), "canary.answers.router.")
+
+
+def _lean_for_router(item):
+    """``item`` as the router's refold needs it: a listing keeps only its controls' planned probes (a month of them is GBs)."""
+    from reverie_canary.shared.eventlog import LoggedEvent
+    from reverie_canary.shared.events import EndpointsDiscovered
+
+    event = item.event
+    if isinstance(event, EndpointsDiscovered) and event.planned:
+        event = msgspec.structs.replace(event, planned=[p for p in event.planned if p.control])
+        return LoggedEvent(seq=item.seq, subject=item.subject, event=event)
+    return item
 
 
 def _replay_router(settings, everything, record) -> int:
@@ -217,10 +258,10 @@ def _replay_router(settings, everything, record) -> int:
     Prints the router's part of ``canary replay``; returns the number of differences.
     """
     from reverie_canary.services.router.core import RouterCommand, RouterPolicy, diff_layers, layers, refold
-    from reverie_canary.shared import clock, inputs
+    from reverie_canary.shared import clock
     from reverie_canary.shared.events import Decision
 
-    prefixes = (*inputs.prefixes("router"), "canary.answers.router.")
+    prefixes = _router_prefixes()
     mine = [item for item in everything if item.subject.startswith(prefixes)]
     now = clock.now()
     if record.revision == 0:
@@ -328,10 +369,14 @@ def report(
     """
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
-    from reverie_canary.services.judge.replay import read_log, refold
+    from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold
     from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.eventlog import scan_log
     from reverie_canary.shared.events import Decision
     from reverie_canary.shared.service import nats_connect, redis_client
+
+    async def scan_refold_into(js, on_event) -> None:
+        await scan_log(js, on_event, prefixes=JUDGE_SUBJECTS)
 
     settings = _settings(config)
     models = [model] if model else list(settings.models)
@@ -349,29 +394,37 @@ def report(
             nc = await nats_connect(settings, allow_reconnect=False)
         except Exception as exc:
             raise _ReportError(f"cannot read the log: NATS at {settings.nats_url}: {exc!r}") from exc
+        # a command for "*" reaches every watched model and every model the judge stored, as it did live
+        folded = Refold(msgspec.structs.replace(policy, models=tuple(sorted(known | set(models)))), keep=Decision)
+        counts: dict[str, int] = {}
+
+        def on_event(item) -> None:
+            model = getattr(item.event, "model", None)
+            if model is not None:
+                counts[model] = counts.get(model, 0) + 1
+            folded.feed(item)
+
         try:
             js = nc.jetstream()
             try:
-                logged = await read_log(js)
+                await scan_refold_into(js, on_event)  # streamed: a month of results is never held
             except Exception as exc:  # no stream (never initialised), a permission, a timeout
                 raise _ReportError(f"cannot read the log: {exc!r}") from exc
             start = await _log_start(js)
         finally:
             await nc.close()
-        return stored, logged, start
+        return stored, folded, counts, start
 
     try:
-        stored, logged, log_start = asyncio.run(load())
+        stored, folded, counts, log_start = asyncio.run(load())
     except _ReportError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    seen = {m for e in logged if (m := getattr(e.event, "model", "*")) != "*"}
-    folded_policy = msgspec.structs.replace(policy, models=tuple(sorted(seen | set(models))))
-    states, effects = refold(logged, folded_policy)
+    states, effects = folded.states, folded.effects
     modes = {e.decision_id: e.mode for _, e in effects if isinstance(e, Decision)}
     reports, gone = [], []
     for m in models:
-        events = sum(1 for e in logged if getattr(e.event, "model", None) == m)
+        events = counts.get(m, 0)
         if not events:
             gone.append(m)
             continue
