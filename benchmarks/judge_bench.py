@@ -1,33 +1,57 @@
-"""Judge throughput: the pure policy alone, and the judge folding into a real Redis.
+"""Judge throughput beside raw pipelined Redis HSETs of the same Redis, at a small and a large model.
 
-Printed side by side with the same Redis's own throughput measured in the same
-run (plain SETs of a record-sized value, one round trip each, and pipelined),
-so the ratios show the judge's overhead whatever the machine is doing.
+    python benchmarks/judge_bench.py [--providers 10,250] [--events 6000] [--repeat 3] [--no-service]
 
-    python benchmarks/judge_bench.py [--providers 10] [--cycles 40] [--repeat 3]
+For each size (providers of one model; the wire bounds a model at 256 endpoints) a
+generated log of about ``--events`` events (listings, one result per provider and
+kind, closes; some providers failing or flaky) is folded, in each repetition side by
+side so that the machine's noise hits every row alike:
+
+- **anchor**: raw ``HSET`` s of one result-sized field each, pipelined 256 at a time
+  (the judge's batch), into the same Redis;
+- the policy alone: the pure ``fold()`` (``decide`` per event) and the in-place
+  ``Folder`` the judge and replays use;
+- **judge into Redis**: the judge's own path (``Judge.apply_batch``: fold the batch in
+  memory, one atomic save of what it changed, the outbox to a publisher that discards
+  it), 256 events a batch; a tree without batches (``--per-event``, or before issue 13)
+  goes through ``Judge.apply_to`` one event at a time (load, decide, compare-and-set save);
+- **running service**: the judge service itself (``create_app``) on an embedded NATS and
+  Redis, the log published first, from its first acknowledgement to its last (it reads
+  the durable, folds, saves, publishes verdicts and decisions, acknowledges).
+
+Each row: events/s, median of the repetitions (min-max), and the ratio to the anchor;
+then, per row, the rate at the largest size divided by the rate at the smallest
+(issue 13 §1: >= 0.9 when the cost of an event does not grow with the model).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import math
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
+import msgspec  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
 
-from reverie_canary.canary.embedded import start_redis  # noqa: E402
+from reverie_canary.canary.embedded import start_nats, start_redis  # noqa: E402
+from reverie_canary.services.judge import core  # noqa: E402
 from reverie_canary.services.judge.core import Policy, fold  # noqa: E402
 from reverie_canary.services.judge.service import Judge  # noqa: E402
 from reverie_canary.services.judge.store import RedisJudgeStore  # noqa: E402
-from tests.judge_events import MODEL, cycle_events  # noqa: E402
+from reverie_canary.shared.broker import Delivery  # noqa: E402
+from tests.judge_events import MODEL, cycle_events, publish_events  # noqa: E402
 
 KINDS = ("ttft", "refusal", "structured", "language", "echo")
+BATCH = 256
 
 
 class DiscardPublisher:
@@ -37,9 +61,10 @@ class DiscardPublisher:
         return True
 
 
-def make_log(providers: int, cycles: int) -> list:
-    names = [f"p{i:02d}/fp8" for i in range(providers)]
-    events = []
+def make_log(providers: int, events: int) -> list:
+    names = [f"p{i:03d}/fp8" for i in range(providers)]
+    cycles = max(2, math.ceil(events / (providers * len(KINDS) + 2)))
+    out = []
     for n in range(cycles):
         table = {}
         for i, name in enumerate(names):
@@ -48,85 +73,167 @@ def make_log(providers: int, cycles: int) -> list:
                 table[name]["ttft"] = ("fail", "ttft_exceeded")
             if i == 2 and n % 2:
                 table[name]["structured"] = ("transport_error", "http_503")
-        events += cycle_events(n, table)
-    return events
+        out += cycle_events(n, table)
+    return out
 
 
-def bench_policy(events: list, repeat: int) -> float:
-    policy = Policy(mode="enforce")
-    rates = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fold(events, policy)
-        rates.append(len(events) / (time.perf_counter() - t0))
-    return statistics.median(rates)
+def rate_pure(events: list) -> float:
+    t0 = time.perf_counter()
+    fold(events, Policy(mode="enforce"))
+    return len(events) / (time.perf_counter() - t0)
 
 
-async def bench_judge(url: str, events: list, repeat: int) -> float:
-    rates = []
-    for r in range(repeat):
-        client = aioredis.from_url(url)
-        judge = Judge(RedisJudgeStore(client, f"bench{r}"), DiscardPublisher(), Policy(mode="enforce"), [MODEL])
-        t0 = time.perf_counter()
-        for seq, event in enumerate(events, 1):
-            await judge.apply_to(MODEL, event, seq)
-        rates.append(len(events) / (time.perf_counter() - t0))
-        await client.aclose()
-    return statistics.median(rates)
+def rate_folder(events: list) -> float | None:
+    if not hasattr(core, "Folder"):
+        return None
+    folder = core.Folder(Policy(mode="enforce"))
+    t0 = time.perf_counter()
+    for event in events:
+        folder.apply(MODEL, event)
+    return len(events) / (time.perf_counter() - t0)
 
 
-async def bench_redis(url: str, value: bytes, n: int, repeat: int) -> tuple[float, float]:
+async def rate_hset(url: str, n: int, value: bytes, tag: str) -> float:
     client = aioredis.from_url(url)
-    single, piped = [], []
-    for r in range(repeat):
+    try:
         t0 = time.perf_counter()
-        for i in range(n):
-            await client.set(f"plain{r}:{i % 16}", value)
-        single.append(n / (time.perf_counter() - t0))
+        for start in range(0, n, BATCH):
+            async with client.pipeline(transaction=False) as pipe:
+                for i in range(start, min(n, start + BATCH)):
+                    pipe.hset(f"anchor:{tag}", f"r:{i}", value)
+                await pipe.execute()
+        return n / (time.perf_counter() - t0)
+    finally:
+        await client.delete(f"anchor:{tag}")
+        await client.aclose()
+
+
+async def rate_judge(url: str, events: list, tag: str, per_event: bool) -> float:
+    client = aioredis.from_url(url)
+    try:
+        judge = Judge(RedisJudgeStore(client, f"bench-{tag}"), DiscardPublisher(), Policy(mode="enforce"), [MODEL])
+        batched = hasattr(judge, "apply_batch") and not per_event
         t0 = time.perf_counter()
-        async with client.pipeline(transaction=False) as pipe:
-            for i in range(n):
-                pipe.set(f"piped{r}:{i % 16}", value)
-            await pipe.execute()
-        piped.append(n / (time.perf_counter() - t0))
-    await client.aclose()
-    return statistics.median(single), statistics.median(piped)
+        if batched:
+            for start in range(0, len(events), BATCH):
+                await judge.apply_batch([(e, Delivery(subject="", stream_seq=seq, deliveries=1, headers={}))
+                                         for seq, e in enumerate(events[start:start + BATCH], start + 1)])
+        else:
+            for seq, event in enumerate(events, 1):
+                await judge.apply_to(MODEL, event, seq)
+        return len(events) / (time.perf_counter() - t0)
+    finally:
+        await client.aclose()
+
+
+async def rate_service(nats_url: str, redis_url: str, events: list, tag: str) -> float:
+    import nats
+
+    from reverie_canary.services.judge.service import create_app
+    from reverie_canary.shared import streams
+    from reverie_canary.shared.service import ensure_streams
+    from reverie_canary.shared.settings import Settings
+
+    settings = Settings.load(env={}, nats_url=nats_url, redis_url=redis_url, namespace=f"svc-{tag}", models=[MODEL],
+                             mode="enforce", metrics_port=-1)
+    await ensure_streams(settings)
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    durable = streams.judge_consumer(settings).durable
+    try:
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(streams.LOG, durable)
+        first_seq = (await js.stream_info(streams.LOG)).state.last_seq + 1
+        for start in range(0, len(events), 2000):
+            await publish_events(js, events[start:start + 2000])
+        last_seq = (await js.stream_info(streams.LOG)).state.last_seq
+        # the durable starts where this repetition's events start (earlier ones are another run's)
+        from nats.js.api import DeliverPolicy
+
+        config = streams.judge_consumer(settings).config()
+        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, first_seq
+        await js.add_consumer(streams.LOG, config)
+        app = create_app(settings)
+        await app.start()  # connected, its records read: the pull loop starts now
+        started = time.perf_counter()
+        try:
+            while True:
+                info = await js.consumer_info(streams.LOG, durable)
+                floor = info.ack_floor.stream_seq if info.ack_floor else 0
+                if floor >= last_seq and not info.num_ack_pending:
+                    finished = time.perf_counter()
+                    break
+                await asyncio.sleep(0.005)
+        finally:
+            await app.stop()
+        return (last_seq - first_seq + 1) / (finished - started)
+    finally:
+        await nc.close()
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):>9,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--providers", type=int, default=10)
-    parser.add_argument("--cycles", type=int, default=40)
+    parser.add_argument("--providers", default="10,250", help="providers of the one model, comma-separated")
+    parser.add_argument("--events", type=int, default=6000, help="events per log (whole cycles)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--per-event", action="store_true", help="the judge path one event at a time")
+    parser.add_argument("--no-service", action="store_true", help="leave out the running service")
     args = parser.parse_args(argv)
-
-    events = make_log(args.providers, args.cycles)
-    policy_rate = bench_policy(events, args.repeat)
-    states, _ = fold(events, Policy(mode="enforce"))
-    import msgspec
-
-    record_size = len(msgspec.json.encode(states[MODEL]))
+    sizes = [int(p) for p in args.providers.split(",")]
+    logs = {p: make_log(p, args.events) for p in sizes}
+    result_size = max(len(msgspec.json.encode(e)) for e in logs[sizes[0]][1:3]) // 3  # a stored result reference
+    rows: dict[int, dict[str, list[float]]] = {p: {} for p in sizes}
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_redis(Path(tmp))
+        redis_server = start_redis(Path(tmp) / "redis")
+        nats_server = None if args.no_service else start_nats(Path(tmp) / "nats")
         try:
-            judge_rate = await bench_judge(server.url, events, args.repeat)
-            single, piped = await bench_redis(server.url, b"x" * record_size, len(events), args.repeat)
+            for r in range(args.repeat):
+                for p in sizes:
+                    events = logs[p]
+                    got = rows[p]
+                    got.setdefault("anchor", []).append(await rate_hset(redis_server.url, len(events),
+                                                                        b"x" * result_size, f"{p}-{r}"))
+                    got.setdefault("pure", []).append(rate_pure(events))
+                    folder = rate_folder(events)
+                    if folder is not None:
+                        got.setdefault("folder", []).append(folder)
+                    got.setdefault("judge", []).append(await rate_judge(redis_server.url, events, f"{p}-{r}",
+                                                                        args.per_event))
+                    if nats_server is not None:
+                        got.setdefault("service", []).append(await rate_service(nats_server.url, redis_server.url,
+                                                                                events, f"{p}-{r}"))
         finally:
-            server.stop()
+            redis_server.stop()
+            if nats_server is not None:
+                nats_server.stop()
 
-    print(f"judge benchmark: {len(events)} events ({args.providers} providers x {len(KINDS)} kinds x "
-          f"{args.cycles} cycles), state record ~{record_size / 1024:.1f} KiB; median of {args.repeat}")
-    print(f"{'what':<52} {'events/s':>10} {'ratio':>8}")
-    rows = [
-        ("policy alone, no I/O (fold)", policy_rate),
-        ("judge into Redis (load, decide, compare-and-set save)", judge_rate),
-        ("Redis: plain SET of a record-sized value, 1 RTT each", single),
-        ("Redis: the same SETs pipelined", piped),
-    ]
-    for name, rate in rows:
-        print(f"{name:<52} {rate:>10.0f} {rate / single:>7.2f}x")
-    print(f"judge vs one plain SET per event: {judge_rate / single:.2f}x "
-          f"(a judged event costs an HGET, a compare-and-set script and the fold, JSON both ways)")
+    labels = {
+        "anchor": f"anchor: raw pipelined HSET ({result_size} B, {BATCH} a pipeline)",
+        "pure": "policy alone: pure fold(), decide per event",
+        "folder": "policy alone: Folder (in place)",
+        "judge": "judge into Redis (" + ("per event" if args.per_event or "folder" not in rows[sizes[0]]
+                                         else f"batches of {BATCH}") + ")",
+        "service": "running judge service (NATS + Redis)",
+    }
+    print(f"judge benchmark: one model, {args.repeat} repetitions, events/s median (min-max)")
+    for p in sizes:
+        n = len(logs[p])
+        print(f"\n{p} providers x {len(KINDS)} kinds: {n} events")
+        print(f"{'what':<56} {'events/s (min-max)':>26} {'÷ anchor':>9}")
+        anchor = statistics.median(rows[p]["anchor"])
+        for key, label in labels.items():
+            if key in rows[p]:
+                print(f"{label:<56} {spread(rows[p][key]):>26} {statistics.median(rows[p][key]) / anchor:>8.2f}")
+    if len(sizes) > 1:
+        small, large = sizes[0], sizes[-1]
+        print(f"\nat {large} providers ÷ at {small} (the same row, medians):")
+        for key, label in labels.items():
+            if key in rows[small] and key != "anchor":
+                print(f"  {label:<54} {statistics.median(rows[large][key]) / statistics.median(rows[small][key]):.2f}")
     return 0
 
 
