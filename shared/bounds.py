@@ -290,7 +290,7 @@ def free_json_checker(type_: Any):
                 def check_struct(value: Any) -> None:
                     for name, c in fields:
                         child = getattr(value, name)
-                        if child is not None:
+                        if child:  # None, or an empty mapping or list: nothing to walk
                             try:
                                 c(child)
                             except _Breach as b:

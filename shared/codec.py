@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from reverie_canary.shared.commands import (
+    VERBS,
     AddOverride,
     ResendNotices,
     LiftSuspension,
@@ -204,6 +205,16 @@ def _decoded_token(token: str) -> str:
     return decode_token(token)
 
 
+@functools.lru_cache(maxsize=16384)
+def _subject_tokens(subject: str) -> tuple[str, ...]:
+    """The decoded tokens of ``subject`` after ``canary.<family>``, cached: a fleet's subjects repeat every cycle.
+
+    Raises:
+        SubjectError: a token that is not an encoding (not cached: it is raised again).
+    """
+    return tuple(_decoded_token(t) for t in subject.split(".")[2:])
+
+
 def check_origin(subject: str, message: Any) -> None:
     """Refuse a message that does not belong on the subject it arrived on.
 
@@ -214,7 +225,6 @@ def check_origin(subject: str, message: Any) -> None:
     Raises:
         Rejected: naming the type, the subject and what belongs there.
     """
-    from reverie_canary.shared.commands import VERBS
     from reverie_canary.shared.subjects import SubjectError
 
     parts = subject.split(".")
@@ -225,7 +235,7 @@ def check_origin(subject: str, message: Any) -> None:
         names = ", ".join(t.__name__ for t in allowed) or "nothing this service reads"
         raise Rejected(f"a {kind} on {subject}: only {names} may arrive there", subject=subject)
     try:
-        tokens = [_decoded_token(t) for t in parts[2:]]
+        tokens = list(_subject_tokens(subject))
     except SubjectError as exc:
         raise Rejected(f"a {kind} on a malformed subject {subject}: {exc}", subject=subject) from exc
     if family == "notices":

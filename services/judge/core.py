@@ -296,25 +296,43 @@ def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, l
     if isinstance(event, ProbeResult):
         # the hot path: a result only touches one open cycle, so only that is copied
         return _result_fast(state, event)
+    if not _concerns(state, event):
+        return state, []
     new = _copy(state)
-    match event:
-        case EndpointsDiscovered() if event.model == state.model:
-            effects = _discovered(new, event, policy)
-        case CycleClosed() if event.model == state.model:
-            effects = _close_cycle(new, event, policy)
-        case CycleUnplanned() if event.model == state.model:
-            effects = _unplanned(new, event, policy)
-        case IgnoreSnapshot() if event.model == state.model:
-            effects = _snapshot(new, event)
-        case LiftSuspension() if event.model in (state.model, "*"):
-            effects = _lift(new, event, policy)
-        case SetMode() if event.model in (state.model, "*"):
-            effects = _set_mode(new, event, policy)
-        case _:
-            return state, []
+    effects = _apply(new, event, policy)
     if new == state:
         return state, []
     return new, effects
+
+
+def _concerns(state: ModelState, event: Any) -> bool:
+    """Whether :func:`_apply` does anything with ``event`` for this model (a result aside)."""
+    if isinstance(event, EndpointsDiscovered | CycleClosed | CycleUnplanned | IgnoreSnapshot):
+        return event.model == state.model
+    if isinstance(event, LiftSuspension | SetMode):
+        return event.model in (state.model, "*")
+    return False
+
+
+def _apply(state: ModelState, event: Any, policy: Policy) -> list[Effect]:
+    """Apply an event (not a result) that :func:`_concerns` ``state`` to ``state`` itself; its effects.
+
+    An event that changes nothing makes no effect (so :func:`decide` may drop both).
+    """
+    match event:
+        case EndpointsDiscovered():
+            return _discovered(state, event, policy)
+        case CycleClosed():
+            return _close_cycle(state, event, policy)
+        case CycleUnplanned():
+            return _unplanned(state, event, policy)
+        case IgnoreSnapshot():
+            return _snapshot(state, event)
+        case LiftSuspension():
+            return _lift(state, event, policy)
+        case SetMode():
+            return _set_mode(state, event, policy)
+    return []
 
 
 def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | None = None) -> tuple[dict[str, ModelState], list[Effect]]:
@@ -369,8 +387,9 @@ class Folder:
     the providers of the model -- for every result.  A ``Folder`` applies a
     result in place instead, to a state it owns, and keeps one index of planned
     probes per open cycle, so a result costs the same whatever the model's size.
-    Every other event goes through :func:`decide` unchanged (a cycle's discovery
-    and close cost in proportion to its providers once per cycle anyway).
+    Every other event goes through :func:`decide` (a deep copy of the state) the
+    first time a model changes after :meth:`share`, and is applied to that copy
+    in place after that: a replay, which never shares, copies a state once.
     The states, effects and their order are those of :func:`fold` over the same
     events (``tests/unit/test_judge_folder.py``).
 
@@ -389,7 +408,8 @@ class Folder:
     def __init__(self, policy: Policy, states: dict[str, ModelState] | None = None) -> None:
         self.policy = policy
         self.states: dict[str, ModelState] = dict(states or {})
-        self._owned: set[str] = set()
+        self._owned: set[str] = set()  # models whose state object (and open-cycle dict) is this folder's
+        self._whole: set[str] = set()  # ... and every part of it, providers and all (a deep copy, or new)
         self._owned_cycles: set[tuple[str, str]] = set()
         #: (model, cycle) -> (the cycle's planned list it was built from, task id -> probe)
         self._index: dict[tuple[str, str], tuple[list[PlannedProbe], dict[str, PlannedProbe]]] = {}
@@ -397,6 +417,7 @@ class Folder:
     def share(self) -> None:
         """From now on treat every held state as someone else's: the next change copies it first."""
         self._owned.clear()
+        self._whole.clear()
         self._owned_cycles.clear()
 
     def state(self, model: str) -> ModelState:
@@ -409,17 +430,30 @@ class Folder:
         if state is None:
             state = self.states[model] = initial(model)
             self._owned.add(model)
+            self._whole.add(model)
         if isinstance(event, ProbeResult):
             return self._result(model, state, event)
+        if model in self._whole:
+            # every part of this state is this folder's: changed in place, as decide() changes its copy
+            if not _concerns(state, event):
+                return []
+            effects = _apply(state, event, self.policy)
+            self._forget_index(model)  # a further part of a listing extends a cycle's plan in place
+            self._owned_cycles.update((model, c) for c in state.open_cycles)
+            return effects
         new, effects = decide(state, event, self.policy)
         if new is not state:
             self.states[model] = new  # a deep copy (decide): every part of it is this folder's
             self._owned.add(model)
+            self._whole.add(model)
             self._owned_cycles.difference_update([k for k in self._owned_cycles if k[0] == model])
             self._owned_cycles.update((model, c) for c in new.open_cycles)
-            for key in [k for k in self._index if k[0] == model and k[1] not in new.open_cycles]:
-                del self._index[key]
+            self._forget_index(model)
         return effects
+
+    def _forget_index(self, model: str) -> None:
+        for key in [k for k in self._index if k[0] == model]:
+            del self._index[key]
 
     def _result(self, model: str, state: ModelState, event: ProbeResult) -> list[Effect]:
         cycle = state.open_cycles.get(event.cycle) if event.model == state.model else None
