@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import statistics
 import sys
@@ -126,49 +125,50 @@ async def rate_judge(url: str, events: list, tag: str, per_event: bool) -> float
         await client.aclose()
 
 
-async def rate_service(nats_url: str, redis_url: str, events: list, tag: str) -> float:
+async def rate_service(workdir: Path, redis_url: str, events: list, tag: str) -> float:
+    """The judge service on a NATS of its own (a fresh log and durable), from its start to its last acknowledgement."""
     import nats
+    from nats.js.errors import NotFoundError
 
     from reverie_canary.services.judge.service import create_app
     from reverie_canary.shared import streams
     from reverie_canary.shared.service import ensure_streams
     from reverie_canary.shared.settings import Settings
 
-    settings = Settings.load(env={}, nats_url=nats_url, redis_url=redis_url, namespace=f"svc-{tag}", models=[MODEL],
-                             mode="enforce", metrics_port=-1)
-    await ensure_streams(settings)
-    nc = await nats.connect(nats_url)
-    js = nc.jetstream()
-    durable = streams.judge_consumer(settings).durable
+    server = start_nats(workdir / f"nats-{tag}")
     try:
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(streams.LOG, durable)
-        first_seq = (await js.stream_info(streams.LOG)).state.last_seq + 1
-        for start in range(0, len(events), 2000):
-            await publish_events(js, events[start:start + 2000])
-        last_seq = (await js.stream_info(streams.LOG)).state.last_seq
-        # the durable starts where this repetition's events start (earlier ones are another run's)
-        from nats.js.api import DeliverPolicy
-
-        config = streams.judge_consumer(settings).config()
-        config.deliver_policy, config.opt_start_seq = DeliverPolicy.BY_START_SEQUENCE, first_seq
-        await js.add_consumer(streams.LOG, config)
-        app = create_app(settings)
-        await app.start()  # connected, its records read: the pull loop starts now
-        started = time.perf_counter()
+        settings = Settings.load(env={}, nats_url=server.url, redis_url=redis_url, namespace=f"svc-{tag}",
+                                 models=[MODEL], mode="enforce", metrics_port=-1)
+        await ensure_streams(settings)
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        durable = streams.judge_consumer(settings).durable
         try:
-            while True:
-                info = await js.consumer_info(streams.LOG, durable)
-                floor = info.ack_floor.stream_seq if info.ack_floor else 0
-                if floor >= last_seq and not info.num_ack_pending:
-                    finished = time.perf_counter()
-                    break
-                await asyncio.sleep(0.005)
+            for start in range(0, len(events), 2000):
+                await publish_events(js, events[start:start + 2000])
+            last_seq = (await js.stream_info(streams.LOG)).state.last_seq
+            app = create_app(settings)
+            await app.start()  # connected, its records read: the pull loop starts now
+            started = time.perf_counter()
+            try:
+                while True:
+                    try:
+                        info = await js.consumer_info(streams.LOG, durable)
+                    except NotFoundError:  # the judge's pull loop has not bound it yet
+                        await asyncio.sleep(0.005)
+                        continue
+                    floor = info.ack_floor.stream_seq if info.ack_floor else 0
+                    if floor >= last_seq and not info.num_ack_pending:
+                        finished = time.perf_counter()
+                        break
+                    await asyncio.sleep(0.005)
+            finally:
+                await app.stop()
+            return last_seq / (finished - started)
         finally:
-            await app.stop()
-        return (last_seq - first_seq + 1) / (finished - started)
+            await nc.close()
     finally:
-        await nc.close()
+        server.stop()
 
 
 def spread(values: list[float]) -> str:
@@ -189,7 +189,6 @@ async def main(argv: list[str] | None = None) -> int:
     rows: dict[int, dict[str, list[float]]] = {p: {} for p in sizes}
     with tempfile.TemporaryDirectory() as tmp:
         redis_server = start_redis(Path(tmp) / "redis")
-        nats_server = None if args.no_service else start_nats(Path(tmp) / "nats")
         try:
             for r in range(args.repeat):
                 for p in sizes:
@@ -203,13 +202,11 @@ async def main(argv: list[str] | None = None) -> int:
                         got.setdefault("folder", []).append(folder)
                     got.setdefault("judge", []).append(await rate_judge(redis_server.url, events, f"{p}-{r}",
                                                                         args.per_event))
-                    if nats_server is not None:
-                        got.setdefault("service", []).append(await rate_service(nats_server.url, redis_server.url,
+                    if not args.no_service:
+                        got.setdefault("service", []).append(await rate_service(Path(tmp), redis_server.url,
                                                                                 events, f"{p}-{r}"))
         finally:
             redis_server.stop()
-            if nats_server is not None:
-                nats_server.stop()
 
     labels = {
         "anchor": f"anchor: raw pipelined HSET ({result_size} B, {BATCH} a pipeline)",
