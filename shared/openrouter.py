@@ -10,6 +10,7 @@ caching or session headers, so that every probe reaches a provider.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from reverie_canary.shared.settings import Settings
 
 
 def make_client(settings: Settings, *, timeout_s: float | None = None,
-                connections: int | None = None) -> httpx.AsyncClient:
+                connections: int | None = None, ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for the gateway at ``settings.openrouter_base_url``.
 
     Args:
@@ -29,10 +30,11 @@ def make_client(settings: Settings, *, timeout_s: float | None = None,
         timeout_s: read timeout (default ``settings.request_timeout_s``); connect 5 s.
         connections: requests in flight at once, and connections kept alive
             between them (``None``: 200 and 50, for the listing and ``canary probe``):
-            the prober passes its most requests in flight
-            (:func:`reverie_canary.services.prober.service.requests_in_flight`), so a
-            connection is opened once and reused, never closed for want of room in
-            the pool (each new one is a TCP and TLS handshake against the real gateway).
+            the prober's clients are sized so that together they hold its most
+            requests in flight (:class:`reverie_canary.services.prober.clients.ClientPool`),
+            so a connection is opened once and reused, never closed for want of room
+            (each new one is a TCP and TLS handshake against the real gateway).
+        ssl_context: the TLS context to use (default: a new one, about 25 ms to load the CA bundle).
     """
     headers = {
         "HTTP-Referer": settings.http_referer,
@@ -47,6 +49,7 @@ def make_client(settings: Settings, *, timeout_s: float | None = None,
         headers=headers,
         timeout=httpx.Timeout(connect=5.0, read=read, write=10.0, pool=10.0),
         limits=httpx.Limits(max_connections=connections or 200, max_keepalive_connections=connections or 50),
+        verify=ssl_context if ssl_context is not None else True,
     )
 
 

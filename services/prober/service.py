@@ -48,6 +48,7 @@ from faststream import FastStream
 
 from reverie_canary.services.prober.checks.language import warm_up
 from reverie_canary.services.prober.checks import Evaluation, evaluate
+from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest, build
@@ -56,7 +57,6 @@ from reverie_canary.shared import clock, codec, metrics, retry, streams, subject
 from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.broker import Delivery
 from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
-from reverie_canary.shared.openrouter import make_client
 from reverie_canary.shared.service import Shell
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG
@@ -99,7 +99,7 @@ def requests_in_flight(settings: Settings) -> int:
 class Prober:
     """Runs probes for one prober process."""
 
-    def __init__(self, settings: Settings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, settings: Settings, client: httpx.AsyncClient | ClientPool | None = None) -> None:
         self.settings = settings
         self.client = client
         self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -130,6 +130,10 @@ class Prober:
         if total_s <= 0:
             return Reply(transport_error="task_deadline", total_ms=0.0)
         ttft_deadline = self.settings.ttft_threshold_s * 1.05 if task.kind == "ttft" else None
+        if isinstance(self.client, ClientPool):
+            with self.client.lease() as client:
+                return await send_probe(client, body, ttft_deadline_s=ttft_deadline, total_timeout_s=total_s,
+                                        limits=self.limits)
         return await send_probe(self.client, body, ttft_deadline_s=ttft_deadline, total_timeout_s=total_s,
                                 limits=self.limits)
 
@@ -222,7 +226,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     async def open_client() -> None:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        prober.client = make_client(settings, connections=requests_in_flight(settings))
+        prober.client = ClientPool(settings, requests_in_flight(settings))
         # load the language detectors and everything the checks import or compile on first use now
         # (~0.5 s of CPU): done on the first replies, it would hold the GIL while probes are in flight
         # and inflate their time to first token

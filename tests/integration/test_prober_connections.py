@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
+from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.http import request_body, send_probe
 from reverie_canary.services.prober.prompts import build
 from reverie_canary.services.prober.service import Prober, requests_in_flight
@@ -98,24 +99,31 @@ async def test_the_reply_clock_starts_when_the_request_is_written_not_while_it_w
     assert r2.ttft_ms <= r2.total_ms
 
 
-async def test_the_prober_pool_holds_every_request_a_prober_can_have_in_flight(gateway):
-    """Sized to the concurrency and the language confirmations: no probe ever waits for a connection."""
+async def test_the_prober_clients_hold_every_request_a_prober_can_have_in_flight(gateway):
+    """Sized to the concurrency and the language confirmations, over clients of 16: none waits, each keeps its own.
+
+    48 probes at once open one connection each, spread evenly over three clients
+    (httpcore's pool bookkeeping per request grows with the square of its size:
+    services/prober/clients.py); 16 more afterwards open none.
+    """
     settings = Settings.load(env={}, openrouter_base_url=gateway, prober_concurrency=16, language_confirmations=2)
     assert requests_in_flight(settings) == 48
-    prober = Prober(settings)
-    from reverie_canary.shared.openrouter import make_client
-
+    pool = ClientPool(settings, requests_in_flight(settings))
+    assert len(pool.clients) == 3
     seen = Connections()
-    async with make_client(settings, connections=requests_in_flight(settings)) as client:
+    for client in pool.clients:
         client.event_hooks["request"].append(seen.hook)
-        prober.client = client
+    prober = Prober(settings, pool)
+    try:
         now = datetime.now(timezone.utc)
         tasks = [ProbeTask(at=now, task_id=f"t{i}", model=MODEL, provider="deepinfra/fp8", provider_name="DeepInfra",
                            kind="echo", language="en", cycle="c", deadline=now + timedelta(seconds=10))
                  for i in range(48)]
         results = await asyncio.gather(*(prober.probe(t) for t in tasks))
         assert {r.outcome for r in results} == {"pass"}
-        assert seen.opened == 48  # all at once: one connection each, none refused for room
+        assert seen.opened == 48 and pool.in_flight == [0, 0, 0]
         again = await asyncio.gather(*(prober.probe(t) for t in tasks[:16]))
-        assert {r.outcome for r in again} == {"pass"} and seen.opened == 48  # and kept
-    prober.close()
+        assert {r.outcome for r in again} == {"pass"} and seen.opened == 48
+    finally:
+        await pool.aclose()
+        prober.close()
