@@ -231,7 +231,7 @@ def test_the_provider_page_of_a_suspended_provider_shows_the_failed_probes_behin
 def test_the_look_back_inside_a_suspension_names_that_provider_as_ignored_with_the_snapshot_version(demo, browser):
     """The form, filled as a support person would: the suspended provider reads ignored, with the version in force."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     name, suspension = suspended(demo)
 
@@ -255,6 +255,12 @@ def test_the_look_back_inside_a_suspension_names_that_provider_as_ignored_with_t
     window.clear()
     window.send_keys("1m")
     browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    # the click only starts the navigation (WebDriver does not wait for a form's submission): wait, bounded,
+    # for the answer or for the page's problem line, and fail with that line's text
+    WebDriverWait(browser, 30, poll_frequency=0.2).until(
+        lambda d: d.find_elements(By.ID, "answer") or d.find_elements(By.CSS_SELECTOR, "p.problem[role=alert]"))
+    problem = browser.find_elements(By.CSS_SELECTOR, "p.problem[role=alert]")
+    assert not problem, problem[0].text
     answer = browser.find_element(By.ID, "answer")
     screenshot(browser, "lookback")
     assert answer.get_attribute("data-snapshot-version") == str(version)
