@@ -18,12 +18,14 @@ published twice, how long the pipeline took to heal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +86,78 @@ async def _ready(http: httpx.AsyncClient, url: str) -> bool:
         return False
 
 
+@dataclass
+class _Drill:
+    """A drill's running parts: the gateway process, its settings and streams, the probers it started."""
+
+    http: httpx.AsyncClient
+    settings: Settings
+    env: dict[str, str]
+    out: object  # name -> the file (or DEVNULL) a process writes to
+    prefix: str
+    probers: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def spawn(self, name: str, extra_env: dict[str, str] | None = None) -> int:
+        """Start prober ``name`` (``CANARY_PROBER_ID`` ``<prefix>-<name>``); return its metrics port."""
+        mport = free_port()
+        self.probers[name] = subprocess.Popen(
+            [_canary(), "run", "prober"], stdout=self.out(f"prober-{name}"), stderr=subprocess.STDOUT,
+            env={**self.env, **(extra_env or {}), "CANARY_PROBER_ID": f"{self.prefix}-{name}",
+                 "CANARY_METRICS_PORT": str(mport)})
+        return mport
+
+    async def ready(self, name: str, mport: int) -> None:
+        """Wait (60 s at most) until prober ``name`` answers ``/readyz`` on its metrics port."""
+        await waits.until(lambda: _ready(self.http, f"http://127.0.0.1:{mport}/readyz"), timeout_s=60,
+                          what=f"prober {name} is ready")
+
+
+@contextlib.asynccontextmanager
+async def _drill(*, nats_url: str, redis_url: str, namespace: str, workdir: Path, cycle_s: float,
+                 window_s: float, concurrency: int, mode: str, log: bool, prefix: str) -> AsyncIterator[_Drill]:
+    """The simulated gateway (scenario ``default``) as a process, the drill's settings and streams.
+
+    The settings are the README's short-cycle ones, compressed (``cycle_s``,
+    ``window_s``, a 1 s latency bar).  On exit every prober the drill started
+    and the gateway are stopped (SIGTERM, then SIGKILL after 15 s) and the
+    log files (``<prefix>-*.log`` in ``workdir`` when ``log``) closed.
+
+    Raises:
+        tests.waits.WaitTimeout: the gateway did not answer within 30 s.
+    """
+    [model] = load_scenario("default").models
+    port = free_port()
+    outs: list = []
+
+    def out(name: str):
+        if not log:
+            return subprocess.DEVNULL
+        f = open(workdir / f"{prefix}-{name}.log", "w")  # noqa: SIM115
+        outs.append(f)
+        return f
+
+    sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default",
+                            "--port", str(port)], stdout=out("gateway"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api/v1"
+    drill: _Drill | None = None
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            await waits.until(lambda: _ready(http, url + "/models"), timeout_s=30, what="the simulated gateway answers")
+            settings = Settings.load(
+                env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
+                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
+                prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode=mode,
+                log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
+            await ensure_streams(settings)
+            drill = _Drill(http, settings, {**os.environ, **settings.environment(with_secrets=True)}, out, prefix)
+            yield drill
+    finally:
+        for proc in (*(drill.probers.values() if drill else ()), sim):
+            _wait_proc(proc)
+        for f in outs:
+            f.close()
+
+
 async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, workdir: Path,
                             cycle_s: float = 12.0, window_s: float = 9.0, concurrency: int = 3,
                             extra_env: dict[str, str] | None = None, log: bool = False) -> KillReport:
@@ -103,120 +177,87 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
     Raises:
         tests.waits.WaitTimeout: the gateway, a prober or the cycle did not come in time.
     """
-    scenario = load_scenario("default")
-    [model] = scenario.models
-    port = free_port()
-    outs: list = []
-
-    def out(name: str):
-        if not log:
-            return subprocess.DEVNULL
-        f = open(workdir / f"drill-{name}.log", "w")  # noqa: SIM115
-        outs.append(f)
-        return f
-
-    sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default",
-                            "--port", str(port)], stdout=out("gateway"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/api/v1"
-    probers: dict[str, subprocess.Popen] = {}
     started = time.monotonic()
-    try:
-        async with httpx.AsyncClient(timeout=2.0) as http:
-            await waits.until(lambda: _ready(http, url + "/models"), timeout_s=30, what="the simulated gateway answers")
-            settings = Settings.load(
-                env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
-                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
-                prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode="enforce",
-                log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
-            await ensure_streams(settings)
-            nc = await nats_connect(settings)
-            js = nc.jetstream()
-            task_cycle: dict[str, str] = {}
-            published: Counter[str] = Counter()
-            result_at: dict[str, float] = {}
-            result_by: dict[str, str] = {}
-            verdicts: dict[str, tuple[float, CycleVerdict]] = {}
+    async with _drill(nats_url=nats_url, redis_url=redis_url, namespace=namespace, workdir=workdir, cycle_s=cycle_s,
+                      window_s=window_s, concurrency=concurrency, mode="enforce", log=log, prefix="drill") as drill:
+        settings = drill.settings
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        task_cycle: dict[str, str] = {}
+        published: Counter[str] = Counter()
+        result_at: dict[str, float] = {}
+        result_by: dict[str, str] = {}
+        verdicts: dict[str, tuple[float, CycleVerdict]] = {}
 
-            async def on_task(msg) -> None:
-                task = codec.PROBE_TASK.decode(msg.data)
-                task_cycle[task.task_id] = task.cycle
+        async def on_task(msg) -> None:
+            task = codec.PROBE_TASK.decode(msg.data)
+            task_cycle[task.task_id] = task.cycle
 
-            async def on_result(msg) -> None:  # core NATS sees every publish, also those JetStream drops as duplicates
-                r = codec.PROBE_RESULT.decode(msg.data)
-                published[r.task_id] += 1
-                result_at.setdefault(r.task_id, time.monotonic())
-                result_by.setdefault(r.task_id, r.prober)
+        async def on_result(msg) -> None:  # core NATS sees every publish, also those JetStream drops as duplicates
+            r = codec.PROBE_RESULT.decode(msg.data)
+            published[r.task_id] += 1
+            result_at.setdefault(r.task_id, time.monotonic())
+            result_by.setdefault(r.task_id, r.prober)
 
-            async def on_verdict(msg) -> None:
-                v = codec.VERDICT.decode(msg.data)
-                verdicts.setdefault(v.cycle, (time.monotonic(), v))
+        async def on_verdict(msg) -> None:
+            v = codec.VERDICT.decode(msg.data)
+            verdicts.setdefault(v.cycle, (time.monotonic(), v))
 
-            await nc.subscribe(subjects.ALL_TASKS, cb=on_task)
-            await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
-            await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
-            env = {**os.environ, **settings.environment(with_secrets=True), **(extra_env or {})}
-            ports = {name: free_port() for name in ("a", "b")}
-            for name, mport in ports.items():  # both start at once (each takes a second or two)
-                probers[name] = subprocess.Popen(
-                    [_canary(), "run", "prober"], stdout=out(f"prober-{name}"), stderr=subprocess.STDOUT,
-                    env={**env, "CANARY_PROBER_ID": f"drill-{name}", "CANARY_METRICS_PORT": str(mport)})
-            for name, mport in ports.items():
-                await waits.until(lambda: _ready(http, f"http://127.0.0.1:{mport}/readyz"), timeout_s=60,
-                                  what=f"prober {name} is ready")
-            spec = streams.prober_consumer(settings)
-            info = await js.consumer_info(spec.stream, spec.durable)
-            report = KillReport(ack_wait_s=info.config.ack_wait or 0.0)
-            async with running(settings, ["judge", "discovery"]):
-                def first_cycle() -> str | None:
-                    return min(task_cycle.values(), default=None)
+        await nc.subscribe(subjects.ALL_TASKS, cb=on_task)
+        await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+        await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
+        ports = {name: drill.spawn(name, extra_env) for name in ("a", "b")}  # both start at once
+        for name, mport in ports.items():
+            await drill.ready(name, mport)
+        spec = streams.prober_consumer(settings)
+        info = await js.consumer_info(spec.stream, spec.durable)
+        report = KillReport(ack_wait_s=info.config.ack_wait or 0.0)
+        async with running(settings, ["judge", "discovery"]):
+            def first_cycle() -> str | None:
+                return min(task_cycle.values(), default=None)
 
-                def a_is_busy() -> bool:
-                    cycle = first_cycle()
-                    if cycle is None:
-                        return False
-                    mine = [t for t, c in task_cycle.items() if c == cycle]
-                    by_a = sum(1 for t in mine if result_by.get(t) == "drill-a")
-                    left = sum(1 for t in mine if t not in result_at)
-                    return by_a >= 2 and left >= 3 * concurrency
-
-                await waits.until(a_is_busy, timeout_s=cycle_s * 2 + 20,
-                                  what="prober a has published results of the first cycle and tasks are left")
+            def a_is_busy() -> bool:
                 cycle = first_cycle()
-                probers["a"].kill()
-                killed = time.monotonic()
-                info = await js.consumer_info(spec.stream, spec.durable)
-                report.held_at_kill = info.num_ack_pending or 0
-                await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 3 + 30,
-                                  what=f"the verdict of cycle {cycle}")
-                at, verdict = verdicts[cycle]
-            report.wall_s = time.monotonic() - started
-            mine = {t for t, c in task_cycle.items() if c == cycle}
-            report.tasks = len(mine)
-            logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]), idle_s=1.0)
-            stored = Counter(e.event.task_id for e in logged if e.event.task_id in mine)
-            report.results_stored = len(stored)
-            report.stored_twice = sum(1 for n in stored.values() if n > 1)
-            report.published_twice = sum(1 for t in mine if published[t] > 1)
-            report.by_survivor_after_kill = sum(1 for t in mine if result_by.get(t) == "drill-b"
-                                                and result_at[t] > killed)
-            listed: Counter[str] = Counter()
-            for v in verdict.verdicts:
-                report.missing += len(v.missing) + v.missing_cut
-                listed.update(r.task_id for r in v.results)
-                if any(reason.startswith("missing:") for reason in v.reasons):
-                    report.frozen_missing.append(v.provider)
-            report.counted_twice = sum(1 for n in listed.values() if n > 1)
-            times = [result_at[t] for t in mine if t in result_at]
-            if len(times) == len(mine):
-                report.heal_s = max(0.0, max(times) - killed)
-            report.verdict_s = at - killed
-            await nc.drain()
-            return report
-    finally:
-        for proc in (*probers.values(), sim):
-            _wait_proc(proc)
-        for f in outs:
-            f.close()
+                if cycle is None:
+                    return False
+                mine = [t for t, c in task_cycle.items() if c == cycle]
+                by_a = sum(1 for t in mine if result_by.get(t) == "drill-a")
+                left = sum(1 for t in mine if t not in result_at)
+                return by_a >= 2 and left >= 3 * concurrency
+
+            await waits.until(a_is_busy, timeout_s=cycle_s * 2 + 20,
+                              what="prober a has published results of the first cycle and tasks are left")
+            cycle = first_cycle()
+            drill.probers["a"].kill()
+            killed = time.monotonic()
+            info = await js.consumer_info(spec.stream, spec.durable)
+            report.held_at_kill = info.num_ack_pending or 0
+            await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 3 + 30,
+                              what=f"the verdict of cycle {cycle}")
+            at, verdict = verdicts[cycle]
+        report.wall_s = time.monotonic() - started
+        mine = {t for t, c in task_cycle.items() if c == cycle}
+        report.tasks = len(mine)
+        logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]), idle_s=1.0)
+        stored = Counter(e.event.task_id for e in logged if e.event.task_id in mine)
+        report.results_stored = len(stored)
+        report.stored_twice = sum(1 for n in stored.values() if n > 1)
+        report.published_twice = sum(1 for t in mine if published[t] > 1)
+        report.by_survivor_after_kill = sum(1 for t in mine if result_by.get(t) == "drill-b"
+                                            and result_at[t] > killed)
+        listed: Counter[str] = Counter()
+        for v in verdict.verdicts:
+            report.missing += len(v.missing) + v.missing_cut
+            listed.update(r.task_id for r in v.results)
+            if any(reason.startswith("missing:") for reason in v.reasons):
+                report.frozen_missing.append(v.provider)
+        report.counted_twice = sum(1 for n in listed.values() if n > 1)
+        times = [result_at[t] for t in mine if t in result_at]
+        if len(times) == len(mine):
+            report.heal_s = max(0.0, max(times) - killed)
+        report.verdict_s = at - killed
+        await nc.drain()
+        return report
 
 
 @dataclass
@@ -262,112 +303,77 @@ async def prober_split_drill(*, nats_url: str, redis_url: str, namespace: str, w
     Raises:
         tests.waits.WaitTimeout: the gateway, a prober or a cycle did not come in time.
     """
-    scenario = load_scenario("default")
-    [model] = scenario.models
-    port = free_port()
-    outs: list = []
+    async with _drill(nats_url=nats_url, redis_url=redis_url, namespace=namespace, workdir=workdir, cycle_s=cycle_s,
+                      window_s=window_s, concurrency=concurrency, mode="observe", log=log, prefix="split") as drill:
+        settings = drill.settings
+        nc = await nats_connect(settings)
+        js = nc.jetstream()
+        task_cycle: dict[str, str] = {}
+        first_task: dict[str, float] = {}
+        published: Counter[str] = Counter()
+        result_by: dict[str, str] = {}
+        verdicts: dict[str, CycleVerdict] = {}
+        sized: dict[int, object] = {}
+        concurrency_of: dict[str, int] = {}
 
-    def out(name: str):
-        if not log:
-            return subprocess.DEVNULL
-        f = open(workdir / f"split-{name}.log", "w")  # noqa: SIM115
-        outs.append(f)
-        return f
+        async def on_task(msg) -> None:
+            task = codec.PROBE_TASK.decode(msg.data)
+            task_cycle[task.task_id] = task.cycle
+            first_task.setdefault(task.cycle, time.monotonic())
+            concurrency_of[task.cycle] = task.concurrency
 
-    sim = subprocess.Popen([sys.executable, "-m", "reverie_canary.simulator", "--scenario", "default",
-                            "--port", str(port)], stdout=out("gateway"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/api/v1"
-    probers: dict[str, subprocess.Popen] = {}
-    try:
-        async with httpx.AsyncClient(timeout=2.0) as http:
-            await waits.until(lambda: _ready(http, url + "/models"), timeout_s=30, what="the simulated gateway answers")
-            settings = Settings.load(
-                env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
-                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
-                prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode="observe",
-                log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
-            await ensure_streams(settings)
-            nc = await nats_connect(settings)
-            js = nc.jetstream()
-            task_cycle: dict[str, str] = {}
-            first_task: dict[str, float] = {}
-            published: Counter[str] = Counter()
-            result_by: dict[str, str] = {}
-            verdicts: dict[str, CycleVerdict] = {}
-            sized: dict[int, object] = {}
-            concurrency_of: dict[str, int] = {}
+        async def on_result(msg) -> None:
+            r = codec.PROBE_RESULT.decode(msg.data)
+            published[r.task_id] += 1
+            result_by.setdefault(r.task_id, r.prober)
 
-            async def on_task(msg) -> None:
-                task = codec.PROBE_TASK.decode(msg.data)
-                task_cycle[task.task_id] = task.cycle
-                first_task.setdefault(task.cycle, time.monotonic())
-                concurrency_of[task.cycle] = task.concurrency
+        async def on_verdict(msg) -> None:
+            v = codec.VERDICT.decode(msg.data)
+            verdicts.setdefault(v.cycle, v)
 
-            async def on_result(msg) -> None:
-                r = codec.PROBE_RESULT.decode(msg.data)
-                published[r.task_id] += 1
-                result_by.setdefault(r.task_id, r.prober)
+        async def on_sized(msg) -> None:
+            e = codec.SIZED.decode(msg.data)
+            sized[e.cycle_no] = e
 
-            async def on_verdict(msg) -> None:
-                v = codec.VERDICT.decode(msg.data)
-                verdicts.setdefault(v.cycle, v)
+        await nc.subscribe(subjects.ALL_TASKS, cb=on_task)
+        await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
+        await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
+        await nc.subscribe(subjects.CYCLES_SIZED, cb=on_sized)
 
-            async def on_sized(msg) -> None:
-                e = codec.SIZED.decode(msg.data)
-                sized[e.cycle_no] = e
+        reports: list[SplitCycle] = []
+        async with running(settings, ["judge", "discovery"]):
+            for size in fleets:
+                for i in range(len(drill.probers), size):
+                    name = "abcdefghijklmnopqrstuvwxyz"[i]
+                    await drill.ready(name, drill.spawn(name))
+                ready = time.monotonic()
 
-            await nc.subscribe(subjects.ALL_TASKS, cb=on_task)
-            await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
-            await nc.subscribe(subjects.ALL_VERDICTS, cb=on_verdict)
-            await nc.subscribe(subjects.CYCLES_SIZED, cb=on_sized)
-            env = {**os.environ, **settings.environment(with_secrets=True)}
+                def after_ready() -> str | None:
+                    later = [c for c, at in first_task.items() if at > ready]
+                    return min(later) if later else None
 
-            async def start(name: str) -> None:
-                mport = free_port()
-                probers[name] = subprocess.Popen(
-                    [_canary(), "run", "prober"], stdout=out(f"prober-{name}"), stderr=subprocess.STDOUT,
-                    env={**env, "CANARY_PROBER_ID": f"split-{name}", "CANARY_METRICS_PORT": str(mport)})
-                await waits.until(lambda: _ready(http, f"http://127.0.0.1:{mport}/readyz"), timeout_s=60,
-                                  what=f"prober {name} is ready")
-
-            reports: list[SplitCycle] = []
-            async with running(settings, ["judge", "discovery"]):
-                for size in fleets:
-                    for i in range(len(probers), size):
-                        await start("abcdefghijklmnopqrstuvwxyz"[i])
-                    ready = time.monotonic()
-
-                    def after_ready() -> str | None:
-                        later = [c for c, at in first_task.items() if at > ready]
-                        return min(later) if later else None
-
-                    await waits.until(after_ready, timeout_s=cycle_s * 2 + 20,
-                                      what=f"a cycle starting after {size} probers were ready")
-                    cycle = after_ready()
-                    await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 2 + 30,
-                                      what=f"the verdict of cycle {cycle} with {size} probers")
-                    reports.append(SplitCycle(probers=size, cycle=cycle))
-                logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]),
-                                                 idle_s=1.0)
-            stored = Counter(e.event.task_id for e in logged)
-            for report in reports:
-                mine = {t for t, c in task_cycle.items() if c == report.cycle}
-                report.tasks = len(mine)
-                report.by_prober = dict(Counter(result_by[t] for t in mine if t in result_by))
-                report.published_twice = sum(1 for t in mine if published[t] > 1)
-                report.stored_twice = sum(1 for t in mine if stored[t] > 1)
-                verdict = verdicts[report.cycle]
-                report.missing = sum(len(v.missing) + v.missing_cut for v in verdict.verdicts)
-                report.per_prober = concurrency_of.get(report.cycle, 0)
-                e = sized.get(verdict.cycle_no)
-                report.sized_probers = e.probers if e is not None else 0
-            await nc.drain()
-            return reports
-    finally:
-        for proc in (*probers.values(), sim):
-            _wait_proc(proc)
-        for f in outs:
-            f.close()
+                await waits.until(after_ready, timeout_s=cycle_s * 2 + 20,
+                                  what=f"a cycle starting after {size} probers were ready")
+                cycle = after_ready()
+                await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 2 + 30,
+                                  what=f"the verdict of cycle {cycle} with {size} probers")
+                reports.append(SplitCycle(probers=size, cycle=cycle))
+            logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]),
+                                             idle_s=1.0)
+        stored = Counter(e.event.task_id for e in logged)
+        for report in reports:
+            mine = {t for t, c in task_cycle.items() if c == report.cycle}
+            report.tasks = len(mine)
+            report.by_prober = dict(Counter(result_by[t] for t in mine if t in result_by))
+            report.published_twice = sum(1 for t in mine if published[t] > 1)
+            report.stored_twice = sum(1 for t in mine if stored[t] > 1)
+            verdict = verdicts[report.cycle]
+            report.missing = sum(len(v.missing) + v.missing_cut for v in verdict.verdicts)
+            report.per_prober = concurrency_of.get(report.cycle, 0)
+            e = sized.get(verdict.cycle_no)
+            report.sized_probers = e.probers if e is not None else 0
+        await nc.drain()
+        return reports
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual run: python -m tests.drills
