@@ -110,9 +110,9 @@ def _modules_of_the_shared_demo_together(items: list[pytest.Item]) -> None:
     """Run the modules that read the shared default demo one after the other, where the first of them was.
 
     The demo runs from its first reader to its last (:func:`pytest_runtest_teardown`
-    stops it): next to each other, they keep it short, and no other test runs beside
-    it.  A module with a test that changes the demo (fixture ``default_demo_last``)
-    comes after the others.  Each module's own order is kept, and every other test
+    stops it): next to each other, they keep it short, and no other test of the
+    serial lane runs beside it.  A module with a test that changes the demo (fixture
+    ``default_demo_last``) comes after the others.  Each module's own order is kept, and every other test
     keeps its place.
     """
     def module(item: pytest.Item) -> str:
@@ -153,18 +153,30 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
                 SHARED.close()
 
 
-# -- two lanes: the integration tests one after another, the unit tests beside them -------------------
+# -- two lanes: most integration tests one after another; the waiting ones, then the unit tests, beside them --
 #
-# The README's command runs two pytest-xdist workers (``-n 2`` in pyproject.toml's addopts).  One runs
-# every test under tests/integration/ in the order collected, one at a time as before (their waits are
-# on real servers, real processes and compressed time; some are timing-sensitive and never share the
-# machine with another of them); the other runs the unit tests (pure, CPU-bound, about a minute) at
-# the lowest CPU priority (nice 19), so that they take only the CPU the integration tests leave idle.
-# ``-n 0`` runs everything in one process, as before.
+# The README's command runs two pytest-xdist workers (``-n 2`` in pyproject.toml's addopts), each with a
+# lane of its own, whole and in collection order.  The serial lane holds the integration tests whose
+# waits are on real servers, real processes and latency bars (the prober's timing, the hostile gateway,
+# the shared default demo and its readers): they never share the machine with another of them.  The
+# beside lane first runs the integration tests in ``BESIDE``, each with servers and processes of its
+# own and nothing timed but cycles of seconds (mostly waiting: blind windows, a cluster's elections,
+# the drift demo's cycles, TLS handshakes, a receiver that stays down), then the unit tests (pure,
+# CPU-bound, about a minute) at the lowest CPU priority (nice 19), so that they take only the CPU the
+# integration tests leave idle.  ``-n 0`` runs everything in one process, as before.
+
+#: Integration modules that run in the beside lane (see above); together about 290 s of a 690 s suite.
+BESIDE = frozenset(f"tests/integration/{name}.py" for name in (
+    "test_demo_blind", "test_cluster", "test_language_drift_demo", "test_tls", "test_routing_end_to_end",
+    "test_notifier_service", "test_ops_cli"))
+
+
+def _is_unit(nodeid: str) -> bool:
+    return not nodeid.startswith("tests/integration/")
 
 
 def _lane(nodeid: str) -> str:
-    return "integration" if nodeid.startswith("tests/integration/") else "unit"
+    return "beside" if _is_unit(nodeid) or nodeid.split("::", 1)[0] in BESIDE else "serial"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -183,8 +195,8 @@ _NICED: list[bool] = []
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A worker that runs the unit lane runs it at nice 19 (beside the integration lane, never ahead of it)."""
-    if not _NICED and os.environ.get("PYTEST_XDIST_WORKER") and _lane(item.nodeid) == "unit":
+    """A worker runs the unit tests at nice 19 (beside the integration lane, never ahead of it)."""
+    if not _NICED and os.environ.get("PYTEST_XDIST_WORKER") and _is_unit(item.nodeid):
         _NICED.append(True)
         os.nice(19)
 
