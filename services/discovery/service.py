@@ -21,13 +21,17 @@ on the log, ``CycleSized`` on ``canary.cycles.sized``, published before the
 first task; every task carries its ``per_prober`` as ``concurrency``.  A cycle
 that cannot end in its window even at the ceiling says so there
 (``fits: false``, a ``cycle_does_not_fit`` warning; the notifier tells
-operators) before any probe runs.  The measurements live in memory: a
-restarted discovery sizes its first cycle at the ceiling.
+operators) before any probe runs.  The measurements are kept in Redis
+(``<ns>:discovery:probe-times``, written after each cycle's fold): a restarted
+discovery sizes its first cycle on what the one before it measured, not at the
+ceiling; when that key is missing, unreadable or refused it starts from the
+prior and says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from datetime import datetime, timedelta
 
@@ -68,6 +72,11 @@ class _ResultTime(msgspec.Struct):
 
 
 _result_time = msgspec.json.Decoder(_ResultTime)
+_times_decoder = msgspec.json.Decoder(sizing.ProbeTimes)
+#: Bytes of a stored ProbeTimes read at the most (a handful of kinds is about 300 B).
+MAX_TIMES_BYTES = 16 * 1024
+#: Seconds a stored ProbeTimes is kept after its last write (a discovery stopped longer starts from the prior).
+TIMES_TTL_S = 7 * 24 * 3600
 
 
 def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) -> int:
@@ -95,6 +104,7 @@ class Discovery:
         self.tally = sizing.Tally()
         #: The per-prober concurrency of the cycle being published (0: not sized, the probers' ceiling).
         self.concurrency = 0
+        self._times_dirty = False
 
     async def on_result(self, msg) -> None:
         """Count one live ProbeResult's probe time (how long it held its prober); unreadable ones are skipped."""
@@ -113,6 +123,7 @@ class Discovery:
         if len(self.tally):
             self.times = sizing.fold(self.times, self.tally, clock.now())
             self.tally = self.tally.leftover()
+            self._times_dirty = True
         counts: dict[str, int] = {}
         for _, tasks in planned.values():
             for kind, n in sizing.counts_of(tasks).items():
@@ -148,6 +159,50 @@ class Discovery:
         if not published:
             self.shell.log.error("cycle_sized_not_published", cycle_no=event.cycle_no)
         return published
+
+    def _times_key(self) -> str:
+        return f"{self.settings.namespace}:discovery:probe-times"
+
+    async def load_times(self) -> None:
+        """Take the probe times the discovery before this one measured (``<ns>:discovery:probe-times``).
+
+        Nothing stored (a new deployment), more than :data:`MAX_TIMES_BYTES`,
+        bytes that are not a ``ProbeTimes``, or Redis refusing the read (an ACL
+        file rendered before this key existed: run ``canary redis-acl`` again)
+        leave the prior in place with a warning; a kind whose mean is not a
+        positive finite number of seconds is dropped.
+        """
+        try:
+            raw = await self.redis.get(self._times_key())
+        except Exception as exc:  # redis.exceptions.RedisError (NOPERM included) and connection errors
+            self.shell.log.warning("probe_times_unavailable", error=repr(exc),
+                                   detail="the first cycle is sized on the prior, every prober at its ceiling")
+            return
+        if raw is None:
+            return
+        try:
+            if len(raw) > MAX_TIMES_BYTES:
+                raise msgspec.DecodeError(f"{len(raw)} bytes, above the bound of {MAX_TIMES_BYTES}")
+            times = _times_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.shell.log.warning("probe_times_unreadable", error=str(exc)[:300],
+                                   detail="the first cycle is sized on the prior, every prober at its ceiling")
+            return
+        kinds = {k: v for k, v in times.kinds.items()
+                 if math.isfinite(v.mean_s) and v.mean_s > 0 and v.samples >= 0}
+        self.times = sizing.ProbeTimes(kinds=kinds, probers=max(0, times.probers), at=times.at)
+        self.shell.log.info("probe_times_loaded", kinds=sorted(kinds), probers=self.times.probers,
+                            measured_at=times.at.isoformat() if times.at else None)
+
+    async def save_times(self) -> None:
+        """Write the probe times folded since the last write (a failure is a warning: they stay in memory)."""
+        if not self._times_dirty:
+            return
+        try:
+            await self.redis.set(self._times_key(), msgspec.json.encode(self.times), ex=TIMES_TTL_S)
+            self._times_dirty = False
+        except Exception as exc:
+            self.shell.log.warning("probe_times_not_saved", error=repr(exc))
 
     def _retest_key(self, model: str, cycle_no: int) -> str:
         return f"{self.settings.namespace}:retest:{encode_token(model)}:{cycle_no}"
@@ -361,6 +416,7 @@ class Discovery:
                 later.append(model)
         sized = self.size(cycle_no, planned)
         self.concurrency = sized.per_prober
+        await self.save_times()
         await self.publish_sized(sized)
         started = []
         for model, (event, tasks) in planned.items():
@@ -406,6 +462,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
             await checker.close()
         discovery.client = make_client(settings, timeout_s=30.0)
         discovery.redis = redis_client(settings)
+        await discovery.load_times()
         for model in settings.models:  # rates and alerts see the series before the first cycle
             for key in ("cycles_started", "tasks_published"):
                 shell.metrics.touch(key, model=model)
