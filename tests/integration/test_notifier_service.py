@@ -11,12 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import msgspec
 import nats
@@ -32,11 +28,11 @@ from reverie_canary.shared.service import ensure_streams, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, NOTICES
 from tests import waits
+from tests.operator_cli import run_canary
 from tests.judge_events import T0, cycle_events, healthy, publish_events
 from tests.notifier_receiver import Receiver, new_secret, receiving
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "acme/chat-1"
 
 
@@ -163,20 +159,8 @@ async def test_a_receiver_down_for_minutes_gets_each_notice_exactly_once_across_
 
 
 async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, str]:
-    """Run ``python -m reverie_canary.canary ARGS`` as ``user``; (exit status, stdout, stderr)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "NATS_", "REDIS_"))}
-    env.update(NATS_URL=infra.nats_url, NATS_USER=user, NATS_PASSWORD=infra.passwords[user],
-               REDIS_URL=infra.redis_url, CANARY_NAMESPACE=infra.namespace, CANARY_MODELS=MODEL,
-               CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", *args, cwd=ROOT, env=env,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = await waits.within(proc.communicate(), timeout_s=60, what=f"canary {' '.join(args)} to exit")
-    except waits.WaitTimeout:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(), err.decode()
+    """Run ``canary ARGS`` as ``user`` on this module's model (:func:`tests.operator_cli.run_canary`)."""
+    return await run_canary(infra, *args, model=MODEL, user=user)
 
 
 async def test_a_receiver_that_never_recovers_leaves_a_dead_letter_that_resend_delivers(secured):

@@ -7,15 +7,10 @@ with their own credentials (``shared/nats/server.conf``).
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import nats
 import pytest
@@ -27,8 +22,8 @@ from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
 from tests.judge_events import cycle_events, healthy, publish_events
 from tests import waits
+from tests.operator_cli import run_canary
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "acme/chat-1"
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
@@ -41,20 +36,8 @@ def settings_for(infra, user: str = "admin", **changes) -> Settings:
 
 
 async def canary(infra, *args: str, user: str = "operator") -> tuple[int, str, str]:
-    """Run ``python -m reverie_canary.canary ARGS`` as ``user``; returns (exit status, stdout, stderr)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANARY_", "NATS_"))}
-    env.update(NATS_URL=infra.nats_url, NATS_USER=user, NATS_PASSWORD=infra.passwords[user],
-               REDIS_URL=infra.redis_url, CANARY_NAMESPACE=infra.namespace, CANARY_MODELS=MODEL,
-               CANARY_ACTOR="alice", CANARY_LOG_LEVEL="WARNING")
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "reverie_canary.canary", *args, cwd=ROOT, env=env,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = await waits.within(proc.communicate(), timeout_s=60, what=f"canary {' '.join(args)} to exit")
-    except waits.WaitTimeout:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(), err.decode()
+    """Run ``canary ARGS`` as ``user`` on this module's model (:func:`tests.operator_cli.run_canary`)."""
+    return await run_canary(infra, *args, model=MODEL, user=user)
 
 
 async def admin_js(infra):
