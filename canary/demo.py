@@ -38,6 +38,7 @@ from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared import clock, codec, ids, metrics, subjects
 from reverie_canary.shared.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
                                         redis_url_without_credential, render_redis_acl, server_config, server_env)
+from reverie_canary.shared.errors import Undecodable
 from reverie_canary.shared.events import CycleUnplanned, CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
 from reverie_canary.shared.logging import configure as configure_logging
 from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
@@ -376,6 +377,25 @@ class Pipeline:
         return await judge_record(self.settings, self.settings.models[0])
 
 
+def _readable(handler):
+    """``handler`` as a core-NATS callback that skips bytes that are not a message of its type.
+
+    Core NATS delivers what JetStream refuses to store too: each service's start
+    check publishes empty bodies to the subjects it may write, with an expected
+    stream that does not exist (``shared/preflight.py``), and a malformed message
+    is the services' to dead-letter, not the demo's to print.  Before, each of
+    those reached nats-py's error callback as one "Undecodable ... Input data was
+    truncated" line a run.
+    """
+    async def cb(msg) -> None:
+        try:
+            await handler(msg)
+        except Undecodable:
+            return
+
+    return cb
+
+
 @contextlib.asynccontextmanager
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
@@ -437,11 +457,11 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                     _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
                 await ensure_streams(settings)
                 nc = await nats_connect(settings)
-                await nc.subscribe(subjects.ALL_DISCOVERY, cb=observer.on_discovery)
-                await nc.subscribe(subjects.ALL_RESULTS, cb=observer.on_result)
-                await nc.subscribe(subjects.ALL_VERDICTS, cb=observer.on_verdict)
-                await nc.subscribe(subjects.ALL_DECISIONS, cb=observer.on_decision)
-                await nc.subscribe(subjects.ALL_ROUTING, cb=observer.on_snapshot)
+                await nc.subscribe(subjects.ALL_DISCOVERY, cb=_readable(observer.on_discovery))
+                await nc.subscribe(subjects.ALL_RESULTS, cb=_readable(observer.on_result))
+                await nc.subscribe(subjects.ALL_VERDICTS, cb=_readable(observer.on_verdict))
+                await nc.subscribe(subjects.ALL_DECISIONS, cb=_readable(observer.on_decision))
+                await nc.subscribe(subjects.ALL_ROUTING, cb=_readable(observer.on_snapshot))
                 started = time.monotonic()
                 driver = None
                 if gateway_faults:
