@@ -156,6 +156,7 @@ class JudgeStore(Protocol):
 # -- a state in parts -------------------------------------------------------------------------------------
 
 _encoder = msgspec.json.Encoder()
+_msgpack = msgspec.msgpack.Encoder()
 _META = tuple(f for f in msgspec.structs.fields(ModelState) if f.name not in ("providers", "open_cycles"))
 _META_DECODERS = {f.name: msgspec.json.Decoder(f.type) for f in _META}
 _PROVIDER = msgspec.json.Decoder(ProviderState)
@@ -379,8 +380,12 @@ class MemoryJudgeStore:
         return None
 
 
-#: KEYS: [lease, model keys...]; ARGV: [lease token or '', models, then per model: expected rev,
-#: full (1: delete every field first), sets, deletes, field, value, ..., field, ...].
+#: KEYS: [lease, model keys...]; ARGV: [lease token or '', the batch as ONE MessagePack array with an entry
+#: per model key: [expected rev, full (1: delete every field first), [field, value, field, value, ...],
+#: [field to delete, ...]]].  One argument instead of four per model and two per field: Redis parses,
+#: copies and hands over each argument of a script call on its own, and a batch of 256 events is a
+#: few thousand fields (``benchmarks/judge_bench.py``).  ``cmsgpack`` is part of Redis's Lua; it reads
+#: MessagePack str but not bin, so the values (JSON, UTF-8) go as str.
 _COMMIT = """
 if ARGV[1] ~= '' then
   local holder = redis.call('GET', KEYS[1])
@@ -388,31 +393,25 @@ if ARGV[1] ~= '' then
     return {'fenced', holder or ''}
   end
 end
-local n = tonumber(ARGV[2])
-local starts = {}
-local i = 3
-for m = 1, n do
+local batch = cmsgpack.unpack(ARGV[2])
+for m = 1, #batch do
   local current = redis.call('HGET', KEYS[m + 1], 'rev') or '0'
-  if current ~= ARGV[i] then
+  if current ~= batch[m][1] then
     return {'stale', KEYS[m + 1], current}
   end
-  starts[m] = i
-  i = i + 4 + 2 * tonumber(ARGV[i + 2]) + tonumber(ARGV[i + 3])
 end
-for m = 1, n do
+for m = 1, #batch do
   local key = KEYS[m + 1]
-  local j = starts[m]
-  local sets, dels = tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
-  if ARGV[j + 1] == '1' then
+  local change = batch[m]
+  if change[2] == 1 then
     redis.call('DEL', key)
   end
-  local first = j + 4
-  for k = first, first + 2 * sets - 1, 1000 do
-    redis.call('HSET', key, unpack(ARGV, k, math.min(k + 999, first + 2 * sets - 1)))
+  local sets, dels = change[3], change[4]
+  for k = 1, #sets, 1000 do
+    redis.call('HSET', key, unpack(sets, k, math.min(k + 999, #sets)))
   end
-  local d = first + 2 * sets
-  for k = d, d + dels - 1, 1000 do
-    redis.call('HDEL', key, unpack(ARGV, k, math.min(k + 999, d + dels - 1)))
+  for k = 1, #dels, 1000 do
+    redis.call('HDEL', key, unpack(dels, k, math.min(k + 999, #dels)))
   end
 end
 return {'ok'}
@@ -521,14 +520,15 @@ class RedisJudgeStore:
     async def commit(self, changes: list[ModelChange], *, lease: str | None) -> None:
         if not changes:
             return
-        args: list[Any] = [lease or "", len(changes)]
+        batch: list[Any] = []
         for change in changes:
             full = change.before is None or change.model in self._legacy
             sets, deletes = change_parts(change, full=full)
-            args += [str(change.expected_revision), "1" if full else "0", len(sets), len(deletes)]
-            for name, value in sets.items():
-                args += [name, value]
-            args += deletes
+            flat: list[Any] = []
+            for name, value in sets.items():  # as MessagePack str: Redis's cmsgpack reads no bin
+                flat += (name, value.decode())
+            batch.append((str(change.expected_revision), 1 if full else 0, flat, deletes))
+        args = [lease or "", _msgpack.encode(batch)]
         try:
             answer = await self._commit(keys=[self.lease_key, *(self.key(c.model) for c in changes)], args=args)
         except RedisError as exc:
