@@ -62,6 +62,12 @@ def check_free_json(value: dict[str, Any], limits: FreeJsonLimits = FREE_JSON) -
         ValueError: naming the first bound it breaks (msgspec turns it into a
             ``ValidationError`` with the field's path when raised at decoding).
     """
+    if not _within(value, limits):  # the common case answers in one pass; else the walk names the breach
+        _walk(value, limits)
+
+
+def _walk(value: dict[str, Any], limits: FreeJsonLimits) -> None:
+    """The walk of :func:`check_free_json` that names the first bound ``value`` breaks (``ValueError``)."""
     totals = {"text": 0, "items": 0}
 
     def walk(node: Any, depth: int) -> None:
@@ -87,6 +93,50 @@ def check_free_json(value: dict[str, Any], limits: FreeJsonLimits = FREE_JSON) -
     if len(value) > limits.keys:
         raise ValueError(f"{len(value)} keys (at most {limits.keys})")
     walk(value, 1)
+
+
+#: Values that hold no text and nothing nested (exact types: anything else goes to the full walk).
+_SCALARS = frozenset((int, float, bool, type(None)))
+
+
+def _within(value: Any, limits: FreeJsonLimits) -> bool:
+    """Whether ``value`` keeps every bound of ``limits`` (``False`` also when unsure: the full walk decides).
+
+    One pass over a stack of containers, no closure, no path, the totals in locals; it answers
+    at the first sign of a breach or of a value that is not plain JSON (a ``dict`` or ``str``
+    subclass ...) and leaves the message naming it to :func:`check_free_json`'s walk.
+    """
+    if type(value) is not dict or len(value) > limits.keys:
+        return False
+    string, container, max_depth = limits.string, limits.container, limits.depth
+    text = items = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth or len(node) > container:
+            return False
+        items += len(node)
+        if type(node) is dict:
+            for key in node:
+                if type(key) is not str or len(key) > string:
+                    return False
+                text += len(key)
+            children = node.values()
+        else:
+            children = node
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                if len(child) > string:
+                    return False
+                text += len(child)
+            elif kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind not in _SCALARS:
+                return False
+        if text > limits.text or items > limits.items:
+            return False
+    return True
 
 
 #: A text cut by :func:`fit` ends with this mark and the number of characters cut.
@@ -246,6 +296,20 @@ def free_json_checker(type_: Any):
                 inner = plan(t.item_type, seen)
                 if inner is None:
                     return None
+                leaves = getattr(inner, "leaf_fields", None)
+                if leaves is not None:  # items whose free JSON is their own fields (check evidence): no call per item
+
+                    def check_leaf_items(value: Any) -> None:
+                        for i, v in enumerate(value):
+                            for name in leaves:
+                                child = getattr(v, name)
+                                if child:
+                                    try:
+                                        _check_leaf(child)
+                                    except _Breach as b:
+                                        b.parts += (f".{name}", f"[{i}]")
+                                        raise
+                    return check_leaf_items
 
                 def check_items(value: Any) -> None:
                     for i, v in enumerate(value):
@@ -273,11 +337,18 @@ def free_json_checker(type_: Any):
                 members = [(getattr(m, "cls", None), c) for m, c in members if c is not None]
                 if not members:
                     return None
+                if len(members) == 1 and members[0][0] is None:  # FreeJson | None: the leaf passes over None
+                    return members[0][1]
+
+                chosen: dict[type, tuple] = {}  # the value's type -> the members' checkers that apply
 
                 def check_union(value: Any) -> None:
-                    for cls, c in members:
-                        if cls is None or isinstance(value, cls):
-                            c(value)
+                    kind = type(value)
+                    checkers = chosen.get(kind)
+                    if checkers is None:
+                        checkers = chosen[kind] = tuple(c for cls, c in members if cls is None or isinstance(value, cls))
+                    for c in checkers:
+                        c(value)
                 return check_union
             case mi.StructType():
                 if t.cls in seen:
@@ -287,15 +358,31 @@ def free_json_checker(type_: Any):
                 if not fields:
                     return None
 
+                # a field that is a struct whose free JSON is its own fields (a reply's usage) is walked here
+                fields = [(n, c, getattr(c, "leaf_fields", None)) for n, c in fields]
+
                 def check_struct(value: Any) -> None:
-                    for name, c in fields:
+                    for name, c, leaves in fields:
                         child = getattr(value, name)
-                        if child:  # None, or an empty mapping or list: nothing to walk
-                            try:
+                        if not child:  # None, or an empty mapping or list: nothing to walk
+                            continue
+                        try:
+                            if leaves is None:
                                 c(child)
-                            except _Breach as b:
-                                b.parts.append(f".{name}")
-                                raise
+                                continue
+                            for leaf in leaves:
+                                grandchild = getattr(child, leaf)
+                                if grandchild:
+                                    try:
+                                        _check_leaf(grandchild)
+                                    except _Breach as b:
+                                        b.parts.append(f".{leaf}")
+                                        raise
+                        except _Breach as b:
+                            b.parts.append(f".{name}")
+                            raise
+                if all(c is _check_leaf for _, c, _ in fields):
+                    check_struct.leaf_fields = tuple(n for n, _, _ in fields)  # type: ignore[attr-defined]
                 return check_struct
             case _:
                 return None
