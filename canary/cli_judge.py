@@ -376,7 +376,7 @@ def report(
     from reverie_canary.shared.service import nats_connect, redis_client
 
     async def scan_refold_into(js, on_event) -> None:
-        await scan_log(js, on_event, prefixes=JUDGE_SUBJECTS)
+        await scan_log(js, on_event, prefixes=JUDGE_SUBJECTS, dense=True)  # the judge's inputs: most of the log
 
     settings = _settings(config)
     models = [model] if model else list(settings.models)
