@@ -1,19 +1,39 @@
-"""Routing latency: a judge decision published -> the new ignore list seen by N chat-backend clients.
+"""Routing latency: a judge decision published -> the new ignore list applied by N chat-backend clients.
 
 For 1, 10 and 100 watching ``IgnoreListClient``s (each its own NATS
-connection and KV watch), publish ~30 judge decisions one after another
-(after two unmeasured warm-up decisions)
-(alternately ``suspend`` and ``end`` of one provider, so every decision
-changes the snapshot) and time each from just before the JetStream publish to
-the moment the last client applied the new version.  The path is the real one:
-JetStream log -> the router's durable pull consumer -> Redis -> KV
-compare-and-set -> every client's KV watch.
+connection and KV watch), publish ``--decisions`` judge decisions one after
+another (after two unmeasured warm-up decisions; alternately ``suspend`` and
+``end`` of one provider, so every decision changes the snapshot) and time each
+from just before the JetStream publish to the moment the last client applied
+the new version.  The path is the real one: JetStream log -> the router's
+durable pull consumer -> Redis -> KV compare-and-set -> every client's KV watch.
 
-Printed beside the round-trip time of a bare NATS request/reply on the same
-server in the same run, so the ratio travels between machines.  Starts its own
-NATS and Redis (canary.embedded, no authorization) and the router in-process.
+Each decision is also cut into its steps, and each step printed beside its
+anchor, measured on the same servers in the same repetition:
 
-    python benchmarks/routing_bench.py [--decisions 30] [--clients 1,10,100] [--rtt-requests 300]
+======================================  ==================================================
+step                                     anchor
+======================================  ==================================================
+published -> router received             bare NATS request/reply (512 B), two connections
+  (JetStream store, pull delivery, decode)
+received -> KV put sent                  bare Redis PING round trip
+  (decide, the record saved in Redis)
+KV put sent -> put acknowledged          bare KV put -> its acknowledgement
+KV put sent -> all N clients applied     bare KV put -> N bare watchers' callbacks (N
+  (fan-out, decode, apply)               connections, no decoding)
+published -> all N applied (the total)   goal of issue 13 §5: <= 2 x RTT + 5 ms
+======================================  ==================================================
+
+"router received" is when ``Router.step`` is entered for the decision, "KV put"
+the router's ``KeyValue.update`` of the model's key: both are read by wrapping
+those two methods in this process (the router runs in-process, on the same event
+loop as the clients, as in every earlier figure of this benchmark).  Each
+repetition (``--repeat``, default 3) measures every anchor and every client
+count again; the table gives the median over the repetitions of each
+repetition's median (and p99) and, in brackets, their min-max.  Starts its own
+NATS and Redis (canary.embedded, no authorization).
+
+    python benchmarks/routing_bench.py [--decisions 30] [--clients 1,10,100] [--rtt-requests 300] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -25,17 +45,22 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nats  # noqa: E402
+import redis.asyncio as aioredis  # noqa: E402
+from nats.js.api import DeliverPolicy  # noqa: E402
+from nats.js.kv import KeyValue  # noqa: E402
 
 from reverie_canary.canary.embedded import aservers  # noqa: E402
 from reverie_canary.canary.runtime import running  # noqa: E402
-from reverie_canary.shared import codec, subjects  # noqa: E402
 from reverie_canary.client import IgnoreListClient  # noqa: E402
+from reverie_canary.services.router.service import Router  # noqa: E402
+from reverie_canary.shared import codec, subjects  # noqa: E402
 from reverie_canary.shared.events import Decision  # noqa: E402
 from reverie_canary.shared.logging import configure  # noqa: E402
 from reverie_canary.shared.service import ensure_streams  # noqa: E402
@@ -44,6 +69,10 @@ from reverie_canary.shared.snapshots import IgnoreSnapshot  # noqa: E402
 
 MODEL = "bench/chat-1"
 PROVIDER = "slow/fp8"
+WARMUP = 2
+#: Pause between two decisions (s): each is measured alone, not behind the previous one.
+PAUSE_S = 0.02
+BARE_BUCKET = "bench-bare"
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -51,6 +80,46 @@ def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
+
+# -- the router's steps, read by wrapping two methods ------------------------------------------
+
+@dataclass
+class Marks:
+    """perf_counter() times (s) of one decision's steps in the router."""
+
+    received: float | None = None
+    put_sent: float | None = None
+    put_acked: float | None = None
+
+
+MARKS: dict[str, Marks] = {}  # decision id -> its marks
+CURRENT: dict[str, str] = {}  # "id": the decision in flight (the KV put that follows it is its own)
+KV_KEY = subjects.kv_key(MODEL)
+
+
+def instrument() -> None:
+    """Wrap ``Router.step`` and ``KeyValue.update`` to note when a bench decision reaches each."""
+    step, update = Router.step, KeyValue.update
+
+    async def timed_step(self, event, position):
+        if isinstance(event, Decision) and event.decision_id in MARKS:
+            MARKS[event.decision_id].received = time.perf_counter()
+        return await step(self, event, position)
+
+    async def timed_update(self, key, value, last=None, *args, **kwargs):
+        marks = MARKS.get(CURRENT.get("id", "")) if key == KV_KEY else None
+        if marks is not None and marks.put_sent is None:
+            marks.put_sent = time.perf_counter()
+        revision = await update(self, key, value, last, *args, **kwargs)
+        if marks is not None and marks.put_acked is None:
+            marks.put_acked = time.perf_counter()
+        return revision
+
+    Router.step = timed_step  # type: ignore[method-assign]
+    KeyValue.update = timed_update  # type: ignore[method-assign]
+
+
+# -- anchors ---------------------------------------------------------------------------------
 
 async def bare_rtt(url: str, n: int) -> list[float]:
     """Round-trip times (s) of ``n`` core NATS request/replies between two connections."""
@@ -74,6 +143,74 @@ async def bare_rtt(url: str, n: int) -> list[float]:
     await responder.close()
     return times
 
+
+async def redis_rtt(url: str, n: int) -> list[float]:
+    """Round-trip times (s) of ``n`` Redis PINGs on one connection."""
+    client = aioredis.from_url(url)
+    for _ in range(30):
+        await client.ping()
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await client.ping()
+        times.append(time.perf_counter() - started)
+    await client.aclose()
+    return times
+
+
+async def bare_kv(url: str, n: int, puts: int, size: int) -> tuple[list[float], list[float]]:
+    """A bare KV put of ``size`` bytes and ``n`` bare watchers (each its own connection, an ordered
+    consumer on the key with a callback that only notes the time, no decoding).
+
+    Returns:
+        (put -> its acknowledgement, put -> the last of the n watchers' callbacks), seconds, per put.
+    """
+    writer = await nats.connect(url)
+    js = writer.jetstream()
+    kv = await js.key_value(BARE_BUCKET)
+    await kv.put("k", b"0")
+    watchers = [await nats.connect(url) for _ in range(n)]
+    seen: dict[int, list[float]] = {}
+    done: dict[int, asyncio.Event] = {}
+
+    def make_cb():
+        async def cb(msg) -> None:
+            stamp = time.perf_counter()
+            revision = msg.metadata.sequence.stream
+            times = seen.setdefault(revision, [])
+            times.append(stamp)
+            if len(times) == n:
+                done.setdefault(revision, asyncio.Event()).set()
+        return cb
+
+    subs = [await w.jetstream().subscribe(f"$KV.{BARE_BUCKET}.k", stream=f"KV_{BARE_BUCKET}", cb=make_cb(),
+                                          ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
+            for w in watchers]
+    for w in watchers:
+        await w.flush()
+    await asyncio.sleep(0.2)
+    payload = b"x" * size
+    acks, fanned = [], []
+    try:
+        for k in range(WARMUP + puts):
+            started = time.perf_counter()
+            revision = await kv.put("k", payload)
+            acked = time.perf_counter()
+            await asyncio.wait_for(done.setdefault(revision, asyncio.Event()).wait(), 10)
+            if k >= WARMUP:
+                acks.append(acked - started)
+                fanned.append(max(seen[revision]) - started)
+            await asyncio.sleep(PAUSE_S)
+    finally:
+        for sub in subs:
+            await sub.unsubscribe()
+        for w in watchers:
+            await w.close()
+        await writer.close()
+    return acks, fanned
+
+
+# -- the routed path -------------------------------------------------------------------------
 
 class Fleet:
     """N clients; records when each applied each version."""
@@ -106,23 +243,28 @@ class Fleet:
         await asyncio.gather(*(c.stop() for c in self.clients))
 
 
-WARMUP = 2
+@dataclass
+class Routed:
+    """One client count's decisions, each step in seconds."""
+
+    total: list[float] = field(default_factory=list)  # published -> last client applied
+    each: list[float] = field(default_factory=list)  # published -> every client applied
+    received: list[float] = field(default_factory=list)  # published -> router received
+    to_put: list[float] = field(default_factory=list)  # received -> KV put sent
+    put: list[float] = field(default_factory=list)  # KV put sent -> acknowledged
+    fan: list[float] = field(default_factory=list)  # KV put sent -> last client applied
+    size: int = 0  # bytes of the last snapshot
 
 
-async def measure(url: str, js, n: int, decisions: int) -> tuple[list[float], list[float]]:
-    """Publish ``decisions`` decisions (after WARMUP unmeasured ones).
-
-    Returns:
-        (time until all N clients applied each decision, time until each client did), in seconds.
-    """
+async def measure(url: str, js, n: int, decisions: int) -> Routed:
+    """Publish ``decisions`` decisions (after WARMUP unmeasured ones) to a fleet of ``n`` clients."""
     fleet = Fleet(url, n)
     await fleet.start()
+    out = Routed()
     try:
         version = max(c.version for c in fleet.clients)
         if min(c.version for c in fleet.clients) != version:
             await fleet.wait_version(version)
-        all_seen: list[float] = []
-        each: list[float] = []
         run = uuid.uuid4().hex[:8]
         for k in range(WARMUP + decisions):
             now = datetime.now(timezone.utc)
@@ -130,64 +272,115 @@ async def measure(url: str, js, n: int, decisions: int) -> tuple[list[float], li
             decision = Decision(at=now, decision_id=f"bench|{run}|{k}", model=MODEL, provider=PROVIDER,
                                 action=action, reason="bench", until=now + timedelta(days=1) if k % 2 == 0 else None)
             data = codec.encode(decision)
+            marks = MARKS[decision.decision_id] = Marks()
+            CURRENT["id"] = decision.decision_id
             version += 1
             started = time.perf_counter()
             await js.publish(subjects.decision(MODEL, PROVIDER), data, headers={"Nats-Msg-Id": decision.decision_id})
             await fleet.wait_version(version)
             if k >= WARMUP:
                 times = fleet.seen[version]
-                all_seen.append(max(times) - started)
-                each.extend(t - started for t in times)
-            await asyncio.sleep(0.02)
-        return all_seen, each
+                last = max(times)
+                out.total.append(last - started)
+                out.each.extend(t - started for t in times)
+                if None not in (marks.received, marks.put_sent, marks.put_acked):
+                    out.received.append(marks.received - started)
+                    out.to_put.append(marks.put_sent - marks.received)
+                    out.put.append(marks.put_acked - marks.put_sent)
+                    out.fan.append(last - marks.put_sent)
+            await asyncio.sleep(PAUSE_S)
+        snapshot = fleet.clients[0].snapshot
+        out.size = len(codec.encode(snapshot)) if snapshot is not None else 0
+        return out
     finally:
+        CURRENT.clear()
         await fleet.stop()
 
 
-def ms(x: float) -> str:
-    return f"{x * 1000:8.2f}"
+# -- printing --------------------------------------------------------------------------------
+
+def cell(reps: list[list[float]], q: float | None) -> str:
+    """Median over the repetitions of each one's median (``q`` None) or ``q`` quantile, with the min-max, in ms."""
+    values = [(statistics.median(r) if q is None else quantile(r, q)) * 1000 for r in reps if r]
+    if not values:
+        return f"{'-':>20}"
+    return f"{statistics.median(values):6.2f} ({min(values):5.2f}-{max(values):5.2f})"
+
+
+def row(label: str, reps: list[list[float]], anchor_label: str, anchors: list[list[float]]) -> str:
+    ratio = ""
+    meds = [statistics.median(r) for r in reps if r]
+    amed = [statistics.median(a) for a in anchors if a]
+    if meds and amed:
+        ratio = f"{statistics.median(meds) / statistics.median(amed):6.1f}x"
+    return (f"  {label:<34} {cell(reps, None)} {cell(reps, 0.99)}   {anchor_label:<28} "
+            f"{cell(anchors, None)} {cell(anchors, 0.99)} {ratio:>7}")
 
 
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=30, help="decisions per client count (default 30)")
     parser.add_argument("--clients", default="1,10,100", help="client counts, comma-separated (default 1,10,100)")
-    parser.add_argument("--rtt-requests", type=int, default=300, help="bare request/replies for the baseline")
+    parser.add_argument("--rtt-requests", type=int, default=300, help="bare request/replies for the anchor")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions (default 3)")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.clients.split(",") if x.strip()]
 
     configure("console", "WARNING", stream=sys.stderr)
+    instrument()
+    rtts: list[list[float]] = []
+    pings: list[list[float]] = []
+    kv_ack: dict[int, list[list[float]]] = {n: [] for n in counts}
+    kv_fan: dict[int, list[list[float]]] = {n: [] for n in counts}
+    routed: dict[int, list[Routed]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory(prefix="routing-bench-") as tmp:
         async with aservers(Path(tmp)) as (nats_server, redis_server):
             settings = Settings.load(env={}, nats_url=nats_server.url, redis_url=redis_server.url,
                                      namespace="bench", models=[MODEL], mode="enforce", log_level="WARNING")
             await ensure_streams(settings)
+            nc = await nats.connect(nats_server.url)
+            js = nc.jetstream()
+            await js.create_key_value(bucket=BARE_BUCKET, history=1)
             async with running(settings, ["router"]):
-                nc = await nats.connect(nats_server.url)
-                js = nc.jetstream()
-                rtt = await bare_rtt(nats_server.url, args.rtt_requests)
-                results = []
-                for n in counts:
-                    all_seen, each = await measure(nats_server.url, js, n, args.decisions)
-                    results.append((n, all_seen, each))
-                rtt_after = await bare_rtt(nats_server.url, args.rtt_requests)
-                await nc.close()
+                for _ in range(args.repeat):
+                    rtts.append(await bare_rtt(nats_server.url, args.rtt_requests))
+                    pings.append(await redis_rtt(redis_server.url, args.rtt_requests))
+                    for n in counts:
+                        result = await measure(nats_server.url, js, n, args.decisions)
+                        routed[n].append(result)
+                        acks, fanned = await bare_kv(nats_server.url, n, args.decisions, max(result.size, 64))
+                        kv_ack[n].append(acks)
+                        kv_fan[n].append(fanned)
+            await nc.close()
 
-    rtt_all = rtt + rtt_after
-    rtt_med = statistics.median(rtt_all)
-    print(f"bare NATS request/reply (512 B, same server, same run): median {rtt_med * 1000:.3f} ms, "
-          f"p99 {quantile(rtt_all, 0.99) * 1000:.3f} ms over {len(rtt_all)} round trips "
-          f"(before the runs {statistics.median(rtt) * 1000:.3f} ms, "
-          f"after {statistics.median(rtt_after) * 1000:.3f} ms)")
-    print()
-    print("decision published -> new ignore list applied (ms); 'all' = the last of the N clients, "
-          "'each' = every client")
-    print(f"{'clients':>7} {'decisions':>9} {'all med':>8} {'all p99':>8} {'each med':>8} {'each p99':>8} "
-          f"{'all med / RTT med':>18}")
-    for n, all_seen, each in results:
-        med = statistics.median(all_seen)
-        print(f"{n:>7} {len(all_seen):>9} {ms(med)} {ms(quantile(all_seen, 0.99))} "
-              f"{ms(statistics.median(each))} {ms(quantile(each, 0.99))} {med / rtt_med:>17.1f}x")
+    rtt_med = statistics.median(statistics.median(r) for r in rtts)
+    print(f"routing benchmark: {args.repeat} repetitions, {args.decisions} decisions per client count and repetition; "
+          "ms: median over the repetitions of each one's median / p99 (min-max)")
+    print(f"  bare NATS request/reply (512 B): {cell(rtts, None)}  p99 {cell(rtts, 0.99)}")
+    print(f"  bare Redis PING:                 {cell(pings, None)}  p99 {cell(pings, 0.99)}")
+    goal = 2 * rtt_med + 0.005
+    print(f"  goal (issue 13 §5): all N applied <= 2 x RTT + 5 ms = {goal * 1000:.2f} ms")
+    header = (f"  {'step':<34} {'median':>20} {'p99':>20}   {'anchor':<28} {'median':>20} {'p99':>20} "
+              f"{'÷ anchor':>7}")
+    for n in counts:
+        reps = routed[n]
+        size = reps[-1].size if reps else 0
+        print()
+        print(f"{n} client(s) (snapshot {size} B)")
+        print(header)
+        print(row("published -> router received", [r.received for r in reps], "NATS request/reply", rtts))
+        print(row("received -> KV put sent", [r.to_put for r in reps], "Redis PING", pings))
+        print(row("KV put sent -> acknowledged", [r.put for r in reps], "bare KV put -> ack", kv_ack[n]))
+        print(row(f"KV put sent -> all {n} applied", [r.fan for r in reps], f"bare KV put -> {n} watchers",
+                  kv_fan[n]))
+        print(row(f"published -> all {n} applied", [r.total for r in reps], "NATS request/reply", rtts))
+        print(row("published -> each client applied", [r.each for r in reps], "NATS request/reply", rtts))
+        meds = [statistics.median(r.total) for r in reps if r.total]
+        p99s = [quantile(r.total, 0.99) for r in reps if r.total]
+        if meds:
+            verdict = "PASS" if statistics.median(p99s) <= goal else "FAIL"
+            print(f"  all {n} applied: median {statistics.median(meds) * 1000:.2f} ms, p99 "
+                  f"{statistics.median(p99s) * 1000:.2f} ms against the goal {goal * 1000:.2f} ms: {verdict} (info)")
     return 0
 
 
