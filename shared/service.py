@@ -434,6 +434,55 @@ class Shell:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
+    def in_order(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]]) -> None:
+        """Pull the durable ``spec`` one message at a time and handle each in the pulling task, in stream order.
+
+        For a consumer with one message in flight (``max_ack_pending=1``: the server delivers
+        the next message only once this one is acknowledged), where the time from the log to
+        the handler counts (the router: issue 13 §5).  A fetch of one message waits
+        :data:`ORDERED_FETCH_S` at most; the message is handled by :func:`handle` (strict
+        decoding, ``apply``, ack / term / nak) in the same task, with no FastStream
+        subscriber, middleware or queue between the fetch and ``apply``.  Stopping while a
+        message is handled gives it back (``nak``: redelivered at once to the next process,
+        whose handler finds its position already saved and repairs the outbox, as after a
+        crash).  NATS away: the fetch is asked again every :data:`ORDERED_FETCH_S`.
+        """
+        self._specs.append(spec)
+        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
+
+        async def loop() -> None:
+            await self._pull_in_order(spec, decoder, apply)
+
+        self._loops.append(loop)
+
+    async def _pull_in_order(self, spec: ConsumerSpec, decoder: Codec,
+                             apply: Callable[[Any, Delivery], Awaitable[None]]) -> None:
+        js = self.broker.connection.jetstream()
+        sub = await js.pull_subscribe(spec.filter_subjects[0], durable=spec.durable, stream=spec.stream,
+                                      config=spec.config())
+        try:
+            while True:
+                try:
+                    messages = await sub.fetch(batch=1, timeout=ORDERED_FETCH_S)
+                except (TimeoutError, asyncio.TimeoutError):  # nothing new
+                    continue
+                except NatsError:  # NATS away (reconnecting, closed): ask again in a while
+                    await asyncio.sleep(ORDERED_FETCH_S)
+                    continue
+                for raw in messages:
+                    message = _Held(raw)
+                    try:
+                        await handle(message, service=self.name, decoder=decoder, apply=apply,  # type: ignore[arg-type]
+                                     publisher=self.publisher, settings=self.settings)
+                    except asyncio.CancelledError:
+                        if not message.settled:  # stopping: give it back now, not after ack_wait
+                            with contextlib.suppress(Exception):
+                                await asyncio.shield(message.nack())
+                        raise
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
     def ordered_batches(self, spec: ConsumerSpec, decoder: Codec,
                         apply: Callable[[list[tuple[Any, Delivery]]], Awaitable[list[tuple[int, Exception]]]], *,
                         batch: int, gate: Callable[[], Awaitable[bool]],

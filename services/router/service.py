@@ -1,6 +1,7 @@
 """Router service: a thin shell around :func:`reverie_canary.services.router.core.decide`.
 
-Inputs (durable ``router-v2``, in log order; the table is
+Inputs (durable ``router-v2``, in log order, pulled one at a time by the shell's
+:meth:`~reverie_canary.shared.service.Shell.in_order`; the table is
 :data:`reverie_canary.shared.inputs.READS`): judge decisions, the operator
 commands the router owns (``AddOverride``, ``RemoveOverride``,
 ``ReloadExclusions``) and discovery's ``EndpointsDiscovered`` (for the guard
@@ -497,6 +498,6 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)
-    shell.subscribe(streams.router_consumer(settings), ROUTER_INPUT, apply)
+    shell.in_order(streams.router_consumer(settings), ROUTER_INPUT, apply)
     shell.background(expiry_loop)
     return shell.app
