@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from nats.js.api import DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.client import subjects
@@ -67,6 +68,13 @@ POLL_S = 0.5
 JS_TIMEOUT_S = 2.0
 #: Longest wait for the watch task to stop in :meth:`IgnoreListClient.stop` (seconds).
 STOP_S = 5.0
+#: Seconds an unused watch consumer lives on the server after its client went (``KeyValue.watch``'s 5 minutes).
+WATCH_IDLE_S = 300.0
+#: KV headers (ADR-8, as nats-py's ``nats.js.kv``): the operation of a delete or purge, a server's marker.
+KV_OPERATION = "KV-Operation"
+KV_DEL = "DEL"
+KV_PURGE = "PURGE"
+MARKER_REASON = "Nats-Marker-Reason"
 
 
 class IgnoreListClient:
@@ -107,6 +115,7 @@ class IgnoreListClient:
         self.connected = False
         self.problem: str | None = None
         self._contact: float | None = None
+        self._checked = 0.0  # time.monotonic() of the last word from the bus (a value or a read)
         self._resync = False
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -342,27 +351,20 @@ class IgnoreListClient:
         while not self._stopping:
             try:
                 self._resync = False
-                kv = await self._nc.jetstream(timeout=JS_TIMEOUT_S).key_value(ROUTING_BUCKET)
+                js = self._nc.jetstream(timeout=JS_TIMEOUT_S)
+                kv = await js.key_value(ROUTING_BUCKET)
                 await self._refresh(kv, key)
-                watcher = await kv.watch(key)
-                checked = time.monotonic()
+                sub = await self._watch(js, kv, key)
+                self._checked = time.monotonic()
                 try:
                     while not self._resync and not self._stopping:
-                        try:
-                            entry = await watcher.updates(timeout=POLL_S)
-                        except nats.errors.TimeoutError:
-                            if time.monotonic() - checked >= RECHECK_S:
-                                await self._refresh(kv, key)  # the bus still answers: the snapshot is current
-                                checked = time.monotonic()
-                            continue
-                        if entry is None or entry.value is None:
-                            continue
-                        self.apply(entry.value)
-                        self._contact = checked = time.monotonic()
-                        self._set_problem(None)
+                        await asyncio.sleep(POLL_S)
+                        if not self._resync and time.monotonic() - self._checked >= RECHECK_S:
+                            await self._refresh(kv, key)  # the bus still answers: the snapshot is current
+                            self._checked = time.monotonic()
                 finally:
                     with contextlib.suppress(Exception):
-                        await watcher.stop()
+                        await sub.unsubscribe()
             except asyncio.CancelledError:
                 raise
             except (BucketNotFoundError, NotFoundError):
@@ -374,6 +376,35 @@ class IgnoreListClient:
                     self._last_error = self._last_error or repr(exc)
                     self._set_problem(self._unreachable())
                 await asyncio.sleep(1.0)
+
+    async def _watch(self, js: Any, kv: Any, key: str) -> Any:
+        """Watch ``key``: an ordered consumer from its last value whose callback applies each value at once.
+
+        What ``KeyValue.watch`` subscribes to (the bucket's stream and subject prefix, the last
+        value per subject, an idle consumer dropped after 5 minutes), without its queue and
+        the task that would read it: an update is decoded and applied in nats-py's delivery
+        callback, one hop fewer per client (issue 13 §5).  Deletes and purges are skipped;
+        any other value goes through :meth:`apply` (bounds, malformed snapshots and rollbacks
+        refused as before).
+        """
+        stream = getattr(kv, "_stream", None) or f"KV_{ROUTING_BUCKET}"
+        prefix = getattr(kv, "_pre", None) or f"$KV.{ROUTING_BUCKET}."
+        return await js.subscribe(f"{prefix}{key}", stream=stream, cb=self._on_entry, ordered_consumer=True,
+                                  deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, inactive_threshold=WATCH_IDLE_S)
+
+    async def _on_entry(self, msg: Any) -> None:
+        """Apply one KV value as it is delivered (nats-py's callback: never raises)."""
+        if self._stopping:
+            return
+        headers = msg.headers or {}
+        if headers.get(KV_OPERATION) in (KV_DEL, KV_PURGE) or MARKER_REASON in headers:
+            return  # a delete, a purge or a server's expiry marker: not a snapshot
+        try:
+            self.apply(msg.data)
+        except Exception:  # apply catches what a snapshot can do; this one must not stop the deliveries
+            self._log.error("snapshot_apply_failed", model=self.model, exc_info=True)
+        self._contact = self._checked = time.monotonic()
+        self._set_problem(None)
 
     async def _refresh(self, kv: Any, key: str) -> None:
         try:
