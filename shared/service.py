@@ -6,6 +6,8 @@ Each service module builds one :class:`Shell`, registers its handlers with
 and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
 runs one app; ``canary up`` and ``canary demo`` run all five in one process.
 
+A consumer read one message at a time in log order where the time to the handler
+counts (the router's inputs) is pulled by :meth:`Shell.in_order`, in the pulling task.
 A work queue (the prober's tasks) is pulled by :meth:`Shell.work_queue`, not by
 FastStream: a task is fetched only when a worker is free, and every task held is
 kept alive with in-progress signals until it is acknowledged, so the

@@ -324,6 +324,39 @@ async def test_a_client_refuses_a_snapshot_older_than_one_it_applied(secured, tm
         await admin.close()
 
 
+async def test_a_watching_client_refuses_malformed_values_and_skips_a_delete(secured):
+    """Values the watch delivers go through apply: bad bytes and an oversized list refused, a delete ignored."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    admin = await connect(infra, "admin")
+    kv = await admin.jetstream().key_value(ROUTING_BUCKET)
+    key = subjects.kv_key(MODEL)
+
+    def snap(version: int, *providers: str) -> bytes:
+        entries = [IgnoreEntry(provider=p, reasons=[IgnoreReason(layer="override", reason="r")]) for p in providers]
+        return codec.encode(IgnoreSnapshot(at=utcnow(), model=MODEL, version=version, entries=entries))
+
+    entry = b'{"provider":"x/fp8","reasons":[{"layer":"override","reason":"r"}]}'
+    too_many = (b'{"type":"ignore_snapshot","at":"2026-01-01T00:00:00Z","model":"' + MODEL.encode()
+                + b'","version":9,"entries":[' + b",".join([entry] * 257) + b"]}")  # above 256 endpoints
+    client = backend_client(infra)
+    try:
+        await kv.put(key, snap(2, "a/fp8"))
+        await client.start()
+        await waits.until(lambda: client.version == 2, timeout_s=10, what="the client at version 2")
+        await kv.put(key, b"{not json")
+        await waits.until(lambda: client.refused == 1, timeout_s=10, what="the bad bytes refused")
+        await kv.put(key, too_many)
+        await waits.until(lambda: client.refused == 2, timeout_s=10, what="the oversized list refused")
+        await kv.delete(key)
+        await kv.put(key, snap(3, "b/fp8"))
+        await waits.until(lambda: client.version == 3, timeout_s=10, what="the client at version 3")
+        assert client.ignore() == ["b/fp8"] and client.refused == 2  # the delete was neither applied nor refused
+    finally:
+        await client.stop()
+        await admin.close()
+
+
 @dataclass
 class Restartable:
     """NATS (with the project's authorization) that a test may stop and start again on the same port and store."""
