@@ -8,7 +8,9 @@ unparseable body, or the gateway stays unreachable or failing until the
 deadline) is a fact on the log too: ``CycleUnplanned`` with its cause
 (DESIGN.md, "The canary's own health"), never a silent skip.  Every message
 has a deterministic id, so a restarted discovery repeating a step publishes
-nothing twice.  The judge's ``RetestRequested`` events are kept in Redis until
+nothing twice, and a cycle a discovery before it started and never closed (it
+was killed or stopped mid-cycle) is closed at its deadline by the next one
+(:meth:`Discovery.close_open_cycles`).  The judge's ``RetestRequested`` events are kept in Redis until
 the cycle they ask for is planned.
 
 Each cycle is sized before its tasks go out (issue 13 §4): discovery plans
@@ -105,6 +107,8 @@ class Discovery:
         #: The per-prober concurrency of the cycle being published (0: not sized, the probers' ceiling).
         self.concurrency = 0
         self._times_dirty = False
+        #: The task closing the cycles a discovery before this one left open (:meth:`close_open_cycles`).
+        self._recovery: asyncio.Task | None = None
 
     async def on_result(self, msg) -> None:
         """Count one live ProbeResult's probe time (how long it held its prober); unreadable ones are skipped."""
@@ -430,12 +434,61 @@ class Discovery:
                 started.append(model)
         return started
 
+    async def open_cycles(self, before_cycle_no: int) -> list[tuple[str, int]]:
+        """The cycles a discovery before this one started and never closed: (model, cycle_no), for cycles before
+        ``before_cycle_no`` (the first this one runs).
+
+        The last message on each model's ``canary.discovery.<model>`` subject of
+        the log says it: a plan (``EndpointsDiscovered``, or one of its parts)
+        is a cycle started and not closed (the process was killed or stopped
+        between its tasks and its deadline); ``CycleClosed`` or
+        ``CycleUnplanned`` means nothing is open.  A model whose last message
+        cannot be read is logged (``open_cycles_unknown``) and skipped.
+        """
+        from nats.js.errors import NotFoundError
+
+        js = self.shell.broker.connection.jetstream()
+        out = []
+        for model in self.settings.models:
+            try:
+                raw = await js.get_last_msg(LOG, subjects.discovery(model))
+                event = codec.ENDPOINTS_OR_CLOSE.decode(raw.data)
+            except NotFoundError:
+                continue
+            except Exception as exc:  # the bus, a permission, bytes that are not a discovery event
+                self.shell.log.warning("open_cycles_unknown", model=model, error=f"{type(exc).__name__}: {exc}")
+                continue
+            if isinstance(event, EndpointsDiscovered) and event.cycle_no < before_cycle_no:
+                out.append((model, event.cycle_no))
+        return out
+
+    async def close_open_cycles(self, before_cycle_no: int) -> None:
+        """Close, each at its deadline, the cycles :meth:`open_cycles` finds (DESIGN.md: nothing is skipped
+        silently; before, a discovery restarted mid-cycle left that cycle unjudged without a word).
+
+        The close is the one the cycle would have had (``CycleClosed`` stamped
+        at its deadline, its deterministic message id), so the judge's verdict
+        names the results that never came as missing and freezes them.
+        """
+        s = self.settings
+        for model, cycle_no in await self.open_cycles(before_cycle_no):
+            deadline = cycle_no * s.cycle_interval_s + s.probe_window_s
+            self.shell.log.warning("cycle_left_open", model=model, cycle_no=cycle_no,
+                                   closes_in_s=round(max(0.0, deadline - time.time()), 1),
+                                   detail="a discovery before this one started the cycle and did not close it: "
+                                          "closed at its deadline, its verdict names what is missing")
+            await asyncio.sleep(max(0.0, deadline - time.time()))
+            await self._retry("cycle_close", lambda m=model, n=cycle_no: self.close_cycle(m, n),
+                              max(deadline, time.time()) + s.cycle_interval_s)
+
     async def run(self) -> None:
-        """The cycle loop: start each cycle on time, close it at its deadline."""
+        """The cycle loop: close what a discovery before left open, start each cycle on time, close it at its
+        deadline."""
         s = self.settings
         self.announce()
         await self.shell.broker.connection.subscribe(subjects.ALL_RESULTS, cb=self.on_result)
         cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=-1)
+        self._recovery = asyncio.create_task(self.close_open_cycles(cycle_no))
         while True:
             start = cycle_no * s.cycle_interval_s
             await asyncio.sleep(max(0.0, start - time.time()))
@@ -468,6 +521,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
                 shell.metrics.touch(key, model=model)
 
     async def close_clients() -> None:
+        if discovery._recovery is not None:
+            discovery._recovery.cancel()
         if discovery.client is not None:
             await discovery.client.aclose()
         if discovery.redis is not None:
