@@ -33,6 +33,22 @@ def _settings(config: Path | None = None, **overrides) -> Settings:
         raise typer.Exit(2) from exc
 
 
+def watched_model(settings: Settings, model: str) -> str:
+    """``model`` when the settings watch it (``CANARY_MODELS``); else say so on stderr and exit 2.
+
+    The one check of every read command that names a model (``status``, ``incident``,
+    ``explain``, ``report``): an unwatched model (a typo) must not get a plausible
+    picture with exit 0 (issue 9, guard rails).
+
+    Raises:
+        typer.Exit: status 2 for a model the settings do not watch.
+    """
+    if model not in settings.models:
+        typer.echo(f"error: {model!r} is not a watched model (CANARY_MODELS: {', '.join(settings.models)})", err=True)
+        raise typer.Exit(2)
+    return model
+
+
 def _logging(settings: Settings) -> None:
     from reverie_canary.shared.logging import configure
 

@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from reverie_canary.canary.cli import ConfigOpt, _logging, _settings, app
+from reverie_canary.canary.cli import ConfigOpt, _logging, _settings, app, watched_model
 from reverie_canary.shared.timefmt import age_text, utc_text
 
 
@@ -141,9 +141,7 @@ def incident(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if model not in settings.models:
-        typer.echo(f"error: {model!r} is not a watched model (CANARY_MODELS: {', '.join(settings.models)})", err=True)
-        raise typer.Exit(2)
+    watched_model(settings, model)
     try:
         view = asyncio.run(read_lookback(settings, model, when, window_s, kind=kind, language=language))
     except SourceError as exc:

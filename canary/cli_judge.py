@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import msgspec
 import typer
 
-from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.errors import ConfigError
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.timefmt import utc_text
@@ -307,7 +307,7 @@ def explain(
     from reverie_canary.shared.service import nats_connect, redis_client
 
     settings = _settings(config)
-    target = model or settings.models[0]
+    target = watched_model(settings, model) if model else settings.models[0]
     policy = Policy.from_settings(settings)
 
     async def load():

@@ -23,7 +23,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.events import CycleSized
 from reverie_canary.shared.timefmt import age_text, utc_text
 from reverie_canary.services.dashboard.core import (
@@ -227,12 +227,12 @@ def status(
 
     Reads the judge's state (Redis), the ignore list (KV bucket) and the last day
     of the log, as the ``operator`` NATS user.  Exit status 1 when a source
-    cannot be read (the message says which).
+    cannot be read (the message says which), 2 for a model the settings do not watch.
     """
     from reverie_canary.services.dashboard.sources import FleetReader, SourceError
 
     settings = _settings(config)
-    models = [model] if model else None
+    models = [watched_model(settings, model)] if model else None
     kinds = list(settings.kinds)
     console = _console()
 
