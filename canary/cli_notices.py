@@ -37,11 +37,11 @@ def _iso(epoch: float | None) -> str | None:
     return utc_text(datetime.fromtimestamp(epoch, timezone.utc))
 
 
-def _row(entry, notice, mask) -> dict[str, Any]:
+def _row(entry, notice, mask, namespace: str) -> dict[str, Any]:
     from reverie_canary.services.notifier.core import webhook_id
 
     return {
-        "ref": webhook_id(entry.notice_id),
+        "ref": webhook_id(namespace, entry.notice_id),
         "notice_id": entry.notice_id,
         "channel": entry.channel,
         "status": entry.status,
@@ -86,7 +86,7 @@ async def read_book(settings, channel: str | None, limit: int) -> dict[str, Any]
                               ("pending", await book.entries("pending", channel, limit)),
                               ("recent", [e for e in await book.recent(200) if channel is None
                                           or e.channel == channel][:limit])):
-            sections[name] = [_row(e, await book.notice(e.notice_id), mask) for e in entries]
+            sections[name] = [_row(e, await book.notice(e.notice_id), mask, settings.namespace) for e in entries]
         return sections
     finally:
         await client.aclose()

@@ -677,7 +677,7 @@ Severity = Literal["info", "warning", "critical"]
 #: ``notice``: a one-off fact; ``start`` / ``reminder`` / ``end``: a persisting state folded
 #: into one notice when it starts, reminders while it lasts, one when it ends.
 NoticePhase = Literal["notice", "start", "reminder", "end"]
-#: A notice's identity: the decision id, ``cmd|<command id>``, ``snap|<model>|<version>``,
+#: A notice's identity: the decision id, ``cmd|<command id>``, ``snap|<model>|<version>|<at>``,
 #: or ``remind|`` / ``end|`` + the start's id (never the schema version).
 NoticeId = Annotated[str, Meta(min_length=1, max_length=600, pattern=r"^[!#-\[\]-~]+$")]
 #: A delivery channel's name (``CANARY_NOTIFY_URLS`` key): lower-case letters, digits, ``-`` and ``_``.

@@ -6,7 +6,8 @@ the path), a minimum severity and, for webhooks, a signing secret.
 - ``http://`` and ``https://`` URLs are the generic JSON webhook, signed per
   the Standard Webhooks convention (standard-webhooks/standard-webhooks
   ``spec/standard-webhooks.md``): headers ``webhook-id`` (stable across
-  retries: the receiver's idempotency key), ``webhook-timestamp`` (this
+  retries and restarts, unique over deployments by their namespace: the
+  receiver's idempotency key, :func:`reverie_canary.services.notifier.core.webhook_id`), ``webhook-timestamp`` (this
   attempt, integer Unix seconds) and ``webhook-signature`` (``v1,`` + the
   base64 HMAC-SHA256 of ``{id}.{timestamp}.{body}`` with the key the
   ``whsec_`` secret encodes).  The body is :func:`reverie_canary.services.notifier.core.payload`.
@@ -142,11 +143,15 @@ def channel_specs(settings: Settings) -> list[Channel]:
 
 
 class WebhookSender:
-    """POST the notice's JSON, signed; a 2xx answer is a delivery."""
+    """POST the notice's JSON, signed; a 2xx answer is a delivery.
 
-    def __init__(self, channel: Channel, client: httpx.AsyncClient, timeout_s: float) -> None:
+    ``namespace``: the deployment's (``Settings.namespace``), part of every ``webhook-id``.
+    """
+
+    def __init__(self, channel: Channel, client: httpx.AsyncClient, timeout_s: float, namespace: str) -> None:
         from standardwebhooks import Webhook
 
+        self.namespace = namespace
         self.channel = channel
         self.client = client
         self.timeout_s = timeout_s
@@ -154,8 +159,8 @@ class WebhookSender:
 
     def request(self, notice: Notice, now: datetime) -> tuple[bytes, dict[str, str]]:
         """The body and headers of one attempt at ``now`` (UTC)."""
-        body = _encoder.encode(payload(notice))
-        msg_id = webhook_id(notice.notice_id)
+        body = _encoder.encode(payload(notice, self.namespace))
+        msg_id = webhook_id(self.namespace, notice.notice_id)
         stamp = int(now.timestamp())
         signature = self._signer.sign(msg_id, datetime.fromtimestamp(stamp, timezone.utc), body.decode())
         return body, {
@@ -241,7 +246,7 @@ def open_channels(settings: Settings, client: httpx.AsyncClient | None = None) -
         if ch.kind == "webhook":
             if client is None:
                 raise ConfigError("a webhook channel needs an HTTP client")
-            ch.sender = WebhookSender(ch, client, settings.notify_timeout_s)
+            ch.sender = WebhookSender(ch, client, settings.notify_timeout_s, settings.namespace)
         else:
             ch.sender = AppriseSender(ch, settings.notify_timeout_s)
     return channels

@@ -8,10 +8,13 @@ Every rule that decides a notice lives here, in the order they apply:
    (:func:`wants`).  Reminders and ends carry the severity of the state they
    belong to, so a channel that heard a start also hears its end.
 2. **Identity.** A notice is keyed by the fact behind it: the decision id, the
-   command id (``cmd|<id>``), the ignore-list version (``snap|<model>|<v>``);
-   never by the schema version or the stream position.  A decision redelivered
-   or re-published with another schema version is the same notice, and the
-   delivery book sends each notice to each channel once.
+   command id (``cmd|<id>``), the ignore-list version with its time
+   (``snap|<model>|<v>|<at>``: a redeploy whose versions start at 1 again makes
+   new ids); never by the schema version or the stream position.  A decision
+   redelivered or re-published with another schema version is the same notice,
+   and the delivery book sends each notice to each channel once.  The
+   ``webhook-id`` a receiver dedupes on is the notice id *within the
+   deployment's namespace* (:func:`webhook_id`): prod and staging never share one.
 3. **Folding.** A state that persists (:data:`PERSISTING`: floor held, pin
    violated, unjudgeable, positive control passed, common mode, canary blind,
    a suspension held while blind)
@@ -263,13 +266,22 @@ class FoldPolicy:
 # -- notices -----------------------------------------------------------------------------------
 
 
-def webhook_id(notice_id: str) -> str:
-    """The ``webhook-id`` of a notice: ``msg_`` + 32 hex digits of its id's SHA-256.
+def webhook_id(namespace: str, notice_id: str) -> str:
+    """The ``webhook-id`` of a notice: ``msg_`` + 32 hex digits of the SHA-256 of ``[namespace, notice_id]``.
 
-    Stable across retries and resends (the receiver's idempotency key); no
-    ``.`` in it, as the Standard Webhooks signature scheme requires.
+    Unique over deployments (the namespace: ``CANARY_NAMESPACE``, which also
+    keys the deployment's streams' subjects and Redis keys) and over time within
+    one (notice ids are decision ids anchored on time-numbered cycles, command
+    uuids, and ignore-list versions with their time).  Stable across retries,
+    resends, redeliveries and restarts of the same deployment (the receiver's
+    idempotency key); no ``.`` in it, as the Standard Webhooks signature scheme
+    requires.
+
+    Args:
+        namespace: the deployment's namespace (``Settings.namespace``).
+        notice_id: the notice's id (:class:`Notice` ``notice_id``).
     """
-    return "msg_" + hashlib.sha256(notice_id.encode()).hexdigest()[:32]
+    return "msg_" + hashlib.sha256(msgspec.json.encode([namespace, notice_id])).hexdigest()[:32]
 
 
 def _duration(seconds: float) -> str:
@@ -334,12 +346,24 @@ def decision_notice(d: Decision, *, phase: str = "notice", notice_id: str | None
     )
 
 
+def snapshot_notice_id(s: IgnoreSnapshot) -> str:
+    """``snap|<model>|<version>|<at, UTC to the microsecond>``: one ignore-list version of one deployment.
+
+    The version alone repeats when a redeploy's router starts again at 1; the
+    router's ``at`` of that version does not (the KV bucket holds one value per
+    version and a re-announce after a crash publishes that same value), so the id
+    is stable across redeliveries and new across redeploys.
+    """
+    return f"snap|{s.model}|{s.version}|{utc_text(s.at, precision='us')}"
+
+
 def snapshot_notice(s: IgnoreSnapshot) -> Notice:
     """The notice of a new ignore-list version."""
     ignore = s.ignore_at(s.at)
     layers = "; ".join(f"{e.provider} ({', '.join(f'{r.layer}: {r.reason}' for r in e.reasons)})" for e in s.entries)
     title = f"[{s.model}] ignore list v{s.version}: {', '.join(ignore) if ignore else '(empty)'}"
-    return Notice(notice_id=f"snap|{s.model}|{s.version}", source_id=f"snap|{s.model}|{s.version}", at=s.at,
+    nid = snapshot_notice_id(s)
+    return Notice(notice_id=nid, source_id=nid, at=s.at,
                   severity=SEVERITY["ignore_list_changed"], action="ignore_list_changed", model=s.model,
                   title=title[:400], text=(title + (f" - {layers}" if layers else ""))[:4000])
 
@@ -592,11 +616,15 @@ def next_attempt(schedule: Schedule, failures: int, first_at_s: float, now_s: fl
     return min(now_s + max(0.0, min(jitter, 1.0)) * ceiling, horizon)
 
 
-def payload(notice: Notice) -> dict[str, Any]:
-    """The JSON body of the signed webhook (Standard Webhooks' ``type`` / ``timestamp`` / ``data`` shape)."""
+def payload(notice: Notice, namespace: str) -> dict[str, Any]:
+    """The JSON body of the signed webhook (Standard Webhooks' ``type`` / ``timestamp`` / ``data`` shape).
+
+    ``data.namespace`` names the deployment; ``data.webhook_id`` is the header's id.
+    """
     data = msgspec.to_builtins(notice)
     data["id"] = data.pop("notice_id")
-    data["webhook_id"] = webhook_id(notice.notice_id)
+    data["namespace"] = namespace
+    data["webhook_id"] = webhook_id(namespace, notice.notice_id)
     return {"type": f"canary.notice.{notice.phase}", "timestamp": utc_text(notice.at, missing='-'), "data": data}
 
 

@@ -83,12 +83,15 @@ class Notifier:
         publisher: publishes dead letters and resend answers.
         policy, schedule: from the settings.
         now: the clock (epoch seconds); ``jitter``: uniform in [0, 1).
+        namespace: the deployment's (``Settings.namespace``): resolves ``msg_…`` webhook ids.
     """
 
     def __init__(self, book: DeliveryBook, channels: list[Channel], publisher: Publisher | None, policy: FoldPolicy,
                  schedule: Schedule, *, concurrency: int = 4, timeout_s: float = 10.0, poll_s: float = 1.0,
-                 now: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random) -> None:
+                 now: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random,
+                 namespace: str = "canary") -> None:
         self.book = book
+        self.namespace = namespace
         self.channels = channels
         self.publisher = publisher
         self.policy = policy
@@ -259,10 +262,10 @@ class Notifier:
             return ident
         for name in names:
             for e in await self.book.entries("dead", channel=name, limit=RESOLVE_LIMIT):
-                if webhook_id(e.notice_id) == ident:
+                if webhook_id(self.namespace, e.notice_id) == ident:
                     return e.notice_id
         for e in await self.book.recent(200):
-            if webhook_id(e.notice_id) == ident:
+            if webhook_id(self.namespace, e.notice_id) == ident:
                 return e.notice_id
         return ident
 
@@ -370,7 +373,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
         holder["notifier"] = Notifier(
             RedisDeliveryBook(client, settings.namespace), channels, shell.publisher,
             FoldPolicy(remind_every_s=settings.notify_remind_s), schedule_of(settings),
-            concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s)
+            concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
+            namespace=settings.namespace)
         shell.log.info("notifier_channels", channels=[c.describe() for c in channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
         for channel in channels:  # every channel's series exist from the start, for rates and alerts

@@ -24,6 +24,7 @@ from reverie_canary.services.notifier.service import create_app
 from reverie_canary.services.notifier.store import RedisDeliveryBook
 from reverie_canary.shared import codec, ids, subjects
 from reverie_canary.shared.events import CycleVerdict, Decision
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.service import ensure_streams, redis_client
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.streams import LOG, NOTICES
@@ -102,7 +103,7 @@ async def test_a_webhook_receiver_verifies_the_signature_and_the_content(infra):
             assert await hook.wait_for(1, 10), "no notice reached the receiver"
     (got,) = hook.received
     assert got.verified
-    assert got.webhook_id == webhook_id(d.decision_id) and got.headers["content-type"] == "application/json"
+    assert got.webhook_id == webhook_id(infra.namespace, d.decision_id) and got.headers["content-type"] == "application/json"
     assert abs(int(got.headers["webhook-timestamp"]) - time.time()) < 60
     assert got.headers["webhook-signature"].startswith("v1,")
     data = got.data["data"]
@@ -153,7 +154,7 @@ async def test_a_receiver_down_for_minutes_gets_each_notice_exactly_once_across_
             assert await hook.wait_for(6, 10)
         finally:
             await hook.stop()
-    assert sorted(hook.ids()) == sorted(webhook_id(d.decision_id) for d in [*sent, marker])
+    assert sorted(hook.ids()) == sorted(webhook_id(infra.namespace, d.decision_id) for d in [*sent, marker])
     assert all(r.verified for r in hook.received)
     assert await book_entries(settings, "pending") == []
 
@@ -186,7 +187,7 @@ async def test_a_receiver_that_never_recovers_leaves_a_dead_letter_that_resend_d
             listed = json.loads(out)
             (row,) = listed["dead"]
             assert (row["ref"], row["channel"], row["action"], row["severity"], row["error"]) == (
-                webhook_id(d.decision_id), "hook", "suspend", "critical", "HTTP 503 Service Unavailable")
+                webhook_id(secured.namespace, d.decision_id), "hook", "suspend", "critical", "HTTP 503 Service Unavailable")
             assert listed["pending"] == [] and listed["recent"] == []
             assert hook.url not in out and secret not in out
 
@@ -204,7 +205,7 @@ async def test_a_receiver_that_never_recovers_leaves_a_dead_letter_that_resend_d
             assert as_judge[0] == 1 and "only the operator credential" in as_judge[2]
             assert await book_entries(settings, "dead") == []
             (recent,) = await book_entries(settings, "delivered")
-            assert (webhook_id(recent.notice_id), recent.generation) == (row["ref"], 1)
+            assert (webhook_id(secured.namespace, recent.notice_id), recent.generation) == (row["ref"], 1)
     assert len(hook.received) == 1
 
 
@@ -260,7 +261,53 @@ async def test_a_decision_redelivered_with_another_schema_version_is_announced_o
             marker = decision(7, provider="z/fp8")
             await publish(js, marker)
             assert await hook.wait_for(2, 10)
-    assert sorted(hook.ids()) == sorted([webhook_id(d.decision_id), webhook_id(marker.decision_id)])
+    assert sorted(hook.ids()) == sorted([webhook_id(infra.namespace, d.decision_id),
+                                         webhook_id(infra.namespace, marker.decision_id)])
+
+
+async def test_two_deployments_and_a_redeploy_never_share_a_webhook_id(infra, tmp_path):
+    """prod and staging (own NATS, Redis, namespace) announce the same decision; staging is then redeployed (its
+    router starts again at ignore-list v1): a receiver deduping on webhook-id, as the README shows, keeps all four."""
+    from tests.conftest import servers
+
+    secret = new_secret()
+    async with receiving(secret) as hook:
+        def kept(n: int):  # what a receiver deduping on webhook-id keeps (a delivery repeated at a stop is one)
+            unique = {r.webhook_id: r.data["data"] for r in hook.received if r.verified}
+            return len(unique) >= n and unique
+
+        prod = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret}, namespace="prod")
+        d = decision(3)
+        async with notifier(prod), bus(infra) as js:
+            await publish(js, d)
+            await waits.until(lambda: kept(1), timeout_s=10, what="prod's notice")
+        with servers(tmp_path / "staging") as (nats_url, redis_url):
+            staging = prod.replace(nats_url=nats_url, redis_url=redis_url, namespace="staging")
+            first = IgnoreSnapshot(at=T0 + timedelta(hours=1), model=MODEL, version=1)
+            redeployed = IgnoreSnapshot(at=T0 + timedelta(days=3), model=MODEL, version=1,
+                                        entries=[IgnoreEntry(provider="a/fp8", reasons=[
+                                            IgnoreReason(layer="override", reason="by hand")])])
+            nc = await nats.connect(nats_url)
+            try:
+                js = nc.jetstream()
+                async with notifier(staging):
+                    await js.publish(subjects.decision(MODEL, d.provider), codec.encode(d), stream=LOG,
+                                     headers={"Nats-Msg-Id": d.decision_id})
+                    await js.publish(subjects.routing(MODEL), codec.encode(first), stream=LOG,
+                                     headers={"Nats-Msg-Id": ids.snapshot_id(MODEL, 1)})
+                    await waits.until(lambda: kept(3), timeout_s=10, what="staging's two notices")
+                async with notifier(staging):  # the redeployed staging: same namespace and book, versions from 1
+                    await js.publish(subjects.routing(MODEL), codec.encode(redeployed), stream=LOG,
+                                     headers={"Nats-Msg-Id": f"{ids.snapshot_id(MODEL, 1)}|redeploy"})
+                    unique = await waits.until(lambda: kept(4), timeout_s=10, what="the redeploy's ignore list v1")
+            finally:
+                await nc.close()
+    got = sorted((n["namespace"], n["action"], n["title"]) for n in unique.values())
+    assert got == [("prod", "suspend", f"[{MODEL}] a/fp8: suspend until 2026-11-02T01:40:00Z (ladder step 1)"),
+                   ("staging", "ignore_list_changed", f"[{MODEL}] ignore list v1: (empty)"),
+                   ("staging", "ignore_list_changed", f"[{MODEL}] ignore list v1: a/fp8"),
+                   ("staging", "suspend", f"[{MODEL}] a/fp8: suspend until 2026-11-02T01:40:00Z (ladder step 1)")]
+    assert webhook_id("prod", d.decision_id) in unique and webhook_id("staging", d.decision_id) in unique
 
 
 async def test_a_hanging_channel_does_not_delay_a_healthy_one(infra):

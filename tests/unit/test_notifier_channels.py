@@ -80,10 +80,10 @@ def test_a_webhook_request_is_signed_over_id_timestamp_and_body():
     """The signature is v1, + base64 HMAC-SHA256 of '{webhook-id}.{timestamp}.{body}' (checked by hand and library)."""
     secret = new_secret()
     (spec,) = channel_specs(settings(notify_urls={"ops": HOOK}, notify_secrets={"ops": secret}))
-    sender = WebhookSender(spec, httpx.AsyncClient(), 5.0)
+    sender = WebhookSender(spec, httpx.AsyncClient(), 5.0, "canary")
     n = Notice(notice_id="dec|m/x.1|p|suspend|3", at=AT, severity="critical", action="suspend", title="t")
     body, headers = sender.request(n, datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc))
-    assert headers["webhook-id"] == webhook_id(n.notice_id) and headers["webhook-timestamp"] == "1796126400"
+    assert headers["webhook-id"] == webhook_id("canary", n.notice_id) and headers["webhook-timestamp"] == "1796126400"
     assert headers["webhook-signature"] == spec_signature(secret, headers["webhook-id"], "1796126400", body)
     assert not Receiver(new_secret()).verify(headers, body)
 

@@ -19,6 +19,7 @@ from reverie_canary.services.notifier.core import (
     label,
     next_attempt,
     payload,
+    snapshot_notice,
     wants,
     webhook_id,
 )
@@ -33,6 +34,7 @@ from reverie_canary.shared.events import (
     ResultRef,
     SnapshotVersion,
 )
+from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
 MODEL = "acme/chat-1.5"
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -100,14 +102,37 @@ def test_a_decision_is_one_notice_keyed_by_its_id_whatever_the_schema_version():
     assert [(n.notice_id, n.severity, n.action, n.phase) for n in first] == [
         (d1.decision_id, "critical", "suspend", "notice")]
     assert second == first
-    assert webhook_id(first[0].notice_id) == webhook_id(second[0].notice_id)
+    assert webhook_id("canary", first[0].notice_id) == webhook_id("canary", second[0].notice_id)
 
 
 def test_webhook_id_is_stable_and_has_no_dot():
-    """The webhook-id is msg_ + 32 hex digits of the notice id (the signature scheme forbids dots)."""
-    wid = webhook_id(f"dec|{MODEL}|p/fp8|suspend|3")
+    """The webhook-id is msg_ + 32 hex digits of the namespace and notice id (the signature scheme forbids dots)."""
+    wid = webhook_id("canary", f"dec|{MODEL}|p/fp8|suspend|3")
     assert wid.startswith("msg_") and len(wid) == 36 and "." not in wid
-    assert wid == webhook_id(f"dec|{MODEL}|p/fp8|suspend|3") != webhook_id(f"dec|{MODEL}|p/fp8|suspend|4")
+    assert wid == webhook_id("canary", f"dec|{MODEL}|p/fp8|suspend|3") != webhook_id(
+        "canary", f"dec|{MODEL}|p/fp8|suspend|4")
+
+
+def test_webhook_id_differs_between_deployments_for_the_same_notice():
+    """prod and staging (two namespaces) send different webhook-ids for the same decision; one namespace, one id."""
+    nid = f"dec|{MODEL}|p/fp8|suspend|3"
+    assert webhook_id("prod", nid) != webhook_id("staging", nid)
+    assert webhook_id("prod", nid) == webhook_id("prod", nid)
+    assert webhook_id("a|b", "c") != webhook_id("a", "b|c")  # no join that two pairs share
+
+
+def snap(version: int, at_: datetime, entries: list | None = None) -> IgnoreSnapshot:
+    return IgnoreSnapshot(at=at_, model=MODEL, version=version, entries=entries or [])
+
+
+def test_a_redeploys_ignore_list_version_1_is_a_new_notice():
+    """Versions start at 1 again after a redeploy: that version 1 (a later at) is a new notice and webhook-id,
+    while a redelivery of the same version (same at) keeps its id."""
+    first, again = snap(1, at(1)), snap(1, at(1))
+    redeployed = snap(1, at(40))
+    a, b, c = (snapshot_notice(s) for s in (first, again, redeployed))
+    assert a.notice_id == b.notice_id == f"snap|{MODEL}|1|2026-11-01T00:40:00.000000Z"
+    assert c.notice_id != a.notice_id and webhook_id("canary", c.notice_id) != webhook_id("canary", a.notice_id)
 
 
 def failing(n: int) -> list:
@@ -250,9 +275,10 @@ def test_operator_commands_are_told_by_their_answer_keyed_by_the_command_id():
 def test_webhook_payload_shape():
     """The signed body is Standard Webhooks' {type, timestamp, data} with the notice's fields."""
     _, (n,) = run([decision("suspend", 3, reason="failed_cycles", until=at(3) + timedelta(days=1))])
-    body = payload(n)
+    body = payload(n, "prod")
     assert body["type"] == "canary.notice.notice" and body["timestamp"] == "2026-11-01T01:40:00Z"
-    assert body["data"]["id"] == n.notice_id and body["data"]["webhook_id"] == webhook_id(n.notice_id)
+    assert body["data"]["id"] == n.notice_id and body["data"]["webhook_id"] == webhook_id("prod", n.notice_id)
+    assert body["data"]["namespace"] == "prod"
     assert (body["data"]["severity"], body["data"]["action"], body["data"]["provider"]) == ("critical", "suspend",
                                                                                            "p/fp8")
 
