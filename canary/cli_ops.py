@@ -59,6 +59,13 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="apply it past the guard
 ActorOpt = Annotated[Optional[str],
                      typer.Option("--actor", help="who asks (default: $CANARY_ACTOR, else the login name)")]
 
+#: The longest an operator override may last, from now to its end (``--for`` or ``--expires``).
+#: An override is an incident's stop-gap (DESIGN.md, "The router": runtime incident overrides):
+#: a defect that outlasts a year belongs in the reviewed exclusions file, which is dated and
+#: reviewed; and a slip such as ``--for 100000d`` or ``--expires 9999-12-31`` must not silently
+#: mean "forever".
+MAX_OVERRIDE = timedelta(days=365)
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -66,14 +73,18 @@ _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 # -- pure helpers (no I/O) ---------------------------------------------------------------
 
 
-def parse_duration(text: str) -> timedelta:
+def parse_duration(text: str, longest: timedelta | None = None) -> timedelta:
     """Parse a duration such as ``90s``, ``30m``, ``2h``, ``1d`` or ``1h30m``.
+
+    Args:
+        longest: the longest duration accepted (default: any that a ``timedelta`` holds).
 
     Returns:
         A positive timedelta.
 
     Raises:
-        ValueError: when the text is not such a duration or is zero.
+        ValueError: when the text is not such a duration, is zero, or is longer than ``longest``
+            (or than a ``timedelta`` holds).
     """
     compact = text.strip().lower().replace(" ", "")
     parts = _DURATION.findall(compact)
@@ -82,7 +93,15 @@ def parse_duration(text: str) -> timedelta:
     seconds = sum(float(n) * _UNIT_S[u] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"duration must be positive: {text!r}")
+    limit = longest.total_seconds() if longest is not None else timedelta.max.total_seconds()
+    if not seconds <= limit:  # also inf (a number too long for a float)
+        raise ValueError(f"duration too long: {text!r} (at most {_days(limit)})")
     return timedelta(seconds=seconds)
+
+
+def _days(seconds: float) -> str:
+    """``365 d`` (whole days) or ``90 s``: a bound in the words of ``--for``."""
+    return f"{seconds / 86400:g} d" if seconds >= 86400 else f"{seconds:g} s"
 
 
 def parse_when(text: str) -> datetime:
@@ -391,22 +410,34 @@ def _validated(cls, **fields):
     try:
         return msgspec.convert(fields, cls)
     except msgspec.ValidationError as exc:
-        typer.echo(f"error: invalid command: {_plain(str(exc))}", err=True)
+        typer.echo(f"error: invalid command: {_plain(str(exc), fields)}", err=True)
         raise typer.Exit(2) from exc
 
 
-#: What the wire's constraints mean, in the words of the command line.
+#: What the wire's constraints mean, in the words of the command line (a value that breaks a pattern).
 _PLAIN = {
     "$.reason": "--reason must say why (not empty, not only spaces)",
     "$.provider": "the provider must be one endpoint tag without spaces (e.g. deepinfra/fp8)",
     "$.actor": "the actor must be one word without spaces (--actor or $CANARY_ACTOR)",
     "$.model": "--model must be one model id without spaces, or *",
 }
+#: The option (or argument) each command field comes from.
+_OPTION = {"$.reason": "--reason", "$.reference": "--reference", "$.provider": "the provider",
+           "$.actor": "the actor (--actor or $CANARY_ACTOR)", "$.model": "--model"}
+_TOO_LONG = re.compile(r"of length <= (\d+)")
 
 
-def _plain(message: str) -> str:
-    """msgspec's ``Expected ... - at $.field`` as the option it concerns (keeps the original too)."""
+def _plain(message: str, fields: dict[str, Any] | None = None) -> str:
+    """msgspec's ``Expected ... - at $.field`` as the option it concerns (keeps the original too).
+
+    A value over its length bound is said to be too long, with the bound and its length.
+    """
     field = message.rpartition(" - at ")[2].strip("`")
+    too_long = _TOO_LONG.search(message)
+    if too_long and field in _OPTION:
+        value = (fields or {}).get(field[2:])
+        given = f", {len(value)} given" if isinstance(value, str) else ""
+        return f"{_OPTION[field]} is too long: at most {too_long.group(1)} characters{given} [{message}]"
     hint = _PLAIN.get(field)
     return f"{hint} [{message}]" if hint else message
 
@@ -430,6 +461,8 @@ def override_add(
 ) -> None:
     """Ignore PROVIDER now (for one model or every model), until removed or until it expires.
 
+    An expiry is at most :data:`MAX_OVERRIDE` (365 days) ahead.
+
     The router refuses a provider the gateway does not list for the model, and an
     override that would leave fewer than min_hosts usable hosts, unless --force.
     """
@@ -444,12 +477,17 @@ def override_add(
         if expires:
             expires_at = parse_when(expires)
         elif for_:
-            expires_at = fields["at"] + parse_duration(for_)
+            expires_at = fields["at"] + parse_duration(for_, MAX_OVERRIDE)
     except ValueError as exc:
-        typer.echo(f"error: {scrub(str(exc))}", err=True)
+        typer.echo(f"error: --{'expires' if expires else 'for'}: {scrub(str(exc))}", err=True)
         raise typer.Exit(2) from exc
     if expires_at is not None and expires_at <= fields["at"]:
         typer.echo(f"error: --expires {utc_text(expires_at)} is not in the future", err=True)
+        raise typer.Exit(2)
+    if expires_at is not None and expires_at - fields["at"] > MAX_OVERRIDE:
+        typer.echo(f"error: --expires {utc_text(expires_at)} is more than {_days(MAX_OVERRIDE.total_seconds())} "
+                   "ahead, the longest an override lasts (a longer one belongs in the reviewed exclusions file)",
+                   err=True)
         raise typer.Exit(2)
     settings = _settings(config)
     command = _validated(AddOverride, **fields, provider=provider, model=model, reason=reason,
