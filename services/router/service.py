@@ -232,7 +232,8 @@ class Router:
     # -- the record -------------------------------------------------------------------
 
     async def current(self, *, rebuild_until: int | None = None) -> RouterRecord:
-        """The record: the one in memory, else the stored one, else one rebuilt from the log.
+        """The record: the one in memory, else the stored one, else one rebuilt from the log (its outbox, the
+        snapshots of what changed while the state was lost, carried out at once).
 
         Args:
             rebuild_until: the log position to rebuild up to when the record is
@@ -249,6 +250,9 @@ class Router:
                 self.log.warning("state_rebuilt_from_log", position=floor, overrides=len(record.state.overrides),
                                  suspensions=len(record.state.suspensions),
                                  reason="no state in Redis, but the log was already consumed")
+                # what changed while the state was lost (an expiry in the outage) is written now: the input
+                # that comes next would otherwise leave this version taken and never written
+                await self._carry_out(record, record.outbox, repair=True)
         self.record = record
         return record
 

@@ -177,3 +177,52 @@ async def test_a_nats_restart_is_said_once_per_service_with_its_outage_length(se
         assert [e["event"] for e in lines] == ["nats_disconnected", "nats_reconnected"], (service, lines)
         assert 1.5 <= lines[1]["outage_s"] <= outage_max + 0.5, (service, lines[1], outage_max)
     assert metrics.of("prober").sample_value("canary_dependency_up", service="prober", dependency="nats") == 1
+
+
+async def test_an_override_that_expires_while_redis_is_down_is_published_once_redis_is_back_empty(servers):
+    """The router's expiry falls in a Redis outage and Redis comes back empty: the next version drops it.
+
+    Found by a fresh SRE run: the rebuilt record took a version for the change and never wrote it, so the
+    bucket kept the expired entry (clients drop it on their own clock) until the next command, whose
+    version skipped one, and no ``ignore_list_changed`` was told.
+    """
+    from datetime import datetime, timedelta, timezone
+
+    from reverie_canary.canary.demo import current_snapshot
+    from reverie_canary.shared import codec, subjects
+    from reverie_canary.shared.commands import AddOverride
+    from tests import waits
+
+    settings = servers.settings()
+    await ensure_streams(settings)
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    now = datetime.now(timezone.utc)
+    short = AddOverride(command_id="ov-short", actor="alice", at=now, provider="c/fp8", model=MODEL,
+                        reason="incident 11", expires_at=now + timedelta(seconds=4))
+    kept = AddOverride(command_id="ov-kept", actor="alice", at=now, provider="d/fp8", model=MODEL,
+                       reason="incident 12")
+
+    async def published() -> list[str] | None:  # the list as the bucket's snapshot was written, not as read now
+        snap = await current_snapshot(settings, MODEL)
+        return None if snap is None else snap.ignore_at(snap.at)
+
+    async with running(settings, ["router"]):
+        for cmd in (short, kept):
+            await js.publish(subjects.ops("override-add"), codec.encode(cmd), headers={"Nats-Msg-Id": cmd.command_id})
+        await waits.until(lambda: _equals(published, ["c/fp8", "d/fp8"]), timeout_s=15,
+                          what="both overrides in the bucket")
+        before = (await current_snapshot(settings, MODEL)).version
+        servers.redis.stop()
+        await waits.until(lambda: datetime.now(timezone.utc) > short.expires_at + timedelta(seconds=1), timeout_s=10,
+                          what="the short override's expiry to pass while Redis is down")
+        servers.restart_redis()
+        await waits.until(lambda: _equals(published, ["d/fp8"]), timeout_s=20,
+                          what="a version without the expired override, once Redis is back")
+        after = await current_snapshot(settings, MODEL)
+    await nc.close()
+    assert after.version == before + 1  # no version taken and never written
+
+
+async def _equals(read, wanted) -> bool:
+    return await read() == wanted
