@@ -250,10 +250,12 @@ class Held(Struct, kw_only=True):
 
 
 class FoldState(Struct, kw_only=True):
-    """The notifier's folded state: held states, and each model's latest closed cycle (UTC)."""
+    """The notifier's folded state: held states, each model's latest closed cycle (UTC), and each model's
+    ignored providers as last told (:func:`ignored_layers`)."""
 
     held: dict[str, Held] = {}
     closed_at: dict[str, datetime] = {}
+    ignored: dict[str, list[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -430,7 +432,8 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
 
     Args:
         state: the folded state (not modified).
-        event: a ``Decision``, ``CycleVerdict``, ``IgnoreSnapshot``,
+        event: a ``Decision``, ``CycleVerdict``, ``IgnoreSnapshot`` (told only when
+            the ignored providers or their layers changed),
             ``CommandApplied`` or ``CommandRefused``; anything else changes nothing.
         policy: the reminder interval.
 
@@ -445,7 +448,7 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
         case CycleVerdict():
             return _verdict(state, event, policy)
         case IgnoreSnapshot():
-            return state, [snapshot_notice(event)]
+            return _snapshot(state, event)
         case CommandApplied() | CommandRefused():
             return state, [answer_notice(event)]
         case CycleSized():
@@ -509,6 +512,29 @@ def _decision(state: FoldState, d: Decision, policy: FoldPolicy) -> tuple[FoldSt
     if new == state and not notices:
         return state, []
     return new, notices
+
+
+def ignored_layers(s: IgnoreSnapshot) -> list[str]:
+    """What an ignore-list notice is about: ``<provider> <layer>,<layer>`` per ignored provider, sorted.
+
+    Expiries, reasons and actors are left out: a blind cycle moves a held
+    suspension's end in every snapshot, and that alone is no news.
+    """
+    return sorted(f"{e.provider} {','.join(sorted({r.layer for r in e.reasons}))}" for e in s.entries)
+
+
+def _snapshot(state: FoldState, s: IgnoreSnapshot) -> tuple[FoldState, list[Notice]]:
+    """An ignore-list version: ``ignore_list_changed`` when the ignored providers or their layers changed.
+
+    A version that only moved an expiry (or a reason's text) changes nothing and
+    gives no notice; the first version the notifier sees of a model is told.
+    """
+    now = ignored_layers(s)
+    if state.ignored.get(s.model) == now:
+        return state, []
+    new = _copy(state)
+    new.ignored[s.model] = now
+    return new, [snapshot_notice(s)]
 
 
 def _sized_text(e: CycleSized) -> str:

@@ -310,6 +310,42 @@ async def test_two_deployments_and_a_redeploy_never_share_a_webhook_id(infra, tm
     assert webhook_id("prod", d.decision_id) in unique and webhook_id("staging", d.decision_id) in unique
 
 
+async def test_blind_cycles_that_only_move_a_held_suspensions_end_send_no_ignore_list_notice(infra):
+    """Six versions that only move a held suspension's end (one per blind cycle), across a notifier restart: one
+    ignore_list_changed; an override joining, then the list emptying: one each."""
+    secret = new_secret()
+
+    def version(v: int, layers=("suspension",)) -> IgnoreSnapshot:
+        at = T0 + timedelta(minutes=30 * v)
+        return IgnoreSnapshot(at=at, model=MODEL, version=v, entries=[IgnoreEntry(provider="a/fp8", reasons=[
+            IgnoreReason(layer=layer, reason="held while blind", until=at + timedelta(hours=1)) for layer in layers])])
+
+    async def put(js, s: IgnoreSnapshot) -> None:
+        await js.publish(subjects.routing(MODEL), codec.encode(s), stream=LOG,
+                         headers={"Nats-Msg-Id": ids.snapshot_id(MODEL, s.version)})
+
+    async with receiving(secret) as hook:
+        settings = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret})
+        async with notifier(settings), bus(infra) as js:
+            for v in range(1, 4):
+                await put(js, version(v))
+            assert await hook.wait_for(1, 10)
+        async with notifier(settings), bus(infra) as js:  # the last told list is in the book: a restart keeps it
+            for v in range(4, 7):
+                await put(js, version(v))
+            await put(js, version(7, ("suspension", "override")))
+            await put(js, IgnoreSnapshot(at=T0 + timedelta(hours=4), model=MODEL, version=8))
+            marker = decision(9, provider="z/fp8")
+            await publish(js, marker)
+            assert await hook.wait_for(4, 10), [r.data["data"]["title"] for r in hook.received]
+            await asyncio.sleep(0.3)  # anything wrongly queued before the marker would be sent by now
+    kept = {r.webhook_id: r.data["data"] for r in hook.received}  # a delivery repeated at a stop is one notice
+    titles = [n["title"] for n in kept.values() if n["action"] == "ignore_list_changed"]
+    assert titles == [f"[{MODEL}] ignore list v1: a/fp8", f"[{MODEL}] ignore list v7: a/fp8",
+                      f"[{MODEL}] ignore list v8: (empty)"]
+    assert len(kept) == 4
+
+
 async def test_a_hanging_channel_does_not_delay_a_healthy_one(infra):
     """One receiver holds every request unanswered; the other gets all ten notices meanwhile."""
     secret = new_secret()

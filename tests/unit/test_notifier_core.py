@@ -381,3 +381,33 @@ def test_a_cycle_that_cannot_fit_is_told_once_at_its_start_reminded_and_ended_by
     assert (end.action, end.phase, end.count) == ("cycle_does_not_fit", "end", 14)
     assert "cycle 16 fits" in end.text and state.held == {}
     assert SEVERITY["cycle_does_not_fit"] == "warning" and "cycle_does_not_fit" in PERSISTING
+
+
+def held_snapshot(version: int, until_: datetime, *, layers=("suspension",), extra: str = "") -> IgnoreSnapshot:
+    entries = [IgnoreEntry(provider="p/fp8", reasons=[IgnoreReason(layer=layer, reason=f"held while blind{extra}",
+                                                                   until=until_) for layer in layers])]
+    return snap(version, at(version), entries)
+
+
+def test_ignore_list_changed_only_when_the_ignored_set_or_its_layers_change():
+    """Blind cycles move a held suspension's end in every version: no notice; another provider or layer: a notice."""
+    versions = [held_snapshot(1, at(3))]
+    versions += [held_snapshot(v, at(v + 2), extra=f" ({v})") for v in range(2, 8)]  # only the end (and text) moves
+    versions.append(held_snapshot(8, at(12), layers=("suspension", "override")))     # an operator override joins
+    versions.append(held_snapshot(9, at(13), layers=("suspension", "override")))     # the end moves again
+    versions.append(snap(10, at(10)))                                                  # the provider comes back
+    state, notices = run(versions)
+    assert [(n.action, n.title) for n in notices] == [
+        ("ignore_list_changed", f"[{MODEL}] ignore list v1: p/fp8"),
+        ("ignore_list_changed", f"[{MODEL}] ignore list v8: p/fp8"),
+        ("ignore_list_changed", f"[{MODEL}] ignore list v10: (empty)")]
+    assert state.ignored == {MODEL: []}
+    assert fold(state, snap(11, at(11)), SIX_H) == (state, [])  # the same empty list again: nothing changed
+
+
+def test_ignore_list_versions_are_told_per_model():
+    """Each model's list is compared with that model's last told one."""
+    other = IgnoreSnapshot(at=at(1), model="other/m", version=1, entries=[])
+    _, notices = run([snap(1, at(1)), other, snap(2, at(2)), msgspec.structs.replace(other, version=2)])
+    assert [(n.model, n.title.split(": ")[0]) for n in notices] == [(MODEL, f"[{MODEL}] ignore list v1"),
+                                                                    ("other/m", "[other/m] ignore list v1")]
