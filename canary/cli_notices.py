@@ -9,7 +9,9 @@ kind and minimum severity; their URLs and secrets are never printed.
 operator credential) and waits for the notifier's ``NoticesResent`` answer:
 the dead letters it queued again go through the notifier, so they are signed
 and reach each channel once.  Exit status 0 when something was queued again,
-1 when nothing matched or no answer came within ``--timeout``.
+1 when nothing matched or no answer came within ``--timeout``, 2 when the
+notifier refused it (a ``--channel`` it does not know: the answer names the
+known ones).
 """
 
 from __future__ import annotations
@@ -210,6 +212,9 @@ def notices_resend(
         typer.echo(f"error: no answer from the notifier within {timeout:g} s; request {command.command_id} is stored "
                    f"(#{seq}) and will be applied when the notifier runs", err=True)
         raise typer.Exit(1)
+    if answer.refused:
+        typer.echo(f"error: the notifier refused the request: {answer.refused}", err=True)
+        raise typer.Exit(2)
     for ref in answer.requeued:
         typer.echo(f"queued again: {ref.notice_id} on {ref.channel}")
     for ref in answer.skipped:

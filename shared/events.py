@@ -741,6 +741,8 @@ class NoticeRef(Struct, frozen=True, kw_only=True):
 #: The most notices one ``NoticesResent`` lists as requeued, and as skipped (the answer stays
 #: below the wire bound at the largest ids; the log line has the full counts).
 NOTICES_RESENT_MAX = 256
+#: The most channel names one ``NoticesResent`` lists (the metrics' channel label budget).
+NOTICE_CHANNELS_MAX = 64
 
 
 class NoticesResent(Event, frozen=True, kw_only=True, tag="notices_resent"):
@@ -749,8 +751,13 @@ class NoticesResent(Event, frozen=True, kw_only=True, tag="notices_resent"):
     ``requeued``: dead letters delivered again through the notifier's schedule;
     ``skipped``: what was asked for but not requeued, each with why (already
     delivered, still pending, unknown, channel not configured).
+    ``refused``: why nothing was looked at (empty when the request was carried
+    out), e.g. a ``channel`` the notifier does not know; ``channels``: the
+    channels it knows (configured, or with notices in its delivery book), sorted.
     """
 
     command_id: Annotated[str, Meta(min_length=1, max_length=256)]
     requeued: Annotated[list[NoticeRef], Meta(max_length=NOTICES_RESENT_MAX)] = []
     skipped: Annotated[list[NoticeRef], Meta(max_length=NOTICES_RESENT_MAX)] = []
+    refused: Annotated[str, Meta(max_length=400)] = ""
+    channels: Annotated[list[Annotated[str, Meta(max_length=32)]], Meta(max_length=NOTICE_CHANNELS_MAX)] = []

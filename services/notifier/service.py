@@ -50,7 +50,7 @@ from reverie_canary.shared.aio import wait_event
 from reverie_canary.shared.broker import Delivery, Publisher
 from reverie_canary.shared.commands import ResendNotices
 from reverie_canary.shared.errors import ConfigError, Transient
-from reverie_canary.shared.events import NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
+from reverie_canary.shared.events import NOTICE_CHANNELS_MAX, NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.settings import SEVERITIES, Settings
@@ -272,14 +272,23 @@ class Notifier:
     async def resend(self, cmd: ResendNotices, delivery: Delivery | None = None) -> NoticesResent:
         """Make the named (or all) dead letters pending again; publish and return the answer.
 
-        Idempotent: a redelivered command finds its entries pending or
+        A ``channel`` the notifier does not know (neither configured nor in the
+        book) is refused: the answer's ``refused`` says so and ``channels`` names
+        the known ones.  Idempotent: a redelivered command finds its entries pending or
         delivered and requeues nothing more.
         """
         configured = [c.name for c in self.channels]
-        names = [cmd.channel] if cmd.channel else sorted(set(configured) | set(await self.book.channels()))
+        known = sorted(set(configured) | set(await self.book.channels()))
+        now = self.now()
+        if cmd.channel and cmd.channel not in known:  # a typo must not read as "nothing to resend"
+            refused = (f"unknown channel {cmd.channel!r}: the notifier knows "
+                       f"{', '.join(known[:NOTICE_CHANNELS_MAX]) if known else 'no channel (none configured)'}")
+            return await self._answer(cmd, NoticesResent(at=datetime.fromtimestamp(now, timezone.utc),
+                                                         command_id=cmd.command_id, refused=refused[:400],
+                                                         channels=known[:NOTICE_CHANNELS_MAX]))
+        names = [cmd.channel] if cmd.channel else known
         requeued: list[NoticeRef] = []
         skipped: list[NoticeRef] = []
-        now = self.now()
         targets: list[tuple[str, str]] = []
         if cmd.all:
             for name in names:
@@ -305,9 +314,14 @@ class Notifier:
                 requeued.append(NoticeRef(notice_id=nid, channel=name))
                 self._wake[name].set()
         answer = NoticesResent(at=datetime.fromtimestamp(now, timezone.utc), command_id=cmd.command_id,
-                               requeued=requeued[:NOTICES_RESENT_MAX], skipped=skipped[:NOTICES_RESENT_MAX])
-        self.log.info("notices_resend", command_id=cmd.command_id, actor=cmd.actor, requeued=len(requeued),
-                      skipped=len(skipped))
+                               requeued=requeued[:NOTICES_RESENT_MAX], skipped=skipped[:NOTICES_RESENT_MAX],
+                               channels=known[:NOTICE_CHANNELS_MAX])
+        return await self._answer(cmd, answer, skipped=len(skipped), requeued=len(requeued))
+
+    async def _answer(self, cmd: ResendNotices, answer: NoticesResent, **counts: int) -> NoticesResent:
+        """Log and publish the answer to ``cmd`` (``resent|<command id>``: a redelivery answers once)."""
+        self.log.info("notices_resend", command_id=cmd.command_id, actor=cmd.actor, channel=cmd.channel,
+                      **counts, **({"refused": answer.refused} if answer.refused else {}))
         if self.publisher is not None:
             await self.publisher.publish(answer, subjects.NOTICES_RESENT, f"resent|{cmd.command_id}", streams.NOTICES)
         return answer

@@ -191,6 +191,12 @@ async def test_a_receiver_that_never_recovers_leaves_a_dead_letter_that_resend_d
             assert listed["pending"] == [] and listed["recent"] == []
             assert hook.url not in out and secret not in out
 
+            code, out, err = await canary(secured, "notices", "resend", "--all", "--channel", "nosuch")
+            assert code == 2, (code, out, err)  # a typo is refused by the notifier, naming the channels it knows
+            assert "unknown channel 'nosuch': the notifier knows hook" in err and "queued again" not in out
+            (dead,) = await book_entries(settings, "dead")
+            assert dead.notice_id == d.decision_id and dead.generation == 0  # nothing was touched
+
             hook.status = 200
             code, out, err = await canary(secured, "notices", "resend", row["ref"])
             assert code == 0, err
