@@ -48,7 +48,8 @@ def replay(
     Exit status 1 when the live state differs from the log; 2 when OTHER is invalid.
     """
     from reverie_canary.services.judge.core import Policy, fold
-    from reverie_canary.services.judge.replay import backtest, policy_sources, read_events_file, settings_differences
+    from reverie_canary.services.judge.replay import (backtest, policy_sources, read_events_file, settings_differences,
+                                                      watched_in_file)
     from reverie_canary.shared.errors import Undecodable
     from reverie_canary.shared.events import Decision
     from reverie_canary.shared.settings import sources
@@ -76,12 +77,12 @@ def replay(
         except (OSError, UnicodeDecodeError, Undecodable) as exc:
             typer.echo(f"error: {events}: {exc}", err=True)
             raise typer.Exit(2) from exc
-        # a command for "*" applies to every model of the file, as it did to every watched model live
-        seen = tuple(sorted({m for e in evs if (m := getattr(e, "model", "*")) != "*"} | set(policy.models)))
+        # the models the judge watched: a command for "*" applies to each, one for another model is skipped
+        seen = watched_in_file(evs, policy.models)
         policy = msgspec.structs.replace(policy, models=seen)
         if other_policy is not None:
             other_policy = msgspec.structs.replace(other_policy, models=seen)
-            diff = backtest(evs, policy, other_policy)
+            diff = backtest(evs, policy, other_policy, watched=seen)
             doc = {k: [msgspec.to_builtins(d) for d in v if start is None or d.at >= start] for k, v in diff.items()}
             doc["settings"] = [msgspec.to_builtins(d) for d in differences]
             doc["current"] = current  # every policy setting the current side folds with, and its source
@@ -89,7 +90,7 @@ def replay(
                 doc["note"] = _NO_POLICY_DIFFERENCE
             print(json.dumps(doc, indent=2))
             raise typer.Exit(0)
-        states, effects = fold(evs, policy)
+        states, effects = fold(evs, policy, watched=seen)
         print(json.dumps({
             "states": {m: msgspec.to_builtins(s) for m, s in states.items()},
             "decisions": [msgspec.to_builtins(e) for e in effects

@@ -69,7 +69,7 @@ the same rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from typing import Any, Literal, Union
 
@@ -335,15 +335,21 @@ def _apply(state: ModelState, event: Any, policy: Policy) -> list[Effect]:
     return []
 
 
-def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | None = None) -> tuple[dict[str, ModelState], list[Effect]]:
-    """Fold a log of events (any models) into states and the effects they produced.
+def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | None = None, *,
+         watched: Collection[str] | None = None) -> tuple[dict[str, ModelState], list[Effect]]:
+    """Fold a log of events into states and the effects they produced.
 
     This is the audit: ``canary replay`` and the tests call it on the stored log.
+
+    Args:
+        watched: the models the judge watched (:func:`fold_targets`): an event of another
+            model is skipped, as the live judge skips it.  ``None``: every model the events name
+            is folded (a scenario, a hand-written file).
     """
     states = dict(states or {})
     out: list[Effect] = []
     for event in events:
-        for model in _models_of(event, states, policy):
+        for model in _models_of(event, states, policy, watched):
             state = states.get(model) or initial(model)
             state, effects = decide(state, event, policy)
             states[model] = state
@@ -351,14 +357,41 @@ def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | 
     return states, out
 
 
-def _models_of(event: Any, states: dict[str, ModelState], policy: Policy) -> list[str]:
-    """The models an event applies to: its own, or for ``*`` every watched or known one."""
+def _models_of(event: Any, states: dict[str, ModelState], policy: Policy,
+               watched: Collection[str] | None = None) -> list[str]:
+    """The models an event applies to: its own, or for ``*`` every watched or known one (:func:`fold_targets`)."""
     model = getattr(event, "model", None)
     if model is None:
         return []
+    if watched is None:  # every model named is watched
+        return sorted(set(states) | set(policy.models)) if model == "*" else [model]
+    return fold_targets(model, watched, states) or []
+
+
+def fold_targets(model: str, watched: Collection[str], known: Iterable[str]) -> list[str] | None:
+    """The models the judge folds an event of ``model`` into: the one rule of the live judge and of every refold.
+
+    The live judge (``services/judge/service.py``), ``canary replay``, ``report`` and the
+    backtests (``services/judge/replay.py``) and the judge's rebuild all ask this, so a refold
+    folds exactly what the judge folded: an event of a model the judge does not watch gives
+    no state and no decision anywhere (issue 9, guard rails: a typo must not look applied).
+
+    Args:
+        model: the event's ``model`` (``*``: every model).
+        watched: the models the judge watches (``CANARY_MODELS``; a refold adds the models
+            the judge stored, which it watched when it stored them).
+        known: the models that have a state now.
+
+    Returns:
+        ``*``: every watched and known model, sorted; a watched model: ``[model]``; ``None``:
+        not watched -- the judge skips the event, and refuses a lift or mode command for it
+        (:func:`reverie_canary.services.judge.answers.unknown_model`).
+    """
     if model == "*":
-        return sorted(set(states) | set(policy.models))
-    return [model]
+        return sorted(set(watched) | set(known))
+    if model in watched:
+        return [model]
+    return None
 
 
 def _result_fast(state: ModelState, event: ProbeResult) -> tuple[ModelState, list[Effect]]:

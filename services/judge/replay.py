@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy
+from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets
 from reverie_canary.services.judge.snapshots import FoldSnapshot
 from reverie_canary.shared.settings import SECRET_FIELDS, Settings
 from reverie_canary.shared import codec, eventlog, inputs
@@ -50,6 +50,11 @@ class Refold:
         keep: which effects to keep in :attr:`effects` (default: every one; a rebuild keeps none).
         states: model -> the state to start from (a snapshot's: :mod:`reverie_canary.services.judge.snapshots`);
             the log fed must then start after the snapshot's position.
+
+    Events are folded into the models the live judge folds them into
+    (:func:`reverie_canary.services.judge.core.fold_targets`, the watched models being
+    ``policy.models``): an event of a model the judge does not watch -- a refused command
+    for a typo -- makes no state and no decision, and is not counted in :attr:`events`.
     """
 
     def __init__(self, policy: Policy, *, positions: dict[str, int] | None = None,
@@ -57,6 +62,7 @@ class Refold:
         self.policy = policy
         self.positions = positions
         self.keep = keep
+        self.watched = frozenset(policy.models)
         self.folder = Folder(policy, states)
         #: model -> state: the fold so far (the folder's own; results are applied in place)
         self.states: dict[str, ModelState] = self.folder.states
@@ -68,13 +74,18 @@ class Refold:
         model = getattr(item.event, "model", None)
         if model is None:
             return
-        self.events += 1
         if model != "*" and self.positions is None:  # the common case, without the bookkeeping below
+            if model not in self.watched:  # fold_targets' None: the judge skipped it
+                return
+            self.events += 1
             produced = self.folder.apply(model, item.event)
             if produced and self.keep is not None:
                 self.effects.extend((item.seq, e) for e in produced if isinstance(e, self.keep))
             return
-        targets = sorted(set(self.states) | set(self.policy.models)) if model == "*" else [model]
+        targets = fold_targets(model, self.watched, self.states)
+        if targets is None:
+            return
+        self.events += 1
         for target in targets:
             if self.positions is not None and target in self.positions and item.seq > self.positions[target]:
                 continue
@@ -151,16 +162,22 @@ def decision_key(d: Decision) -> tuple[str, str, str, str, str]:
     return (d.model, d.provider, d.action, d.at.isoformat(), d.until.isoformat() if d.until else "")
 
 
-def backtest(events: list[Any], current: Policy, other: Policy) -> dict[str, list[Decision]]:
+def backtest(events: list[Any], current: Policy, other: Policy, *, watched: Iterable[str] | None = None
+             ) -> dict[str, list[Decision]]:
     """Fold the same events under two policies and list the decisions that differ.
+
+    Args:
+        watched: the models the judge watched (:func:`reverie_canary.services.judge.core.fold`);
+            ``None``: every model the events name.
 
     Returns:
         ``{"only_current": [...], "only_other": [...]}``.
     """
     from reverie_canary.services.judge.core import fold
 
-    _, a = fold(events, current)
-    _, b = fold(events, other)
+    watched = None if watched is None else frozenset(watched)
+    _, a = fold(events, current, watched=watched)
+    _, b = fold(events, other, watched=watched)
     da = [e for e in a if isinstance(e, Decision)]
     db = [e for e in b if isinstance(e, Decision)]
     ka = {decision_key(d) for d in da}
@@ -169,6 +186,20 @@ def backtest(events: list[Any], current: Policy, other: Policy) -> dict[str, lis
         "only_current": [d for d in da if decision_key(d) not in kb],
         "only_other": [d for d in db if decision_key(d) not in ka],
     }
+
+
+def watched_in_file(events: Iterable[Any], configured: Iterable[str] = ()) -> tuple[str, ...]:
+    """The models a file of events shows the judge watching: ``configured`` and every model it has input of.
+
+    Input is what discovery, the prober and the router publish for a model (listings, results,
+    cycle closes, snapshots): they run on the same ``CANARY_MODELS`` as the judge.  An operator
+    command alone does not make a model watched -- the judge refused one for a model it did
+    not watch, and a refold of the file must not fold it (:func:`reverie_canary.services.judge.core.fold_targets`).
+    """
+    from reverie_canary.shared.commands import Command
+
+    named = {m for e in events if not isinstance(e, Command) and (m := getattr(e, "model", "*")) != "*"}
+    return tuple(sorted(named | set(configured)))
 
 
 def read_events_file(lines: Iterable[str]) -> list[Any]:

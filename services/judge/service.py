@@ -24,7 +24,7 @@ from typing import Any
 from faststream import FastStream
 
 from reverie_canary.services.judge import answers, gauges, snapshots
-from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, initial
+from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets, initial
 from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import (Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound,
                                                  RedisJudgeStore)
@@ -330,13 +330,8 @@ class Judge:
             if model is None:
                 continue
             command = isinstance(event, answers.JudgeCommand)
-            if only is not None:
-                targets = [only]
-            elif model == "*":
-                targets = sorted(watched | set(self.records))
-            elif model in watched:
-                targets = [model]
-            else:
+            targets = [only] if only is not None else fold_targets(model, watched, self.records)
+            if targets is None:
                 log.info("model_not_watched", model=model, subject=delivery.subject)
                 if command:
                     ordered.append((index, answers.unknown_model(event, self.models)))

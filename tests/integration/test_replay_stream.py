@@ -42,3 +42,80 @@ async def test_the_live_replay_backtests_another_configuration_over_the_streamed
     assert "1 decision(s) only with the current configuration, 0 only with the other one" in out
     assert "  - " in out and "failed_cycles_to_suspend" in out
     assert f"live state of {MODEL}: NONE in Redis" in out
+
+
+async def test_replay_folds_no_command_the_judge_refused_for_a_model_it_does_not_watch(infra):
+    """A mode for typo/model and an override for nosuch/model, then a mode for every model: replay lists only the judge's decision."""
+    import uuid
+    from datetime import datetime, timedelta, timezone
+
+    from reverie_canary.canary.demo import judge_record
+    from reverie_canary.canary.runtime import running
+    from reverie_canary.shared import codec, subjects
+    from reverie_canary.shared.commands import VERBS, AddOverride, SetMode
+    from reverie_canary.shared.events import CommandApplied, CommandRefused
+    from reverie_canary.shared.streams import LOG
+    from tests import waits
+
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    await ensure_streams(settings)
+    at = datetime.now(timezone.utc)
+
+    def command(cls, n: int, **fields):
+        return cls(command_id=str(uuid.uuid4()), actor="alice", at=at + timedelta(seconds=n), **fields)
+
+    typo = command(SetMode, 1, mode="enforce", model="typo/model")
+    nosuch = command(AddOverride, 2, provider="a/fp8", model="nosuch/model", reason="typo")
+    every = command(SetMode, 3, mode="observe", kind="echo")
+    nc = await nats_connect(settings)
+    js = nc.jetstream()
+    answers: dict[str, object] = {}
+
+    async def answered(cmd) -> bool:
+        try:
+            msg = await js.get_last_msg(LOG, subjects.answer("judge", cmd.command_id))
+        except Exception:
+            return False
+        answers[cmd.command_id] = codec.ANSWER.decode(msg.data)
+        return True
+
+    try:
+        async with running(settings, ["judge", "router"]):
+            await publish_events(js, cycle_events(0, healthy("a/fp8", "b/fp8", "c/fp8")))
+            for cmd in (typo, nosuch, every):
+                await js.publish(subjects.ops(VERBS[type(cmd)]), codec.encode(cmd),
+                                 headers={"Nats-Msg-Id": cmd.command_id})
+            await waits.until(lambda: answered(every), timeout_s=15, what="the judge's answer to the mode for *")
+            assert await answered(typo)
+            refused = await waits.until(lambda: _router_answer(js, nosuch.command_id), timeout_s=15,
+                                        what="the router's answer to the override for nosuch/model")
+            record = await judge_record(settings, MODEL)
+    finally:
+        await nc.close()
+    assert isinstance(answers[typo.command_id], CommandRefused) and answers[typo.command_id].code == "unknown_model"
+    assert isinstance(refused, CommandRefused), refused
+    applied = answers[every.command_id]
+    assert isinstance(applied, CommandApplied) and [d.model for d in applied.decisions] == [MODEL]
+    assert record.state.kind_modes == {"echo": "observe"}
+
+    result = await asyncio.to_thread(replay_cli, infra)
+    out = result.output
+    assert result.exit_code == 0, out
+    timeline = [line for line in out.splitlines() if line.startswith("#")]
+    assert len(timeline) == 1 and "mode_changed" in timeline[0] and "[observe]" in timeline[0], out
+    assert f" {MODEL} " in timeline[0] and "(echo)" in timeline[0]
+    assert "typo/model" not in out and "nosuch/model" not in out
+    assert f"live state of {MODEL} (position #" in out and "agrees with the log" in out
+
+
+async def _router_answer(js, command_id: str):
+    """The router's answer to ``command_id`` on the log (``None``: none yet)."""
+    from reverie_canary.shared import codec, subjects
+    from reverie_canary.shared.streams import LOG
+
+    try:
+        msg = await js.get_last_msg(LOG, subjects.answer("router", command_id))
+    except Exception:
+        return None
+    return codec.ANSWER.decode(msg.data)

@@ -104,3 +104,28 @@ def test_the_explain_header_names_the_kind_in_observe_and_each_decision_its_mode
     assert report.splitlines()[0].startswith(
         f"{MODEL} (modes: enforce for ttft, structured, language, echo; observe for refusal): 1 would-be suspension(s)")
     assert "[observe]" in report.splitlines()[-1]
+
+
+def test_an_offline_replay_folds_no_command_for_a_model_the_file_shows_no_input_of(tmp_path):
+    """A file with a mode for typo/model then one for *: only the watched model (it has cycles) changes mode."""
+    import msgspec
+
+    from reverie_canary.services.judge.core import fold_targets
+    from reverie_canary.shared import codec
+
+    events = [*cycle_events(0, healthy("a/fp8", "b/fp8", "c/fp8")),
+              SetMode(command_id="c1", actor="alice", at=T0 + timedelta(minutes=5), mode="enforce", model="typo/model"),
+              SetMode(command_id="c2", actor="alice", at=T0 + timedelta(minutes=6), mode="observe", kind="echo")]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(codec.encode(e).decode() + "\n" for e in events))
+    result = CliRunner().invoke(app, ["replay", "--events", str(path)], env={**CLEAN, "CANARY_MODELS": MODEL})
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert sorted(doc["states"]) == [MODEL]
+    assert [(d["action"], d["model"], d["kind"]) for d in doc["decisions"]] == [("mode_changed", MODEL, "echo")]
+    # the one rule, as the live judge applies it
+    assert fold_targets("typo/model", {MODEL}, {MODEL}) is None
+    assert fold_targets("*", {MODEL}, {"old/model"}) == [MODEL, "old/model"]
+    states, effects = fold(events, Policy(models=(MODEL,)), watched={MODEL})
+    assert sorted(states) == [MODEL] and [e.model for e in effects if isinstance(e, Decision)] == [MODEL]
+    assert msgspec.to_builtins(fold(events, Policy())[0]).keys() == {MODEL, "typo/model"}  # watched=None: every model
