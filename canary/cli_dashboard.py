@@ -75,6 +75,11 @@ def print_lookback(view) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rich.markup import escape
+
+    from reverie_canary.shared.printable import printable_view
+
+    view = printable_view(view)  # operators' reasons and providers' text: no control character reaches the terminal
     console = Console(width=200, soft_wrap=False)
     head = (f"{view.model} at {utc_text(view.at)} ± {age_text(view.window_s)}: ignore list v{view.snapshot_version}"
             + (f" (written {utc_text(view.snapshot_at)})" if view.snapshot_at else ""))
@@ -84,7 +89,7 @@ def print_lookback(view) -> None:
     console.print(f"eligible {len(view.eligible)}: {', '.join(view.eligible) or '-'}")
     console.print(f"ignored {len(view.ignored)}: {', '.join(view.ignored) or '-'}")
     for problem in view.problems:
-        console.print(f"[yellow]{problem}[/yellow]")
+        console.print(f"[yellow]{escape(problem)}[/yellow]")
     cycles = " ".join(f"#{c.cycle_no}" for c in view.columns)
     table = Table(show_edge=False, pad_edge=False, header_style="bold",
                   title=f"cycles around it: {cycles or 'none'} (P passed, F failed, Z frozen, B blind, N not probed)",
@@ -98,7 +103,7 @@ def print_lookback(view) -> None:
                         + (f" until {utc_text(r.until)}" if r.until else "") for r in p.reasons)
         since = "; ".join(f"#{f.cycle_no} {','.join(f.kinds)} {', '.join(f.reasons)}".strip()
                           for f in p.failed_since) or "-"
-        row = [p.provider, p.routing + (f" ({', '.join(p.layers)})" if p.layers else ""), why or "-",
+        row = [p.provider, p.routing + (f" ({', '.join(p.layers)})" if p.layers else ""), escape(why) or "-",
                _cells_text(p.cells), since]
         if view.served is not None:
             row.append(str(p.served))

@@ -18,7 +18,10 @@ from reverie_canary.shared.timefmt import utc_text
 
 
 def _decision_line(seq: int | None, d) -> str:
-    """One decision of the timeline, with the mode it was made in (``[enforce]`` / ``[observe]``)."""
+    """One decision of the timeline, with the mode it was made in (``[enforce]`` / ``[observe]``), printable."""
+    from reverie_canary.shared.printable import printable_view
+
+    d = printable_view(d)
     until = f" until {utc_text(d.until)}" if d.until else ""
     where = f"#{seq} " if seq is not None else ""
     who = d.provider or "(model)"
@@ -305,6 +308,7 @@ def explain(
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import explain_provider
     from reverie_canary.services.judge.store import RedisJudgeStore
+    from reverie_canary.shared.printable import printable_view
     from reverie_canary.shared.service import nats_connect, redis_client
 
     settings = _settings(config)
@@ -347,7 +351,8 @@ def explain(
     decisions = []
     if window is not None and provider in window.providers:
         decisions = window.providers[provider].decisions
-    print(explain_provider(record.state, provider, policy, kinds=settings.kinds, decisions=decisions))
+    print(explain_provider(printable_view(record.state), provider, policy, kinds=settings.kinds,
+                           decisions=printable_view(decisions)))
     row = next((p for p in status.providers if p.provider == provider), None) if status is not None else None
     if row is not None:
         layers = ", ".join(row.layers) if row.layers else "none"
@@ -438,7 +443,7 @@ def report(
                                    for m in gone]}, indent=2))
     else:
         for r in reports:
-            print(shadow_report(states[r.model], report=r))
+            print(shadow_report(printable_view(states[r.model]), report=printable_view(r)))
             expired = log_start is not None and log_start[1] > 1
             print(f"  source: the log, {r.events} event(s) of this model folded"
                   + (f", from {utc_text(r.log_start)} on (older events expired: calls "

@@ -143,7 +143,13 @@ def fmt_ignore(snapshot, now: datetime) -> str:
 
 
 def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
-    """Lines describing one model's snapshot: each entry with its layers, reasons, actor and expiry."""
+    """Lines describing one model's snapshot: each entry with its layers, reasons, actor and expiry.
+
+    Every text is shown with its control characters escaped (:mod:`reverie_canary.shared.printable`).
+    """
+    from reverie_canary.shared.printable import printable, printable_view
+
+    model, snapshot = printable(model), printable_view(snapshot)
     if snapshot is None:
         return [f"{model}: no snapshot yet"]
     live = snapshot.ignore_at(now)
@@ -169,7 +175,10 @@ def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
 
 
 def exclusion_line(e) -> str:
-    """One reviewed exclusion, for ``canary exclusions check``."""
+    """One reviewed exclusion, for ``canary exclusions check`` (its texts printable)."""
+    from reverie_canary.shared.printable import printable_view
+
+    e = printable_view(e)
     until = f", expires {utc_text(e.until)}" if e.until else ""
     scope = "every model (*)" if e.model == "*" else e.model
     return f"line {e.line}: {e.provider} on {scope}: {e.reason} ({e.reference}); reviewed {utc_text(e.since)}{until}"
@@ -321,10 +330,16 @@ class OpsError(Exception):
 
 
 async def _send(settings, command, timeout_s: float):
-    """Publish ``command`` and wait for its answer; returns ``(log position, answer or None)``."""
+    """Publish ``command`` and wait for its answer; returns ``(log position, answer or None)``.
+
+    The answer's texts (a reason, warnings, decisions' details) come with their control
+    characters escaped (:func:`reverie_canary.shared.printable.printable_view`): they are printed.
+    """
+    from reverie_canary.shared.printable import printable_view
+
     async with Bus(settings) as bus:
         seq = await bus.publish(command)
-        return seq, await bus.answer(command, seq, timeout_s)
+        return seq, printable_view(await bus.answer(command, seq, timeout_s))
 
 
 def _owner(command) -> str:
@@ -404,9 +419,20 @@ def _command_fields(actor: str | None) -> dict[str, Any]:
 
 
 def _validated(cls, **fields):
-    """Build a command Struct through the strict decoder, so that the CLI refuses what the router would."""
+    """Build a command Struct through the strict decoder, so that the CLI refuses what the router would.
+
+    A text field with a control character is refused first, naming the option and the character.
+    """
     import msgspec
 
+    from reverie_canary.shared.printable import control_at
+
+    for name, value in fields.items():
+        if isinstance(value, str) and (at := control_at(value)) is not None:
+            typer.echo(f"error: invalid command: {_OPTION.get('$.' + name, name)} holds a control character "
+                       f"(U+{ord(value[at]):04X} at character {at + 1}); control characters, tabs and newlines "
+                       "included, are refused: they would drive other operators' terminals", err=True)
+            raise typer.Exit(2)
     try:
         return msgspec.convert(fields, cls)
     except msgspec.ValidationError as exc:

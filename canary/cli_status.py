@@ -192,7 +192,14 @@ def sizing_text(s: CycleSized) -> Text:
 
 
 def render(console: Console, fleet: FleetStatus, kinds: list[str]) -> None:
-    """Print the latest cycle's sizing, every model's header and table, then the fleet's spend (several models)."""
+    """Print the latest cycle's sizing, every model's header and table, then the fleet's spend (several models).
+
+    Every text of the view is shown with its control characters escaped
+    (:func:`reverie_canary.shared.printable.printable_view`).
+    """
+    from reverie_canary.shared.printable import printable_view
+
+    fleet = printable_view(fleet)
     if fleet.sizing is not None:
         console.print(sizing_text(fleet.sizing))
         console.print()

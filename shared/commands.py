@@ -15,13 +15,25 @@ from msgspec import Meta, Struct
 from reverie_canary.client.wire import SCHEMA_VERSION, Layer, Version  # noqa: F401  (Layer re-exported; defined once, with the snapshot)
 from reverie_canary.shared.events import Mode, ProbeKind, Slug, UtcDatetime
 
-#: An operator's free-text reason; required, so never empty nor blank
-#: (``msgspec`` patterns match with ``re.search``: at least one non-space).
-Reason = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
+#: No C0 or C1 control character (nor DEL) anywhere, tab and newline included: operator free
+#: text is printed on other operators' terminals, where ``ESC [2J`` would clear the screen
+#: (a command holding one is refused at decoding and dead-lettered with the reason).  msgspec
+#: patterns match with ``re.search``; ``.`` stops at a newline, itself a control character,
+#: so the look-ahead finds the first control character wherever it is (also in ECMAScript).
+NO_CONTROL = r"^(?!.*[\x00-\x1f\x7f-\x9f])"
+#: An operator's free-text reason; required, so never empty nor blank (at least one non-space),
+#: and without a control character.
+Reason = Annotated[str, Meta(min_length=1, max_length=2000, pattern=NO_CONTROL + r".*\S")]
 #: An optional free-text note of an operator (a reason where none is required).
-Note = Annotated[str, Meta(max_length=2000)]
+Note = Annotated[str, Meta(max_length=2000, pattern=NO_CONTROL)]
+#: A URL or a ticket an operator names.
+Reference = Annotated[str, Meta(max_length=256, pattern=NO_CONTROL)]
+#: A :data:`Slug` an operator types (actor, provider, model): visible ASCII without ``"`` or
+#: ``\\``; ``(?!\n)`` because Python's ``$`` also matches before a final newline, which the
+#: client's ``Slug`` lets through.
+CommandSlug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[!#-\[\]-~]+(?!\n)$")]
 #: A model id or ``*`` for every model.
-ModelScope = Annotated[str, Meta(min_length=1, max_length=256)]
+ModelScope = CommandSlug
 
 
 class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -29,7 +41,7 @@ class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
 
     v: Version = SCHEMA_VERSION
     command_id: Slug
-    actor: Slug
+    actor: CommandSlug
     at: UtcDatetime
 
 
@@ -41,18 +53,18 @@ class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
     router's answer then says which were passed (issue 9, guard rails).
     """
 
-    provider: Slug
+    provider: CommandSlug
     model: ModelScope = "*"
     reason: Reason
     expires_at: UtcDatetime | None = None
-    reference: Annotated[str, Meta(max_length=256)] = ""
+    reference: Reference = ""
     force: bool = False
 
 
 class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):
     """Remove the operator override of ``provider`` for ``model`` (or ``*``)."""
 
-    provider: Slug
+    provider: CommandSlug
     model: ModelScope = "*"
     reason: Note = ""
 
@@ -60,8 +72,8 @@ class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):
 class LiftSuspension(Command, frozen=True, kw_only=True, tag="lift_suspension"):
     """End the canary suspension of ``provider`` for ``model`` at once."""
 
-    provider: Slug
-    model: Slug
+    provider: CommandSlug
+    model: CommandSlug
     reason: Reason
 
 

@@ -124,3 +124,46 @@ async def test_deeply_nested_json_is_dead_lettered_at_once(infra):
     await nc.close()
     [letter] = letters
     assert (letter.service, letter.reason, letter.deliveries) == ("judge", "undecodable", 1)
+
+
+async def test_an_operator_command_with_a_control_character_is_dead_lettered_by_router_and_judge(infra):
+    """An override whose reason holds ESC and a mode whose actor ends in a newline: refused on the wire, nothing applied."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from reverie_canary.shared.commands import AddOverride, SetMode
+    from reverie_canary.shared.streams import LOG
+
+    settings = settings_for(infra)
+    await ensure_streams(settings)
+    nc = await nats.connect(infra.nats_url)
+    js = nc.jetstream()
+    letters: list[DeadLetter] = []
+
+    async def on_letter(msg):
+        letters.append(codec.DEAD_LETTER.decode(msg.data))
+
+    await nc.subscribe(subjects.ALL_DEADLETTER, cb=on_letter)
+    now = datetime.now(timezone.utc)
+    override = AddOverride(command_id=str(uuid.uuid4()), actor="alice", at=now, provider="a/fp8", model=MODEL,
+                           reason="PLACEHOLDER")
+    mode = SetMode(command_id=str(uuid.uuid4()), actor="PLACEHOLDER", at=now, mode="observe")
+    bad_override = codec.encode(override).replace(b"PLACEHOLDER", rb"esc \u001b]0;PWNED\u0007 \u001b[2J")
+    bad_mode = codec.encode(mode).replace(b"PLACEHOLDER", rb"alice\n")
+    async with running(settings, ["judge", "router"]):
+        await js.publish(subjects.ops("override-add"), bad_override, headers={"Nats-Msg-Id": override.command_id})
+        await js.publish(subjects.ops("mode"), bad_mode, headers={"Nats-Msg-Id": mode.command_id})
+        await waits.until(lambda: len(letters) >= 4, timeout_s=10, what="both commands dead-lettered by both services")
+        answers = []
+        for command in (override, mode):
+            for owner in ("router", "judge"):
+                try:
+                    answers.append(await js.get_last_msg(LOG, subjects.answer(owner, command.command_id)))
+                except Exception:
+                    pass
+    await nc.close()
+    assert sorted((dl.service, dl.subject) for dl in letters) == sorted(
+        (s, subjects.ops(v)) for s in ("judge", "router") for v in ("override-add", "mode"))
+    assert all(dl.reason == "undecodable" for dl in letters)
+    assert {dl.error.rpartition("at ")[2] for dl in letters} == {"`$.reason`", "`$.actor`"}, [dl.error for dl in letters]
+    assert answers == []  # neither applied nor answered: a refused message, as other bad input

@@ -56,3 +56,76 @@ def test_an_override_of_up_to_a_year_is_not_refused_by_its_length():
     result = CliRunner().invoke(app, ["override", "add", "a/fp8", "--reason", "r", "--for", "365d",
                                       "--timeout", "0.1"], env=ENV)
     assert result.exit_code == 1 and "cannot connect to NATS" in result.stderr, result.output
+
+
+HOSTILE = "esc \x1b]0;PWNED\x07 \x1b[2J"
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (["override", "add", "novita/fp8", "--reason", HOSTILE], {}, "--reason holds a control character (U+001B at character 5)"),
+    (["lift", "a/fp8", "--reason", "tab\there"], {}, "--reason holds a control character (U+0009 at character 4)"),
+    (["override", "add", "a/fp8", "--reason", "r", "--reference", "INC\x9b7"], {},
+     "--reference holds a control character (U+009B at character 4)"),
+    (["override", "remove", "a/fp8", "--reason", "line\nbreak"], {}, "--reason holds a control character (U+000A"),
+    (["mode", "observe", "--reason", "bell\x07"], {}, "--reason holds a control character (U+0007"),
+    (["override", "add", "a/fp8", "--reason", "r"], {"CANARY_ACTOR": "alice\x1b[2J"},
+     "the actor (--actor or $CANARY_ACTOR) holds a control character (U+001B at character 6)"),
+    (["override", "add", "a/fp8", "--reason", "r", "--actor", "alice\n"], {}, "the actor (--actor or $CANARY_ACTOR) "
+     "holds a control character (U+000A"),
+])
+def test_control_characters_in_operator_text_are_refused_before_publishing(args, env, says):
+    """C0 and C1 control characters (tab and newline too) in reasons, references and actors: exit 2, raw text never echoed."""
+    result = CliRunner().invoke(app, args, env={**ENV, **env})
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\x9b" not in result.output
+
+
+def test_every_command_text_field_refuses_a_control_character_on_the_wire():
+    """The wire bounds themselves (what the router and the judge decode with) refuse them: a hand-made command too."""
+    from datetime import datetime, timezone
+
+    import msgspec
+
+    from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
+
+    base = {"command_id": "c1", "actor": "alice", "at": datetime.now(timezone.utc)}
+    good = {AddOverride: {"provider": "a/fp8", "reason": "incident 7 — ünïcode is fine", "reference": "INC-7"},
+            RemoveOverride: {"provider": "a/fp8", "reason": ""}, LiftSuspension: {"provider": "a/fp8",
+                                                                               "model": "m/x", "reason": "ok"},
+            SetMode: {"mode": "observe", "model": "*", "reason": ""}}
+    for cls, fields in good.items():
+        msgspec.convert({**base, **fields}, cls)
+        for name in [*fields, "actor"]:
+            if name == "mode":
+                continue
+            for bad in ("\x1b[2J", "\t", "\n", "\x7f", "\x9b", "\x00"):
+                value = (fields.get(name) or "x") + bad
+                with pytest.raises(msgspec.ValidationError, match=rf"\$\.{name}"):
+                    msgspec.convert({**base, **fields, name: value}, cls)
+
+
+def test_text_from_the_log_or_redis_is_printed_with_its_control_characters_escaped():
+    """An old override and decision holding ESC print as \\x1b in override list, replay's timeline and the answers."""
+    from datetime import datetime, timezone
+
+    from reverie_canary.canary.cli_judge import _decision_line
+    from reverie_canary.canary.cli_ops import snapshot_lines
+    from reverie_canary.client.wire import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+    from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.printable import printable, printable_view
+
+    now = datetime.now(timezone.utc)
+    snapshot = IgnoreSnapshot(at=now, model="m/x", version=3, entries=[IgnoreEntry(provider="novita/fp8", reasons=[
+        IgnoreReason(layer="override", reason=HOSTILE, actor="bob", reference="T\x9b1", since=now)])])
+    lines = "\n".join(snapshot_lines("m/x", snapshot, now))
+    assert "esc \\x1b]0;PWNED\\x07 \\x1b[2J" in lines and "ref T\\x9b1" in lines
+    decision = Decision(at=now, decision_id="d1", model="m/x", provider="a/fp8", action="mode_changed",
+                        reason="operator", detail="by " + HOSTILE)
+    line = _decision_line(7, decision)
+    assert "by esc \\x1b]0;PWNED\\x07 \\x1b[2J" in line
+    for text in (lines, line):
+        assert not any(ord(c) < 0x20 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in text)
+    assert printable("a\tb\nc") == "a\\tb\\nc" and printable("a\nb", newlines=True) == "a\nb"
+    assert printable_view({"k\x1b": [("x\x07",)]}) == {"k\\x1b": [("x\\x07",)]}
+    assert printable_view(snapshot).entries[0].reasons[0].since == now  # other values kept
