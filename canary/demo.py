@@ -597,12 +597,17 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
     ``dashboard.env`` holds the read-only ``dashboard`` user's (``canary
     dashboard``, ``canary incident``).
 
+    None of them holds the notifier's channels (``CANARY_NOTIFY_URLS``,
+    ``CANARY_NOTIFY_SECRETS``, the webhook's URL and secret): whoever holds
+    the signing secret can sign notices, so only the notifier's own
+    environment has it.
+
     Returns:
         ``{"operator": path, "backend": path, "dashboard": path}``.
     """
     out = {}
     for user in ("operator", "backend", "dashboard"):
-        env = p.settings_for(user).environment(with_secrets=True)
+        env = p.settings_for(user).environment(with_secrets=True, with_channels=False)
         path = directory / f"{user}.env"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:

@@ -45,6 +45,10 @@ SECRET_FIELDS: tuple[str, ...] = ("openrouter_api_key", "nats_password", "redis_
 #: URLs that are credentials as a whole (a Slack-style webhook carries its token in the path):
 #: printed as ``scheme://host/***`` everywhere, left out of ``Settings.environment``.
 SECRET_URL_FIELDS: tuple[str, ...] = ("webhook_url",)
+#: The notifier's channels: URLs that are credentials and the webhook signing secrets.  Whoever holds
+#: them can post to the channels and sign notices, so only the notifier's own environment has them
+#: (an operator's env file does not: ``Settings.environment(with_channels=False)``).
+CHANNEL_FIELDS: tuple[str, ...] = ("webhook_url", "webhook_secret", "notify_urls", "notify_secrets")
 #: URLs that may carry a password (``nats://user:pass@host``): the password is masked wherever printed.
 URL_FIELDS: tuple[str, ...] = ("nats_url", "redis_url", "openrouter_base_url")
 #: The services, in the order ``canary up`` starts them (and numbers their metrics ports).
@@ -275,20 +279,27 @@ class Settings(Struct, kw_only=True):
             data[key] = masked_url(data[key])
         return data
 
-    def environment(self, *, with_secrets: bool = False) -> dict[str, str]:
+    def environment(self, *, with_secrets: bool = False, with_channels: bool | None = None) -> dict[str, str]:
         """These settings as the environment variables :meth:`load` reads back to the same values.
 
         Lists are comma-separated, dicts ``k=v`` pairs (the forms ``load``
         parses).  Without ``with_secrets`` the credentials (NATS password,
         API key, webhook and channel secrets) and the secret URLs are left out
-        and a password inside a URL is masked.
+        and a password inside a URL is masked.  ``with_channels=False`` leaves
+        out the notifier's channels (:data:`CHANNEL_FIELDS`: their URLs and
+        signing secrets) even with secrets, as an operator's env file must
+        (its holder must not be able to sign notices); the default follows
+        ``with_secrets``.
         """
         from reverie_canary.shared.logging import masked_url
 
+        channels = with_secrets if with_channels is None else with_channels
         out: dict[str, str] = {}
         bare = {field_name: name for name, field_name in _BARE_ENV.items()}
         for field_name, value in msgspec.structs.asdict(self).items():
             if field_name in (*SECRET_FIELDS, *SECRET_URL_FIELDS) and not with_secrets:
+                continue
+            if field_name in CHANNEL_FIELDS and not channels:
                 continue
             if field_name in URL_FIELDS and not with_secrets:
                 value = masked_url(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import stat
 from pathlib import Path
@@ -38,8 +39,21 @@ async def test_keep_env_files_let_the_operator_and_the_backend_in(tmp_path, defa
     watched = await asyncio.to_thread(runner.invoke, app, ["watch", "--once"], env=backend)
     refused = await asyncio.to_thread(runner.invoke, app, ["override", "add", "novita/fp8", "--reason", "x"],
                                       env=backend)
+    listed = await asyncio.to_thread(runner.invoke, app, ["notices", "list", "--json"], env=operator)
+    resent = await asyncio.to_thread(runner.invoke, app, ["notices", "resend", "--all", "--channel", "nosuch"],
+                                     env=operator)
+    (secret,) = p.settings.notify_secrets.values()
+    (url,) = p.settings.notify_urls.values()
     for path in files.values():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        text = path.read_text()  # whoever holds an env file cannot sign notices nor post to the channels
+        assert secret not in text and url not in text, path.name
+        assert not {"CANARY_NOTIFY_URLS", "CANARY_NOTIFY_SECRETS", "CANARY_WEBHOOK_URL",
+                    "CANARY_WEBHOOK_SECRET"} & set(read_env(path)), path.name
+    # the operator's notice commands work without the channels: the book in Redis, the notifier's answer on NATS
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout)["channels_with_deliveries"] == ["demo"]
+    assert resent.exit_code == 2 and "the notifier knows demo" in resent.output, resent.output
     assert operator["NATS_USER"] == "operator" and backend["NATS_USER"] == "backend"
     assert operator["CANARY_NAMESPACE"] == p.settings.namespace and operator["CANARY_MODE"] == "enforce"
     assert added.exit_code == 0 and "override added: fireworks" in added.output, added.output

@@ -39,3 +39,18 @@ def test_nats_url_may_list_the_nodes_of_a_cluster():
         Settings.load(env={"NATS_URL": "nats://n1:4222,http://n2:4222"})
     with pytest.raises(ConfigError, match="nats_url must start with"):
         Settings.load(env={"NATS_URL": " , "})
+
+
+def test_an_environment_without_channels_keeps_every_other_secret():
+    """with_channels=False leaves out the notifier's channel URLs and signing secrets, and nothing else."""
+    from reverie_canary.shared.settings import Settings
+
+    secret = "whsec_" + "A" * 40
+    s = Settings.load(env={}, nats_password="pw", notify_urls={"hook": "https://h.example/x"},
+                      notify_secrets={"hook": secret}, webhook_url="https://w.example/y", webhook_secret=secret)
+    full, operator = s.environment(with_secrets=True), s.environment(with_secrets=True, with_channels=False)
+    gone = {"CANARY_NOTIFY_URLS", "CANARY_NOTIFY_SECRETS", "CANARY_WEBHOOK_URL", "CANARY_WEBHOOK_SECRET"}
+    assert gone <= set(full) and full["CANARY_NOTIFY_SECRETS"] == f"hook={secret}"
+    assert set(full) - set(operator) == gone and secret not in "".join(operator.values())
+    assert operator["NATS_PASSWORD"] == "pw"
+    assert Settings.load(env=operator).notify_urls == {} and Settings.load(env=operator).nats_password == "pw"
