@@ -6,6 +6,8 @@ Environment names: ``CANARY_<FIELD>`` for every field (``CANARY_MIN_HOSTS=3``),
 plus the conventional ``NATS_URL``, ``REDIS_URL``, ``OPENROUTER_BASE_URL`` and
 ``OPENROUTER_API_KEY``.  An empty variable counts as unset.  Lists are comma-separated (``CANARY_MODELS=a/b,c/d``);
 mappings are ``key=value`` pairs (``CANARY_CONTROLS=refusal=acme/strict``).
+A ``CANARY_*`` variable that is no setting (a typo: ``CANARY_MIN_HOST``) is warned about once at
+load, naming the closest setting (:func:`warn_unknown_variables`); an unknown key in the file is refused.
 
 Units are in the names: ``_s`` seconds, ``_ms`` milliseconds.  Defaults follow
 DESIGN.md: 30-minute cycles, 10 s time to first token, two failed cycles to
@@ -343,6 +345,7 @@ class Settings(Struct, kw_only=True):
             ConfigError: when the file is unreadable or a value is invalid; the
                 message names the field.
         """
+        warn_unknown_variables(os.environ if env is None else env)
         env = with_secret_files(os.environ if env is None else env)
         data: dict[str, Any] = {}
         path = config_path or env.get("CANARY_CONFIG")
@@ -351,6 +354,79 @@ class Settings(Struct, kw_only=True):
         data.update(_from_env(env))
         data.update({k: v for k, v in overrides.items() if v is not None})
         return _convert(data)
+
+
+#: ``CANARY_*`` variables that are legitimately not settings (:func:`unknown_variables` leaves them be),
+#: each with who reads it.  The passwords of the NATS and Redis users (``CANARY_<USER>_PASSWORD``,
+#: ``CANARY_REDIS_<USER>_PASSWORD``, and their ``_FILE``) come from :mod:`reverie_canary.shared.auth`'s user lists.
+NOT_SETTINGS: dict[str, str] = {
+    "CANARY_CONFIG": "the settings TOML file (Settings.load)",
+    "CANARY_DEBUG": "canary: print the traceback of an unexpected error (canary/cli.py)",
+    "CANARY_ACTOR": "operator commands: who asks (canary/cli_ops.py)",
+    "CANARY_NATS_CONFIG": "compose: the NATS server's configuration file (compose.yaml)",
+    "CANARY_NATS_SERVER_NAME": "compose: a NATS cluster node's name (shared/nats/cluster.conf)",
+    "CANARY_SCENARIO": "compose: the simulated gateway's scenario (compose.yaml)",
+    "CANARY_SHARED_DIR": "tests: where shared/ is (tests/conftest.py)",
+    "CANARY_REQUIRE_BROWSER": "tests: fail, not skip, without a browser (.ci/run)",
+    "CANARY_REQUIRE_PROMTOOL": "tests: fail, not skip, without promtool (.ci/run)",
+    "CANARY_WRITE_DOCS": "tests: refresh the README's screenshot",
+    "CANARY_ARTEFACTS": "tests: where the browser tests save screenshots",
+}
+
+_warned_variables: set[str] = set()
+
+
+def setting_variables() -> list[str]:
+    """Every ``CANARY_*`` variable :meth:`Settings.load` reads: ``CANARY_<FIELD>``, and ``<NAME>_FILE`` of secrets."""
+    return sorted({f"CANARY_{name.upper()}" for name in _FIELDS}
+                  | {f"{name}_FILE" for name in _secret_variables() if name.startswith("CANARY_")})
+
+
+def unknown_variables(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The ``CANARY_*`` variables of ``env`` that are neither a setting nor in :data:`NOT_SETTINGS`.
+
+    Returns:
+        variable -> the closest setting variable (``difflib``; ``None`` when none is close), by name.
+    """
+    import difflib
+
+    from reverie_canary.shared.auth import REDIS_USERS, USERS, redis_password_variable
+
+    settings = setting_variables()
+    passwords = [*(f"CANARY_{user.upper()}_PASSWORD" for user in USERS), *map(redis_password_variable, REDIS_USERS)]
+    known = {*settings, *NOT_SETTINGS, *passwords, *(f"{name}_FILE" for name in passwords)}
+    out: dict[str, str | None] = {}
+    for name in sorted(env):
+        if name.startswith("CANARY_") and name not in known:
+            # compared without the common CANARY_ prefix, which would make every name look close
+            close = difflib.get_close_matches(name.removeprefix("CANARY_"), [v.removeprefix("CANARY_") for v in settings],
+                                              n=1, cutoff=0.6)
+            out[name] = f"CANARY_{close[0]}" if close else None
+    return out
+
+
+def warn_unknown_variables(env: Mapping[str, str]) -> None:
+    """Warn once per process for each unknown ``CANARY_*`` variable (:func:`unknown_variables`), naming the closest setting.
+
+    A misspelt setting in the environment (``CANARY_MIN_HOST=5``) would otherwise be silently
+    ignored, while the same typo in a TOML file is refused (:func:`read_toml`).  Only a warning:
+    other tools may set ``CANARY_`` variables of their own.
+    """
+    fresh = {name: close for name, close in unknown_variables(env).items() if name not in _warned_variables}
+    if not fresh:
+        return
+    import logging
+
+    from reverie_canary.shared import logging as canary_logging
+
+    if not canary_logging._configured:  # before the service configured its logs: in the format it will use
+        fmt = env.get("CANARY_LOG_FORMAT") if env.get("CANARY_LOG_FORMAT") in ("json", "console") else "console"
+        canary_logging.configure(fmt, root_handler=not logging.getLogger().handlers)
+    log = canary_logging.get("settings")
+    for name, close in fresh.items():
+        _warned_variables.add(name)
+        log.warning("unknown_setting_variable", variable=name, closest=close,
+                    hint=(f"{name} is not a setting and is ignored" + (f"; did you mean {close}?" if close else "")))
 
 
 def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike[str] | None = None,

@@ -54,3 +54,50 @@ def test_an_environment_without_channels_keeps_every_other_secret():
     assert set(full) - set(operator) == gone and secret not in "".join(operator.values())
     assert operator["NATS_PASSWORD"] == "pw"
     assert Settings.load(env=operator).notify_urls == {} and Settings.load(env=operator).nats_password == "pw"
+
+
+def test_an_unknown_canary_variable_is_named_with_the_closest_setting_and_legitimate_ones_are_left_be():
+    """CANARY_MIN_HOST -> CANARY_MIN_HOSTS; the non-settings (actor, debug, users' passwords, test switches) pass."""
+    from reverie_canary.shared.settings import NOT_SETTINGS, unknown_variables
+
+    env = {"CANARY_MIN_HOST": "5", "CANARY_FAILED_CYCLE_TO_SUSPEND": "3", "CANARY_ZZZQ": "1", "CANARY_MIN_HOSTS": "3",
+           "CANARY_WEBHOOK_SECRET_FILE": "/run/s", "CANARY_JUDGE_PASSWORD": "p", "CANARY_REDIS_READER_PASSWORD": "p",
+           "CANARY_REDIS_JUDGE_PASSWORD_FILE": "/run/p", "NATS_URL": "nats://x", **{k: "1" for k in NOT_SETTINGS}}
+    assert unknown_variables(env) == {"CANARY_FAILED_CYCLE_TO_SUSPEND": "CANARY_FAILED_CYCLES_TO_SUSPEND",
+                                      "CANARY_MIN_HOST": "CANARY_MIN_HOSTS", "CANARY_ZZZQ": None}
+
+
+def test_every_canary_variable_the_code_reads_is_a_setting_or_a_listed_exception():
+    """grep of the code's os.environ reads of CANARY_ names: none would be warned about as unknown."""
+    import re
+    from pathlib import Path
+
+    from reverie_canary.shared.settings import unknown_variables
+
+    root = Path(__file__).resolve().parents[2]
+    read = set()
+    for path in [*root.glob("canary/*.py"), *root.glob("shared/*.py"), *root.glob("services/**/*.py"),
+                 *root.glob("tests/*.py"), *root.glob("tests/conftest.py")]:
+        read |= set(re.findall(r"(?:\.get\(|getenv\(|environ\[)\s*[\"'](CANARY_[A-Z0-9_]+)[\"']",
+                               path.read_text(encoding="utf-8")))
+    assert "CANARY_DEBUG" in read and "CANARY_ACTOR" in read
+    assert unknown_variables({name: "1" for name in read}) == {}
+
+
+def test_a_misspelt_setting_in_the_environment_is_warned_about_once_at_start(tmp_path):
+    """CANARY_MIN_HOST=5: one warning naming CANARY_MIN_HOSTS (JSON when the logs are), the command still runs."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANARY_")}
+    env.update(CANARY_MIN_HOST="5", CANARY_LOG_FORMAT="json", CANARY_MODELS="acme/chat-1", CANARY_CONFIG="")
+    proc = subprocess.run([sys.executable, "-m", "reverie_canary.canary", "status", "--model", "nosuch/m"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    warned = [line for line in lines if line.get("event") == "unknown_setting_variable"]
+    assert [(w["variable"], w["closest"], w["level"]) for w in warned] == [
+        ("CANARY_MIN_HOST", "CANARY_MIN_HOSTS", "warning")], proc.stderr
+    assert "did you mean CANARY_MIN_HOSTS?" in warned[0]["hint"]
+    assert proc.returncode == 2  # not refused for the variable: the command went on (to its own check)
