@@ -160,6 +160,9 @@ FAMILIES: tuple[Family, ...] = (
            ("model", "provider", "verdict"), ("judge",)),
     Family("provider_suspended", "canary_provider_suspended", "state",
            "1 while the canary suspends the provider (enforce mode), else 0", ("model", "provider"), ("judge",)),
+    Family("judge_lease_held", "canary_judge_lease_held", "gauge",
+           "1 while this judge holds the store's lease and folds the log; 0 while it stands by (another judge "
+           "holds it: /readyz says so too)", ("service",), ("judge",)),
     Family("provider_suspended_until", "canary_provider_suspended_until_timestamp_seconds", "state",
            "End of the provider's suspension, Unix seconds (UTC); only while suspended",
            ("model", "provider"), ("judge",)),
@@ -443,7 +446,8 @@ class Endpoint:
             metrics.set("ready", 0 if problems else 1)
             if problems:
                 return PlainTextResponse(f"not ready: {'; '.join(problems)}\n", status_code=503)
-            return PlainTextResponse(f"ready: {self.service}\n")
+            notes = [n for n in (getattr(source, "note", lambda: "")() for source in list(self.sources)) if n]
+            return PlainTextResponse(f"ready: {self.service}" + (f" ({'; '.join(notes)})" if notes else "") + "\n")
 
         app = Starlette(routes=[Route("/metrics", scrape), Route("/healthz", healthz), Route("/readyz", readyz)])
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

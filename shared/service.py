@@ -290,6 +290,8 @@ class Shell:
         self._health_redis: aioredis.Redis | None = None
         self._watch: asyncio.Task[None] | None = None
         self._state = "starting"
+        #: What ``/readyz`` adds to a ready service's line (its role now, e.g. a judge standing by); "" for nothing.
+        self.note: Callable[[], str] = lambda: ""
 
     async def connect_nats(self, connection: str, **kwargs: Any) -> nats.NATS:
         """A long-lived extra NATS connection of this service (reconnects forever), watched like the broker's."""

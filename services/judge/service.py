@@ -116,6 +116,8 @@ class Judge:
         self.applied_through = 0  # the highest stream sequence of a saved batch
         self._renewed_at = 0.0
         self._said_standby = False
+        #: Who holds the lease while this judge stands by ("" while it holds the lease, or before it asked).
+        self.standby_for = ""
         self._holding = asyncio.Lock()
 
     # -- the lease and the records in memory --------------------------------------------------------
@@ -143,13 +145,18 @@ class Judge:
                         reason="the lease expired or is gone (Redis restarted or flushed): the records are read again")
             self._forget()
         token, holder = await self.store.acquire(self.owner, self.lease_ttl_s)
+        series = metrics.of("judge")
         if token is None:
+            self.standby_for = holder or "another judge"
+            series.set("judge_lease_held", 0)
             if not self._said_standby:
                 log.warning("judge_standby", owner=self.owner, holder=holder,
                             reason="another judge holds the lease: this one takes no message until it is free")
                 self._said_standby = True
             return False
         self.lease, self._renewed_at, self._said_standby = token, time.monotonic(), False
+        self.standby_for = ""
+        series.set("judge_lease_held", 1)
         self.generation += 1
         self.loaded = False
         log.info("judge_lease_taken", owner=self.owner, ttl_s=self.lease_ttl_s)
@@ -166,7 +173,13 @@ class Judge:
             await self.store.release(self.lease)
             self._forget()
 
+    def note(self) -> str:
+        """What ``/readyz`` adds while this judge stands by (it is alive and ready to take over, not folding)."""
+        return f"standby: {self.standby_for} holds the lease; this judge takes no message until it is free" \
+            if self.standby_for else ""
+
     def _forget(self) -> None:
+        metrics.of("judge").set("judge_lease_held", 0)
         self.lease, self.loaded = None, False
         self.records, self.folder = {}, Folder(self.policy)
 
@@ -473,6 +486,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
                                             nc.jetstream(), settings.judge_snapshot_events))
         await judge.start()
         shell.metrics.add_source(judge.samples)
+        shell.note = judge.note
 
     async def close_store() -> None:
         if "judge" in holder:

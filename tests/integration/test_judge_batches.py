@@ -87,6 +87,22 @@ async def test_messages_a_stopped_judge_held_come_back_before_anything_after_the
         await nc.close()
 
 
+async def readyz_and_lease_held():
+    """The judge's /readyz answer and its ``canary_judge_lease_held`` sample (this process's judge endpoint)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from reverie_canary.shared import metrics
+
+    ep = metrics.endpoint("judge")
+    async with httpx.AsyncClient(timeout=5) as http:
+        ready = await http.get(f"{ep.base_url}/readyz")
+        scraped = (await http.get(ep.url)).text
+    held = [s.value for f in text_string_to_metric_families(scraped) for s in f.samples
+            if s.name == "canary_judge_lease_held"]
+    return ready, held[0] if held else None
+
+
 async def test_a_second_judge_waits_for_the_lease_and_takes_over_when_the_first_stops(infra):
     """Two judges on one store: one folds, the other takes no message; stopping the first hands over, nothing twice."""
     settings = settings_for(infra)
@@ -103,6 +119,8 @@ async def test_a_second_judge_waits_for_the_lease_and_takes_over_when_the_first_
             async with running(settings, ["judge"]):
                 await waits.until(lambda: any(e["event"] == "judge_standby" for e in logs), timeout_s=10,
                                   what="the second judge to stand by")
+                # alive and ready to take over, and saying that it stands by (not a 503: it is not broken)
+                standby_ready, standby_held = await readyz_and_lease_held()
                 await publish_events(js, failing(1))
                 await caught_up(js)
                 await first.stop()
@@ -110,10 +128,15 @@ async def test_a_second_judge_waits_for_the_lease_and_takes_over_when_the_first_
                 await publish_events(js, failing(2) + failing(3))
                 await caught_up(js)
                 record = await judge_record(settings, MODEL)
+                leader_ready, leader_held = await readyz_and_lease_held()
         events = failing(0) + failing(1) + failing(2) + failing(3)
         expected, _ = fold(events, Policy.from_settings(settings))
         assert record.state == expected[MODEL] and record.position == await last_input(js)
         assert [e for e in logs if e["event"] == "judge_lease_taken"]  # the second took it when the first let go
+        assert standby_ready.status_code == 200 and standby_ready.text.startswith("ready: judge (standby: "), \
+            standby_ready.text
+        assert standby_held == 0.0
+        assert (leader_ready.status_code, leader_ready.text, leader_held) == (200, "ready: judge\n", 1.0)
         assert await suspensions(js) == [f"dec|{MODEL}|a/fp8|suspend|1"]  # the ladder's second step is cycle 3's
     finally:
         if not stopped:
