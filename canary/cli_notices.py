@@ -96,7 +96,10 @@ async def read_book(settings, channel: str | None, limit: int) -> dict[str, Any]
 
 def _print_tables(data: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from reverie_canary.shared.printable import printable
 
     console = Console(width=200)
     channels = data["channels"]
@@ -120,7 +123,8 @@ def _print_tables(data: dict[str, Any]) -> None:
         for col in cols:
             table.add_column(col, overflow="fold")
         for row in rows:
-            table.add_row(*["" if row[c] is None else str(row[c]) for c in cols])
+            # a receiver's error text and a notice's fields come from outside: no control character, no markup
+            table.add_row(*["" if row[c] is None else escape(printable(str(row[c]))) for c in cols])
         console.print(table)
 
 

@@ -129,3 +129,15 @@ def test_text_from_the_log_or_redis_is_printed_with_its_control_characters_escap
     assert printable("a\tb\nc") == "a\\tb\\nc" and printable("a\nb", newlines=True) == "a\nb"
     assert printable_view({"k\x1b": [("x\x07",)]}) == {"k\\x1b": [("x\\x07",)]}
     assert printable_view(snapshot).entries[0].reasons[0].since == now  # other values kept
+
+
+def test_notices_list_prints_a_receivers_error_with_its_control_characters_escaped(capsys):
+    """A dead letter whose error text (from the receiver) holds ESC: the table shows \\x1b, never the byte."""
+    from reverie_canary.canary.cli_notices import _print_tables
+
+    row = {"ref": "msg_1", "channel": "hook", "severity": "critical", "action": "suspend", "provider": "p",
+           "attempts": 7, "dead_at": "2026-12-01T10:00:00Z", "error": "HTTP 500 " + HOSTILE, "next_attempt_at": None,
+           "delivered_at": None}
+    _print_tables({"channels": [], "dead": [row], "pending": [], "recent": []})
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;PWNED\\x07" in out
