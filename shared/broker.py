@@ -124,6 +124,11 @@ async def nats_error_cb(exc: Exception) -> None:
 
 #: The dead-letter reason of each kind of undecodable message (``DeadLetter.reason``, the metric's label).
 _REASONS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}
+#: Every dead-letter reason the shared shell gives (:func:`handle` here, ``OrderedBatches`` in
+#: shared/service.py): the ``reason`` values of ``canary_dead_letters_total``, created at 0 at start.
+DEAD_LETTER_REASONS: tuple[str, ...] = (*dict.fromkeys(_REASONS.values()), "rejected", "too_large", "gave_up")
+#: The ``outcome`` values of ``canary_messages_total``.
+MESSAGE_OUTCOMES: tuple[str, ...] = ("ack", "term", "nak")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ from nats.js.errors import APIError
 from reverie_canary.shared import metrics, preflight, retry, streams, tracing
 from reverie_canary.shared.codec import check_origin as codec_check_origin
 from reverie_canary.shared.aio import stop_task
-from reverie_canary.shared.broker import Delivery, Publisher, handle, make_broker, nats_error_cb
+from reverie_canary.shared.broker import (DEAD_LETTER_REASONS, MESSAGE_OUTCOMES, Delivery, Publisher, handle,
+                                          make_broker, nats_error_cb)
 from reverie_canary.shared.codec import Codec
 from reverie_canary.shared.errors import (ConfigError, Oversize, Rejected, TooLarge, Transient, Undecodable,
                                           UnsupportedVersion)
@@ -257,6 +258,41 @@ class _Held:
 CONCURRENT_FETCH = 16
 
 
+def known_series(service: str, settings: Settings) -> list[tuple[str, dict[str, str]]]:
+    """Every label set, known at start, of ``service``'s counters that alerts or the dashboard rate.
+
+    A counter series that appears only with its first event has no earlier
+    sample, so ``increase()`` and ``rate()`` see no rise and an alert on it
+    (``CanaryMessagesDeadLettered``, ``CanaryTasksExpiredUnprobed``) does not
+    fire for that event; the :class:`Shell` creates these at 0 when it is built.
+    Label sets that are known only later (providers) come with their events;
+    the notifier creates its channels' series itself (services/notifier/service.py).
+
+    Returns:
+        ``(family key, labels)`` pairs (``service`` is filled in by the series).
+    """
+    from typing import get_args
+
+    from reverie_canary.shared.events import UNPLANNED_CAUSES, CycleVerdictKind, DecisionAction
+
+    out: list[tuple[str, dict[str, str]]] = [("messages", {"outcome": o}) for o in MESSAGE_OUTCOMES]
+    out += [("dead_letters", {"reason": r}) for r in DEAD_LETTER_REASONS]
+    for model in settings.models:
+        if service == "discovery":
+            out += [("cycles_started", {"model": model}), ("tasks_published", {"model": model})]
+            out += [("cycles_unplanned", {"model": model, "reason": cause}) for cause in UNPLANNED_CAUSES]
+        elif service == "prober":
+            out.append(("tasks_expired", {"model": model}))
+        elif service == "judge":
+            out += [("decisions", {"model": model, "action": a}) for a in get_args(DecisionAction)]
+            out += [("verdicts", {"model": model, "verdict": v}) for v in get_args(CycleVerdictKind)]
+        elif service == "router":
+            out.append(("snapshots_published", {"model": model}))
+    if service == "prober":
+        out += [("probe_seconds", {"kind": kind}) for kind in settings.kinds]
+    return out
+
+
 class Shell:
     """One service's FastStream app and the pieces every handler needs.
 
@@ -270,6 +306,8 @@ class Shell:
         self.name = name
         self.settings = settings
         self.metrics = metrics.of(name)
+        for key, labels in known_series(name, settings):  # before the endpoint serves: increase() sees event one
+            self.metrics.touch(key, **labels)
         self.nats_link = Link(name, "nats", masked_url(settings.nats_url), self.metrics)
         self.redis_link = Link(name, "redis", masked_url(settings.redis_url), self.metrics) if uses_redis else None
         self.broker = make_broker(settings, name,

@@ -35,13 +35,15 @@ def test_promtool_checks_the_alert_rules():
 
 
 def test_the_main_alerts_fire_when_they_should_and_only_then():
-    """`promtool test rules`: no cycle closed, blind, floor held, dead-lettered notices, readiness, backlog."""
+    """`promtool test rules`: no cycle closed, blind, floor held, dead-lettered notices, readiness, backlog, and the
+    first expired task or dead letter after a start (series created at 0 fire; a series born at 2 would not)."""
     done = run("test", "rules", ALERT_TESTS.name, cwd=ALERT_TESTS.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     tested = {t["alertname"] for test in yaml.safe_load(ALERT_TESTS.read_text())["tests"]
               for t in test["alert_rule_test"]}
     assert {"CanaryNoCycleClosed", "CanaryBlind", "CanaryFloorHeld", "CanaryNoticesDeadLettered",
-            "CanaryServiceNotReady", "CanaryDependencyUnreachable", "CanaryConsumerBacklogGrowing"} <= tested
+            "CanaryServiceNotReady", "CanaryDependencyUnreachable", "CanaryConsumerBacklogGrowing",
+            "CanaryTasksExpiredUnprobed", "CanaryMessagesDeadLettered"} <= tested
 
 
 def test_a_broken_rule_is_refused_by_promtool(tmp_path):

@@ -146,3 +146,48 @@ def test_a_probe_result_counts_its_outcome_ttft_of_every_try_and_its_spend():
     delta = {k: v - before[k] for k, v in values().items()}
     assert delta == pytest.approx({"probes": 1, "ttft": 3, "slow": 2, "prompt": 300, "completion": 120,
                                    "usd": 0.0006})
+
+
+def rated_counters() -> set[str]:
+    """Every counter (or histogram) family that an alert or a dashboard panel takes increase() or rate() of."""
+    import re
+
+    from tests.promql import alert_expressions, dashboard_expressions
+
+    names = set()
+    for expr in [*alert_expressions().values(), *dashboard_expressions().values()]:
+        names |= set(re.findall(r"\b(?:increase|rate|irate)\(\s*([a-z_:]+)", expr))
+    return names
+
+
+def test_every_rated_counter_has_its_known_label_sets_created_at_start():
+    """increase() misses a series' first event unless it existed before at 0: every family an alert or the dashboard
+    rates is created at start for each label set a service knows then (provider-labelled ones come with events)."""
+    from reverie_canary.shared.service import known_series
+
+    settings = Settings.load(env={}, models=["acme/chat-1", "acme/chat-2"])
+    created = {(service, key) for service in SERVICES for key, _ in known_series(service, settings)}
+    created |= {("notifier", "notices")} | {(s, "dependency_outages") for s in SERVICES}  # notifier, shared/health.py
+    by_name = {f.name.removesuffix("_total"): f for f in metrics.FAMILIES if f.kind in ("counter", "histogram")}
+    rated = {by_name[n.removesuffix("_total").removesuffix("_bucket")] for n in rated_counters()
+             if n.removesuffix("_total").removesuffix("_bucket") in by_name}
+    assert {"canary_dead_letters_total", "canary_tasks_expired_total"} <= {f.name for f in rated}
+    for family in rated:
+        if "provider" in family.labels:
+            continue  # the providers are known from the first listing on, with the events themselves
+        for service in family.services or SERVICES:
+            assert (service, family.key) in created, (service, family.name)
+    for service in SERVICES:
+        models = {labels["model"] for key, labels in known_series(service, settings) if "model" in labels}
+        assert models in (set(), set(settings.models)), service
+
+
+def test_every_dead_letter_reason_the_shell_gives_is_created_at_start():
+    """The reasons of broker.handle and of the ordered batches are one list, and it is what start creates."""
+    from reverie_canary.shared import broker, service
+
+    assert set(broker._REASONS.values()) | set(service._REFUSALS.values()) <= set(broker.DEAD_LETTER_REASONS)
+    assert {"rejected", "too_large", "gave_up", "undecodable"} <= set(broker.DEAD_LETTER_REASONS)
+    for name in SERVICES:
+        assert {labels["reason"] for key, labels in service.known_series(name, Settings.load(env={}))
+                if key == "dead_letters"} == set(broker.DEAD_LETTER_REASONS)
