@@ -41,6 +41,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.commands import MAX_OVERRIDE_S
 from reverie_canary.shared.errors import ConfigError
 from reverie_canary.shared.logging import scrub
 from reverie_canary.shared.timefmt import utc_text
@@ -59,12 +60,9 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="apply it past the guard
 ActorOpt = Annotated[Optional[str],
                      typer.Option("--actor", help="who asks (default: $CANARY_ACTOR, else the login name)")]
 
-#: The longest an operator override may last, from now to its end (``--for`` or ``--expires``).
-#: An override is an incident's stop-gap (DESIGN.md, "The router": runtime incident overrides):
-#: a defect that outlasts a year belongs in the reviewed exclusions file, which is dated and
-#: reviewed; and a slip such as ``--for 100000d`` or ``--expires 9999-12-31`` must not silently
-#: mean "forever".
-MAX_OVERRIDE = timedelta(days=365)
+#: The longest an operator override may last, from now to its end (``--for`` or ``--expires``):
+#: the wire's bound, :data:`reverie_canary.shared.commands.MAX_OVERRIDE_S` (365 days; its reason is there).
+MAX_OVERRIDE = timedelta(seconds=MAX_OVERRIDE_S)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

@@ -45,6 +45,13 @@ class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
     at: UtcDatetime
 
 
+#: The longest an operator override lasts, from its command's ``at`` to its ``expires_at`` (s):
+#: 365 days.  An override is an incident's stop-gap (DESIGN.md, "The router": runtime incident
+#: overrides); a defect that outlasts a year belongs in the reviewed exclusions file, dated and
+#: reviewed, and a slip such as ``--for 100000d`` or ``--expires 9999-12-31`` must not mean "forever".
+MAX_OVERRIDE_S = 365 * 86400.0
+
+
 class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
     """Ignore ``provider`` for ``model`` (or ``*``) now, until ``expires_at`` if given.
 
@@ -59,6 +66,16 @@ class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
     expires_at: UtcDatetime | None = None
     reference: Reference = ""
     force: bool = False
+
+    def __post_init__(self) -> None:
+        """Refuse an expiry more than :data:`MAX_OVERRIDE_S` after ``at`` (at decoding: dead-lettered as undecodable).
+
+        Raises:
+            ValueError: naming the bound (msgspec reports it as a validation error).
+        """
+        if self.expires_at is not None and (self.expires_at - self.at).total_seconds() > MAX_OVERRIDE_S:
+            raise ValueError(f"expires_at is more than {MAX_OVERRIDE_S / 86400:g} days after at, the longest an "
+                             "override lasts")
 
 
 class RemoveOverride(Command, frozen=True, kw_only=True, tag="remove_override"):

@@ -141,3 +141,21 @@ def test_notices_list_prints_a_receivers_error_with_its_control_characters_escap
     _print_tables({"channels": [], "dead": [row], "pending": [], "recent": []})
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;PWNED\\x07" in out
+
+
+def test_the_wire_refuses_an_override_longer_than_a_year_as_the_cli_does():
+    """An add_override expiring 9999-12-01 decodes as Undecodable (the router dead-letters it); 365 days decode."""
+    from datetime import datetime, timedelta, timezone
+
+    from reverie_canary.shared import codec
+    from reverie_canary.shared.commands import MAX_OVERRIDE_S, AddOverride
+    from reverie_canary.shared.errors import Undecodable
+
+    now = datetime(2026, 12, 1, 21, 0, tzinfo=timezone.utc)
+    year = AddOverride(command_id="c", actor="a", at=now, provider="p", reason="r",
+                       expires_at=now + timedelta(seconds=MAX_OVERRIDE_S))
+    assert codec.COMMAND.decode(codec.encode(year)) == year
+    with pytest.raises(Undecodable, match="more than 365 days after at"):
+        codec.COMMAND.decode(codec.encode(year).replace(b'"expires_at":"2027', b'"expires_at":"9999'))
+    with pytest.raises(ValueError):
+        AddOverride(command_id="c", actor="a", at=now, provider="p", reason="r", expires_at=now + timedelta(days=366))
