@@ -80,6 +80,7 @@ from reverie_canary.shared.events import (
     FloorBreach,
     SnapshotVersion,
 )
+from reverie_canary.shared.printable import control_at
 from reverie_canary.shared.settings import Settings
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.timefmt import utc_text
@@ -259,6 +260,9 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
         for key, bound in (("reason", 4000), ("reference", 256)):
             if len(entry[key].strip()) > bound:
                 raise ConfigError(f"{path}:{line}: {key} has {len(entry[key].strip())} characters, at most {bound}")
+            if (at := control_at(entry[key].strip())) is not None:  # it reaches operators' terminals and snapshots
+                raise ConfigError(f"{path}:{line}: {key} holds a control character (U+{ord(entry[key].strip()[at]):04X} "
+                                  f"at character {at + 1}); control characters, tabs and newlines included, are refused")
         since = _as_datetime(entry["date"], "date", line, path)
         until = _as_datetime(entry["expires"], "expires", line, path) if "expires" in entry else None
         if until is not None and until <= since:

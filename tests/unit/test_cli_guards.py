@@ -159,3 +159,14 @@ def test_the_wire_refuses_an_override_longer_than_a_year_as_the_cli_does():
         codec.COMMAND.decode(codec.encode(year).replace(b'"expires_at":"2027', b'"expires_at":"9999'))
     with pytest.raises(ValueError):
         AddOverride(command_id="c", actor="a", at=now, provider="p", reason="r", expires_at=now + timedelta(days=366))
+
+
+def test_a_reviewed_exclusion_with_a_control_character_is_refused_naming_its_line(tmp_path):
+    """exclusions check (the router's own parser, used by reload too): a reason with ESC exits 1 naming line and character."""
+    path = tmp_path / "bad.toml"
+    path.write_text('[[exclusion]]\nprovider = "a/fp8"\nmodel = "*"\nreason = "measured \\u001b[2J defect"\n'
+                    'reference = "T-1"\ndate = 2026-01-01\n')
+    result = CliRunner().invoke(app, ["exclusions", "check", str(path)])
+    assert result.exit_code == 1, result.output
+    assert f"{path}:1: reason holds a control character (U+001B at character 10)" in result.stderr
+    assert "\x1b" not in result.output
