@@ -73,9 +73,8 @@ def _cells_text(cells) -> str:
 def print_lookback(view) -> None:
     """The look-back for people: the snapshot in force, then one line per provider."""
     from rich.console import Console
-    from rich.table import Table
-
     from rich.markup import escape
+    from rich.table import Table
 
     from reverie_canary.shared.printable import printable_view
 

@@ -379,6 +379,7 @@ def report(
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.shared.eventlog import scan_log
     from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.printable import printable_view
     from reverie_canary.shared.service import nats_connect, redis_client
 
     async def scan_refold_into(js, on_event) -> None:
