@@ -39,7 +39,9 @@ def _describe(n: int, result: ProbeResult) -> str:
             lines.append(f"   {check.check}: {check.outcome} {check.reason} {evidence}")
     for i, attempt in enumerate(result.attempts, 1):
         lines.append(f"   try {i}: {attempt.outcome} {attempt.reason} {attempt.reply.first_bytes[:60]!r}")
-    return "\n".join(lines)
+    from reverie_canary.shared.printable import printable
+
+    return printable("\n".join(lines), newlines=True)  # a provider's text and headers: no control character raw
 
 
 async def _run(settings, provider: str, kind: str, language: str, repeat: int, model: str,

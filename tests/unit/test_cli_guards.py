@@ -170,3 +170,17 @@ def test_a_reviewed_exclusion_with_a_control_character_is_refused_naming_its_lin
     assert result.exit_code == 1, result.output
     assert f"{path}:1: reason holds a control character (U+001B at character 10)" in result.stderr
     assert "\x1b" not in result.output
+
+
+def test_canary_probe_prints_a_providers_served_by_with_its_control_characters_escaped():
+    """A reply whose served_by header holds ESC [2J: the probe's line shows \\x1b, the layout's newlines stay."""
+    from datetime import datetime, timezone
+
+    from reverie_canary.canary.cli_probe import _describe
+    from reverie_canary.shared.events import ProbeResult, ReplyEvidence
+
+    result = ProbeResult(at=datetime.now(timezone.utc), task_id="t1", model="m/x", provider="a/fp8", kind="ttft",
+                         cycle="c1", outcome="pass", reply=ReplyEvidence(served_by="Evil\x1b[2J", first_bytes="hi",
+                                                                          http_status=200, finish_reason="stop"))
+    text = _describe(1, result)
+    assert "served_by Evil\\x1b[2J" in text and "\x1b" not in text and "\n   first bytes: 'hi'" in text
