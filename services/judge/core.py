@@ -508,8 +508,26 @@ class Folder:
         return _result(state, cycle, event, probe)
 
 
+_STATE_JSON = msgspec.json.Encoder()
+_STATE_DECODER = msgspec.json.Decoder(ModelState)
+
+
 def _copy(state: ModelState) -> ModelState:
-    return msgspec.json.decode(msgspec.json.encode(state), type=ModelState)
+    """A deep copy of ``state``: nothing of it is shared with ``state`` but frozen, scalar-only Structs.
+
+    Everything but the open cycles goes through a JSON round trip (msgspec's C code copies the
+    providers, their histories and suspensions faster than a walk in Python).  The open cycles
+    are the bulk of a large model's state (a result and a planned probe per provider and kind)
+    and hold only frozen :class:`ResultRef` and :class:`PlannedProbe` objects, which nothing
+    changes: each cycle is a new object with its own ``planned``, ``results`` and ``parts``
+    containers around the same items, a quarter of the round trip's time at 250 providers
+    (issue 13 §1, ``benchmarks/judge_bench.py``).
+    """
+    new = _STATE_DECODER.decode(_STATE_JSON.encode(msgspec.structs.replace(state, open_cycles={})))
+    new.open_cycles = {cid: msgspec.structs.replace(c, planned=list(c.planned), results=dict(c.results),
+                                                    parts=list(c.parts))
+                       for cid, c in state.open_cycles.items()}
+    return new
 
 
 def mode_of(state: ModelState, policy: Policy, kind: str | None = None) -> Mode:
