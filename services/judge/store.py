@@ -40,7 +40,7 @@ from redis.exceptions import RedisError
 
 from reverie_canary.services.judge.core import Effect, ModelState, OpenCycle, ProviderState, initial
 from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CommandApplied, CommandRefused, ResultRef
+from reverie_canary.shared.events import CommandApplied, CommandRefused, Language, Outcome, Reason, ResultRef, Token
 from reverie_canary.shared.logging import get as get_logger
 from reverie_canary.shared.subjects import decode_token, encode_token
 
@@ -172,6 +172,40 @@ def _result_field(cycle: str, task_id: str) -> str:
     return f"r:{cycle} {task_id}"
 
 
+class _StoredResult(msgspec.Struct, array_like=True, frozen=True):
+    """A result of an open cycle as stored: its field (``r:<cycle> <task id>``) already names its cycle and task."""
+
+    kind: Token
+    outcome: Outcome
+    reason: Reason = ""
+    language: Language | None = None
+
+
+_STORED_RESULT = msgspec.json.Decoder(_StoredResult)
+
+
+def _result_value(cycle: str, task_id: str, ref: ResultRef) -> bytes:
+    """``ref`` as stored under :func:`_result_field`: ``[kind, outcome, reason, language]``.
+
+    Without the task id and cycle the field's name already holds, a stored result is about 40
+    bytes instead of 150 (a large model writes one a result: issue 13 §1).  A reference whose
+    own task id or cycle is not its field's (no fold makes one) is stored whole.
+    """
+    if ref.task_id == task_id and ref.cycle == cycle:
+        return _encoder.encode(_StoredResult(kind=ref.kind, outcome=ref.outcome, reason=ref.reason,
+                                             language=ref.language))
+    return _encoder.encode(ref)
+
+
+def _result_from(cycle: str, task_id: str, raw: bytes) -> ResultRef:
+    """The result stored under ``r:<cycle> <task_id>`` (the short form of :func:`_result_value`, or whole)."""
+    if raw[:1] != b"[":
+        return _RESULT.decode(raw)  # whole (as before issue 13's short form)
+    short = _STORED_RESULT.decode(raw)
+    return ResultRef(task_id=task_id, cycle=cycle, kind=short.kind, outcome=short.outcome, reason=short.reason,
+                     language=short.language)
+
+
 def _head(cycle: OpenCycle) -> bytes:
     """An open cycle without its results (they are stored one by one)."""
     return _encoder.encode(msgspec.structs.replace(cycle, results={}))
@@ -190,7 +224,7 @@ def state_parts(state: ModelState) -> dict[str, bytes]:
     for cid, cycle in state.open_cycles.items():
         out[f"c:{cid}"] = _head(cycle)
         for task_id, ref in cycle.results.items():
-            out[_result_field(cid, task_id)] = _encoder.encode(ref)
+            out[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
     return out
 
 
@@ -224,7 +258,7 @@ def delta(before: ModelState | None, after: ModelState) -> tuple[dict[str, bytes
             if old_cycle is None:
                 sets[f"c:{cid}"] = _head(cycle)
                 for task_id, ref in cycle.results.items():
-                    sets[_result_field(cid, task_id)] = _encoder.encode(ref)
+                    sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
                 continue
             if not _same_head(old_cycle, cycle):
                 sets[f"c:{cid}"] = _head(cycle)
@@ -233,7 +267,7 @@ def delta(before: ModelState | None, after: ModelState) -> tuple[dict[str, bytes
                 for task_id, ref in cycle.results.items():
                     old_ref = old_results.get(task_id)
                     if old_ref is not ref and old_ref != ref:
-                        sets[_result_field(cid, task_id)] = _encoder.encode(ref)
+                        sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
                 deletes += [_result_field(cid, t) for t in old_results if t not in cycle.results]
         for cid, old_cycle in before.open_cycles.items():
             if cid not in after.open_cycles:
@@ -269,7 +303,7 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
             cycles[rest] = _CYCLE.decode(raw)
         elif kind == "r":
             cid, _, task_id = rest.partition(" ")
-            results.setdefault(cid, {})[task_id] = _RESULT.decode(raw)
+            results.setdefault(cid, {})[task_id] = _result_from(cid, task_id, raw)
     for cid, refs in results.items():
         if cid in cycles:
             cycles[cid].results = dict(sorted(refs.items()))
