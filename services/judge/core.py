@@ -152,7 +152,7 @@ class Policy(Struct, frozen=True, kw_only=True):
 # -- state ---------------------------------------------------------------------
 
 
-class Suspension(Struct, kw_only=True):
+class Suspension(Struct, kw_only=True, gc=False):
     """An active suspension; ``enforced=False`` is observe mode's shadow."""
 
     decision_id: str
@@ -166,7 +166,7 @@ class Suspension(Struct, kw_only=True):
     due: datetime | None = None
 
 
-class VerdictRecord(Struct, kw_only=True):
+class VerdictRecord(Struct, kw_only=True, gc=False):
     """One cycle's verdict of one provider, kept for ``canary explain``."""
 
     cycle: str
@@ -177,7 +177,7 @@ class VerdictRecord(Struct, kw_only=True):
     results: list[ResultRef] = []
 
 
-class ProviderState(Struct, kw_only=True):
+class ProviderState(Struct, kw_only=True, gc=False):
     """Everything the policy remembers about one provider of one model.
 
     ``ladder_level`` counts suspensions since the ladder last reset; the next
@@ -205,7 +205,7 @@ class ProviderState(Struct, kw_only=True):
     blind_since: datetime | None = None
 
 
-class OpenCycle(Struct, kw_only=True):
+class OpenCycle(Struct, kw_only=True, gc=False):
     """A cycle between discovery and close: what was planned, what came back."""
 
     cycle: str
@@ -217,7 +217,7 @@ class OpenCycle(Struct, kw_only=True):
     parts: list[int] = []
 
 
-class ShadowCall(Struct, kw_only=True):
+class ShadowCall(Struct, kw_only=True, gc=False):
     """An observe-mode ``would_suspend`` and how it turned out.
 
     ``outcome``: ``pending``; ``right`` when the provider failed again before
@@ -231,14 +231,14 @@ class ShadowCall(Struct, kw_only=True):
     resolved_at: datetime | None = None
 
 
-class RoutingView(Struct, kw_only=True):
+class RoutingView(Struct, kw_only=True, gc=False):
     """What the latest IgnoreSnapshot says other layers (exclusions, overrides) ignore."""
 
     version: int = 0
     ignored: dict[str, datetime | None] = {}
 
 
-class ModelState(Struct, kw_only=True):
+class ModelState(Struct, kw_only=True, gc=False):
     """The judge's state of one model: the value folded over the log."""
 
     model: str
