@@ -758,20 +758,25 @@ def _missing_language_retests(state: ModelState, cycle: OpenCycle, by_provider: 
 
 def _common_mode(cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]], unproven: set[str],
                  policy: Policy) -> dict[str, tuple[int, int]]:
-    out: dict[str, tuple[int, int]] = {}
-    kinds = {p.kind for plans in by_provider.values() for p in plans} - unproven
-    for kind in kinds:
-        probed = failing = 0
-        for plans in by_provider.values():
-            refs = [cycle.results[p.task_id] for p in plans if p.kind == kind and p.task_id in cycle.results]
-            refs = [r for r in refs if r.outcome not in ("not_applicable", "blind")]
-            if not refs:
+    """Per probe kind (but ``unproven``): (providers failing it, providers probed by it) where too many fail.
+
+    One pass over the planned probes (each provider's results grouped by kind), not one per kind.
+    """
+    counts: dict[str, list[int]] = {}  # kind -> [failing, probed]
+    results = cycle.results
+    for plans in by_provider.values():
+        failed: dict[str, bool] = {}  # kind -> any counted result of it failed
+        for p in plans:
+            ref = results.get(p.task_id)
+            if ref is None or p.kind in unproven or ref.outcome in ("not_applicable", "blind"):
                 continue
-            probed += 1
-            failing += any(r.outcome == "fail" for r in refs)
-        if probed >= policy.common_mode_min_providers and failing > policy.common_mode_share * probed:
-            out[kind] = (failing, probed)
-    return out
+            failed[p.kind] = failed.get(p.kind, False) or ref.outcome == "fail"
+        for kind, fail in failed.items():
+            count = counts.setdefault(kind, [0, 0])
+            count[0] += fail
+            count[1] += 1
+    return {kind: (failing, probed) for kind, (failing, probed) in counts.items()
+            if probed >= policy.common_mode_min_providers and failing > policy.common_mode_share * probed}
 
 
 def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle, frozen_kinds: set[str]) -> ProviderVerdict:
