@@ -12,7 +12,7 @@ from reverie_canary.services.judge.core import ModelState, Policy, decide, fold,
 from reverie_canary.shared.commands import LiftSuspension
 from reverie_canary.shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
 from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-from tests.judge_events import CYCLE, MODEL, T0, cycle_events
+from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy
 
 PROVIDERS = ("a/x", "b/x", "c/x", "d/x", "e/x")
 KINDS = ("ttft", "structured")
@@ -92,13 +92,27 @@ def test_frozen_cycles_never_change_a_streak(events, policy):
 @FAST
 @given(logs(), policies)
 def test_no_suspension_without_two_consecutive_failed_cycles(events, policy):
-    """Every (would-)suspension follows two failed verdicts with only frozen ones between them."""
+    """Every (would-)suspension names two cycles the provider failed, with only frozen ones between them.
+
+    The verdicts are taken from every cycle's CycleVerdict of the run, not from
+    the provider's kept history: that keeps the last 12 cycles, and a failure,
+    eleven frozen cycles (transport errors) and a failure is a streak of two
+    whose first cycle has left it (a Hypothesis example found it).
+    """
+    verdicts: dict[str, list[tuple[str, str]]] = {}  # provider -> [(cycle, verdict)] in cycle order
     for event, before, after, effects in steps(events, policy):
+        for e in effects:
+            if isinstance(e, CycleVerdict):
+                for v in e.verdicts:
+                    verdicts.setdefault(v.provider, []).append((e.cycle, v.verdict))
         for d in effects:
             if isinstance(d, Decision) and d.action in ("suspend", "would_suspend"):
-                judged = [h.verdict for h in after.providers[d.provider].history if h.verdict != "frozen"]
-                assert judged[-2:] == ["failed", "failed"], (d, judged)
                 assert len(d.cycles) == 2
+                seen = verdicts[d.provider]
+                first, last = (next(i for i, (c, _) in enumerate(seen) if c == cycle) for cycle in d.cycles)
+                between = [v for _, v in seen[first:last + 1]]
+                assert between[0] == between[-1] == "failed" and set(between[1:-1]) <= {"frozen"}, (d, seen)
+                assert last == len(seen) - 1  # the second is the cycle that closed now
 
 
 def usable(state: ModelState, at) -> int:
@@ -181,3 +195,29 @@ def test_events_builder_emits_discovery_results_close():
     """The generator used above really produces the judge's three kinds of cycle events."""
     events = cycle_events(0, {"a/x": {"ttft": "pass"}})
     assert [type(e) for e in events] == [EndpointsDiscovered, ProbeResult, CycleClosed]
+
+
+def test_a_failure_eleven_frozen_cycles_and_a_failure_suspend_with_both_cycles_named():
+    """The case Hypothesis found: frozen cycles keep a streak, beyond the 12 cycles the kept history holds.
+
+    d/x fails in cycle 1, answers transport errors for cycles 2-12 (frozen; unjudgeable after 6) and fails
+    again in cycle 13: that is two failed cycles with only frozen ones between, so the judge suspends
+    and names cycles 1 and 13, though cycle 1 has left d/x's history.
+    """
+    fleet = ("a/x", "b/x", "c/x", "d/x", "e/x")
+    events = []
+    for n in range(1, 14):
+        out = healthy(*fleet)
+        out["d/x"]["structured"] = ("fail", "r_fail") if n in (1, 13) else ("transport_error", "r_transport_error")
+        events += cycle_events(n, out)
+    actions = []
+    history = []
+    for event, before, after, effects in steps(events, Policy(mode="enforce")):
+        for d in effects:
+            if isinstance(d, Decision) and d.provider == "d/x":
+                actions.append((d.action, d.cycles))
+                history = [h.cycle_no for h in after.providers["d/x"].history]
+    cycle = {n: cycle_events(n, healthy(*fleet))[0].cycle for n in (1, 13)}
+    assert actions[-1] == ("suspend", [cycle[1], cycle[13]])
+    assert ("unjudgeable", ) == actions[0][:1]  # said once the frozen cycles ran past unjudgeable_after
+    assert 1 not in history and history[-1] == 13
