@@ -188,7 +188,13 @@ class IgnoreListClient:
         await asyncio.sleep(0)
 
     async def wait_ready(self, timeout_s: float = 10.0) -> bool:
-        """Wait until the bus confirmed the current snapshot; else ``True`` only if a cached one is served."""
+        """Wait (``timeout_s`` at most) until the bus answered; ``True`` then, else only if a cached snapshot is served.
+
+        The bus's answer may be that the model has no snapshot yet (the router has
+        not written one, or does not watch the model): then ``True`` with
+        ``snapshot`` ``None``, nothing ignored, and ``problem`` saying why.  A
+        backend that must not start without an ignore list checks ``snapshot``.
+        """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._contact is not None:
