@@ -262,6 +262,23 @@ def configure(fmt: str = "console", level: str = "INFO", stream: TextIO | None =
     logging.captureWarnings(True)  # warnings.warn(...) lines too, through the same handler
 
 
+class _TlsEofNoise(logging.Filter):
+    """Drops asyncio's ``returning true from eof_received() has no effect when using ssl``.
+
+    CPython's ``asyncio.sslproto`` logs it at WARNING on every TLS connection
+    whose protocol asks to keep a half-closed transport open: nats-py upgrades
+    its plain connection with ``loop.start_tls``, so the stream protocol under it
+    answers ``True`` (it does not know the transport became TLS).  The
+    connection is closed as it should be; the line says nothing an operator can act on.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "asyncio" and str(record.msg).startswith("returning true from eof_received()"))
+
+
+logging.getLogger("asyncio").addFilter(_TlsEofNoise())
+
+
 #: Libraries that give their logger a handler of their own and stop it from propagating:
 #: FastStream (a coloured stdout handler on ``faststream``, at import) and uvicorn (its dictConfig).
 SELF_HANDLED = ("faststream", "uvicorn", "uvicorn.error", "uvicorn.access")

@@ -146,3 +146,14 @@ def test_a_service_refusing_its_settings_says_so_in_one_json_line_in_json_mode(t
     record = json.loads(line)
     assert record["level"] == "error" and "metrics_ports: unknown service 'jduge'" in record["error"]
     assert NATS_PASSWORD not in done.stderr
+
+
+def test_asyncios_tls_eof_line_is_dropped_and_its_other_warnings_kept():
+    """nats-py over TLS made asyncio warn 'returning true from eof_received() ...' on every connection."""
+    out = io.StringIO()
+    configure("json", "INFO", stream=out)
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.warning("returning true from eof_received() has no effect when using ssl")
+    asyncio_log.warning("Executing %s took %.3f seconds", "<Task>", 0.25)
+    records = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+    assert [r["event"] for r in records if r["logger"] == "asyncio"] == ["Executing <Task> took 0.250 seconds"]
