@@ -20,13 +20,16 @@ Two parts, each printed beside an anchor measured in the same run:
    the same requests, its clock started just before ``client.stream`` and
    stopped at the first data line with visible content.  Each ``--repeat``
    runs both again; the spread is printed.  Goals: error p99 <= 5 ms at 64 in
-   flight, CPU <= 3 ms a probe.
+   flight, CPU <= 3 ms a probe.  ``--loop asyncio,uvloop`` (the default) runs
+   the prober on each event loop (``CANARY_EVENT_LOOP``, shared/loops.py)
+   beside the same anchor and prints their ratios run by run.
 
 The simulator and NATS run in their own processes.
 
     python benchmarks/prober_bench.py [--probes 600] [--concurrency 32]
                                       [--inflight 1,16,64] [--timing-probes 32] [--repeat 3]
-                                      [--only throughput|timing]
+                                      [--only throughput|timing] [--loop asyncio,uvloop]
+                                      [--baseline OTHER/.venv/bin/canary] [--profile DIR [--profile-gil]]
 """
 
 from __future__ import annotations
@@ -99,10 +102,11 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def proc_cpu_s(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` (``/proc/PID/stat``)."""
+def proc_cpu_split_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` (``/proc/PID/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def cpu_s() -> float:
@@ -210,8 +214,17 @@ async def timing_bare(url: str, work: list[ProbeTask], inflight: int) -> tuple[l
     return timed, (cpu_s() - c0) * 1000 / len(work)
 
 
-async def timing_prober(settings: Settings, work: list[ProbeTask]) -> tuple[list[tuple], float, dict]:
-    """The prober in its own process; ((provider, TTFT ms, generation id) of every reply, CPU ms a probe, outcomes)."""
+async def timing_prober(settings: Settings, work: list[ProbeTask], profile: Path | None = None,
+                        gil: bool = False, exe: Path | None = None) -> tuple[list[tuple], float, float, dict]:
+    """The prober in its own process; ((provider, TTFT ms, generation id) of every reply, CPU ms a probe,
+    the system (kernel) share of that CPU, outcomes).
+
+    With ``profile`` (a file path), py-spy samples the prober process from its first task to its last
+    result (``--format raw``: collapsed stacks, one line per stack with its sample count; its own CPU is
+    not the prober's, but it shares the machine's cores: figures of a profiled run are not comparable);
+    ``gil``: only the thread holding the GIL is sampled (``py-spy --gil``), so a thread waiting for it
+    does not count as busy.  ``exe``: the ``canary`` to run (another checkout's, for a before/after).
+    """
     await ensure_streams(settings)
     nc = await nats_connect(settings)
     js = nc.jetstream()
@@ -236,7 +249,7 @@ async def timing_prober(settings: Settings, work: list[ProbeTask]) -> tuple[list
 
     await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
     env = {**os.environ, **settings.environment(with_secrets=True)}
-    exe = Path(sys.executable).with_name("canary")
+    exe = exe or Path(sys.executable).with_name("canary")
     prober = subprocess.Popen([str(exe), "run", "prober"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
@@ -251,12 +264,24 @@ async def timing_prober(settings: Settings, work: list[ProbeTask]) -> tuple[list
             await asyncio.sleep(0.1)
         else:
             raise RuntimeError("the prober process did not pull within 60 s")
-        c0 = proc_cpu_s(prober.pid)
+        spy = None
+        if profile is not None:
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(prober.pid),
+                                    "--rate", "250", "--format", "raw", "--nonblocking", "-o", str(profile),
+                                    *(["--gil"] if gil else [])],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await asyncio.sleep(1.0)  # attached
+        u0, s0 = proc_cpu_split_s(prober.pid)
         for t in work:
             await js.publish(subjects.task(t.model, t.provider), codec.encode(t), stream=TASKS,
                              headers={"Nats-Msg-Id": t.task_id})
         await asyncio.wait_for(done.wait(), timeout=600)
-        cpu_ms = (proc_cpu_s(prober.pid) - c0) * 1000 / len(work)
+        u1, s1 = proc_cpu_split_s(prober.pid)
+        cpu_ms = (u1 - u0 + s1 - s0) * 1000 / len(work)
+        sys_share = (s1 - s0) / max(1e-9, u1 - u0 + s1 - s0)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=30)
     finally:
         prober.send_signal(signal.SIGTERM)
         try:
@@ -265,7 +290,7 @@ async def timing_prober(settings: Settings, work: list[ProbeTask]) -> tuple[list
             prober.kill()
             prober.wait(timeout=5)
         await nc.close()
-    return timed, cpu_ms, outcomes
+    return timed, cpu_ms, sys_share, outcomes
 
 
 async def gateway_errors(url: str, timed: list[tuple]) -> tuple[list[float], list[float]]:
@@ -296,6 +321,9 @@ async def gateway_errors(url: str, timed: list[tuple]) -> tuple[list[float], lis
 async def timing(args) -> None:
     """Part 2: TTFT error and CPU per probe at each concurrency, prober beside bare httpx."""
     levels = [int(x) for x in args.inflight.split(",")]
+    loops = [x.strip() for x in args.loop.split(",") if x.strip()]
+    if args.baseline:
+        loops.insert(0, "base")  # another checkout's prober (say main before a change), on its own default loop
     rows: dict[int, list[dict]] = {c: [] for c in levels}
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "streaming.toml"
@@ -320,12 +348,19 @@ async def timing(args) -> None:
                                              prober_concurrency=c, log_level="WARNING", namespace=f"t{salt}",
                                              metrics_ports={"prober": 0})
                     bare_timed, bare_cpu = await timing_bare(url, timing_tasks(n, salt + "b"), c)
-                    timed, cpu_ms, outcomes = await timing_prober(settings, timing_tasks(n, salt))
                     bare, bare_gw = await gateway_errors(url, bare_timed)
-                    errors, gw = await gateway_errors(url, timed)
-                    rows[c].append({"bare": bare, "bare_gw": bare_gw, "bare_cpu": bare_cpu, "prober": errors,
-                                    "prober_gw": gw, "cpu": cpu_ms,
-                                    "outcomes": outcomes, "n": n})
+                    # each loop beside the same anchor, in the same run; the order turns each repetition
+                    for loop in loops if rep % 2 == 0 else loops[::-1]:
+                        profile = Path(args.profile) / f"prober-{loop}-{c}-{rep + 1}.txt" if args.profile else None
+                        timed, cpu_ms, sys_share, outcomes = await timing_prober(
+                            settings.replace(event_loop="auto" if loop == "base" else loop,
+                                             namespace=f"t{salt}{loop[:2]}"),
+                            timing_tasks(n, salt + loop[:2]), profile, args.profile_gil,
+                            Path(args.baseline) if loop == "base" else None)
+                        errors, gw = await gateway_errors(url, timed)
+                        rows[c].append({"bare": bare, "bare_gw": bare_gw, "bare_cpu": bare_cpu, "prober": errors,
+                                        "prober_gw": gw, "cpu": cpu_ms, "sys": sys_share, "loop": loop,
+                                        "outcomes": outcomes, "n": n})
         finally:
             nats.stop()
             sim.terminate()
@@ -335,24 +370,37 @@ async def timing(args) -> None:
           f"20 ms), every probe kind; prober in its own process; {args.repeat} runs; error = reported minus injected")
     print("error vs gateway: reported minus the simulator's own first-token time (its /generation record): "
           "the client's share")
-    print(f"{'in flight':>9} {'run':>4} {'probes':>7} {'bare httpx err p50/p99/max':>27} {'vs gateway p99':>15} "
-          f"{'prober err p50/p99/max':>23} {'vs gateway p99':>15} {'bare CPU ms':>12} {'prober CPU ms/probe':>20}")
+    print(f"{'in flight':>9} {'run':>4} {'loop':>8} {'probes':>7} {'bare httpx err p50/p99/max':>27} "
+          f"{'vs gateway p99':>15} "
+          f"{'prober err p50/p99/max':>23} {'vs gateway p99':>15} {'bare CPU ms':>12} {'prober CPU ms/probe':>20} "
+          f"{'kernel':>7}")
     for c in levels:
-        for i, r in enumerate(rows[c], 1):
+        for i, r in enumerate(rows[c]):
             b, e = r["bare"], r["prober"]
-            print(f"{c:>9} {i:>4} {r['n']:>7} {pct(b, .5):>11.1f}/{pct(b, .99):.1f}/{max(b, default=float('nan')):.1f} "
+            print(f"{c:>9} {i // len(loops) + 1:>4} {r['loop']:>8} {r['n']:>7} "
+                  f"{pct(b, .5):>11.1f}/{pct(b, .99):.1f}/{max(b, default=float('nan')):.1f} "
                   f"{pct(r['bare_gw'], .99):>15.1f} "
                   f"{pct(e, .5):>11.1f}/{pct(e, .99):.1f}/{max(e, default=float('nan')):.1f} "
-                  f"{pct(r['prober_gw'], .99):>15.1f} {r['bare_cpu']:>12.2f} {r['cpu']:>20.2f}")
+                  f"{pct(r['prober_gw'], .99):>15.1f} {r['bare_cpu']:>12.2f} {r['cpu']:>20.2f} {r['sys']:>7.0%}")
     for c in levels:
-        bp = [pct(r["bare"], .99) for r in rows[c]]
-        pp = [pct(r["prober"], .99) for r in rows[c]]
-        bg = [pct(r["bare_gw"], .99) for r in rows[c]]
-        pg = [pct(r["prober_gw"], .99) for r in rows[c]]
-        cpu = [r["cpu"] for r in rows[c]]
-        print(f"spread at {c:>2} in flight: TTFT error p99 prober {min(pp):.1f}-{max(pp):.1f} ms "
-              f"(bare httpx {min(bp):.1f}-{max(bp):.1f}), vs gateway prober {min(pg):.1f}-{max(pg):.1f} "
-              f"(bare {min(bg):.1f}-{max(bg):.1f}); prober CPU {min(cpu):.2f}-{max(cpu):.2f} ms a probe")
+        for loop in loops:
+            mine = [r for r in rows[c] if r["loop"] == loop]
+            bp = [pct(r["bare"], .99) for r in mine]
+            pp = [pct(r["prober"], .99) for r in mine]
+            bg = [pct(r["bare_gw"], .99) for r in mine]
+            pg = [pct(r["prober_gw"], .99) for r in mine]
+            cpu = [r["cpu"] for r in mine]
+            print(f"spread at {c:>2} in flight, {loop:>7} loop: TTFT error p99 prober {min(pp):.1f}-{max(pp):.1f} ms "
+                  f"(bare httpx {min(bp):.1f}-{max(bp):.1f}), vs gateway prober {min(pg):.1f}-{max(pg):.1f} "
+                  f"(bare {min(bg):.1f}-{max(bg):.1f}); prober CPU {min(cpu):.2f}-{max(cpu):.2f} ms a probe")
+        if len(loops) > 1:  # each loop's figures over the first's, run by run (the same anchor beside both)
+            first = [r for r in rows[c] if r["loop"] == loops[0]]
+            for loop in loops[1:]:
+                mine = [r for r in rows[c] if r["loop"] == loop]
+                p99 = [pct(m["prober"], .99) / pct(f["prober"], .99) for f, m in zip(first, mine)]
+                cpu = [m["cpu"] / f["cpu"] for f, m in zip(first, mine)]
+                print(f"  {loop} / {loops[0]} at {c:>2} in flight: TTFT error p99 x{min(p99):.2f}-{max(p99):.2f}, "
+                      f"CPU a probe x{min(cpu):.2f}-{max(cpu):.2f}")
     print("goals: TTFT error p99 <= 5 ms at 64 in flight; prober CPU <= 3 ms a probe (streaming provider)")
     print(f"outcomes (last run at {levels[-1]}): {json.dumps(rows[levels[-1]][-1]['outcomes'], sort_keys=True)}")
 
@@ -366,7 +414,20 @@ async def main(argv: list[str] | None = None) -> int:
                         help="token timing: probes per level (at least 4 x in flight)")
     parser.add_argument("--repeat", type=int, default=3, help="token timing: repetitions")
     parser.add_argument("--only", choices=("throughput", "timing"), default=None)
+    parser.add_argument("--loop", default="asyncio,uvloop",
+                        help="token timing: the prober's event loops (CANARY_EVENT_LOOP), comma-separated, each run "
+                             "beside the same bare httpx anchor: asyncio, uvloop, auto")
+    parser.add_argument("--baseline", default=None, metavar="CANARY",
+                        help="token timing: also run the prober of another checkout (the path of its venv's "
+                             "`canary`, say main's before a change), as loop `base`, beside the same anchor")
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="token timing: py-spy (pip install py-spy) samples each prober run into "
+                             "DIR/prober-LOOP-INFLIGHT-RUN.txt (collapsed stacks; benchmarks/top_frames.py reads them)")
+    parser.add_argument("--profile-gil", action="store_true",
+                        help="with --profile: sample only the thread holding the GIL (py-spy --gil)")
     args = parser.parse_args(argv)
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     if args.only != "timing":
         await throughput(args)
     if args.only != "throughput":

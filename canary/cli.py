@@ -98,6 +98,7 @@ def run(
 ) -> None:
     """Run one service until SIGINT/SIGTERM."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
+    from reverie_canary.shared import loops
 
     if service not in SERVICES:
         typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
@@ -105,7 +106,7 @@ def run(
     settings = _settings(config)
     _logging(settings)
     try:
-        asyncio.run(serve_forever(settings, [service]))
+        loops.run(serve_forever(settings, [service]), settings.event_loop)
     except ConfigError as exc:
         typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc
@@ -118,11 +119,12 @@ def up(
 ) -> None:
     """Run all five services in this process until SIGINT/SIGTERM (each with its own metrics port)."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
+    from reverie_canary.shared import loops
 
     settings = _settings(config)
     _logging(settings)
     try:
-        asyncio.run(serve_forever(settings, list(SERVICES), probers=probers))
+        loops.run(serve_forever(settings, list(SERVICES), probers=probers), settings.event_loop)
     except ConfigError as exc:
         typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc

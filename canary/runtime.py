@@ -15,7 +15,7 @@ import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import metrics, retry, streams
+from reverie_canary.shared import loops, metrics, retry, streams
 from reverie_canary.shared.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.aio import stop_task, wait_event
 from reverie_canary.shared.logging import get as get_logger
@@ -401,7 +401,8 @@ async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
 
 
 async def announce_start(settings: Settings, names: list[str], probers: int = 1) -> None:
-    """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC).
+    """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC),
+    and the event loop they run on (``event_loop``: ``uvloop`` or ``asyncio``; shared/loops.py).
 
     With discovery among the services it also says the language coverage bound (``language_coverage``).
     """
@@ -422,7 +423,8 @@ async def announce_start(settings: Settings, names: list[str], probers: int = 1)
     get_logger("runtime").info(
         "started", services=", ".join(services), nats_user=settings.nats_user or "(none)",
         models=", ".join(settings.models), mode=shown.removeprefix("mode: "), mode_source=source,
-        next_cycle_at=utc_text(next_cycle_at(settings)), cycle_interval_s=settings.cycle_interval_s, **extra)
+        next_cycle_at=utc_text(next_cycle_at(settings)), cycle_interval_s=settings.cycle_interval_s,
+        event_loop=loops.running_name(), **extra)
 
 
 def cycle_line(verdict: Any, settings: Settings) -> dict[str, Any]:

@@ -63,6 +63,10 @@ class Settings(Struct, kw_only=True):
     """Every setting of every service.
 
     Attributes (selected):
+        event_loop: ``auto`` (the default: uvloop when it can be imported, else
+            asyncio's loop), ``uvloop`` (refused at start without it) or
+            ``asyncio``: the loop ``canary run`` / ``canary up`` run the services
+            on (shared/loops.py; the start line says which).
         traces: ``off`` (the default) or ``otlp``: export OpenTelemetry spans
             with OTLP over HTTP, one trace per probe (the ``[otel]`` extra;
             shared/tracing.py; ``OTEL_EXPORTER_OTLP_ENDPOINT`` says where).
@@ -241,6 +245,7 @@ class Settings(Struct, kw_only=True):
     log_format: str = "console"
     log_level: str = "INFO"
     traces: str = "off"
+    event_loop: str = "auto"
 
     def __post_init__(self) -> None:
         self.openrouter_api_key = self.openrouter_api_key.strip()
@@ -555,6 +560,8 @@ def _problems(s: Settings) -> list[str]:
         problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")
     if s.log_format not in ("console", "json"):
         problems.append("log_format must be console or json")
+    if s.event_loop not in ("auto", "uvloop", "asyncio"):
+        problems.append("event_loop must be auto, uvloop or asyncio (shared/loops.py)")
     if s.traces not in ("off", "otlp"):
         problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/tracing.py)")
     for name, schemes in _URL_SCHEMES.items():
