@@ -51,9 +51,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import Any
 
 import httpx
+import msgspec
 from msgspec import Struct
 
 from reverie_canary.services.prober.chunks import ChunkReader, LineSplitter, error_body
@@ -67,6 +69,24 @@ DRAIN_BYTES = 16 * KIB
 DRAIN_S = 0.25
 #: The trace event after which the provider has the whole request (httpcore, HTTP/1.1 and HTTP/2).
 _SENT_EVENTS = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"})
+_encode_body = msgspec.json.Encoder().encode
+#: Each client's chat-completions URL, made once per base URL (``(base_url, url)``).
+_CHAT_URLS: weakref.WeakKeyDictionary[httpx.AsyncClient, tuple[httpx.URL, httpx.URL]] = weakref.WeakKeyDictionary()
+
+
+def chat_url(client: httpx.AsyncClient) -> httpx.URL:
+    """``chat/completions`` under ``client``'s base URL, as an absolute URL made once per client.
+
+    httpx parses and merges a relative URL on every request (about 35 µs of the
+    ~70 µs a probe's request takes to build); an absolute ``httpx.URL`` is taken as it is.
+    """
+    base = client.base_url
+    known = _CHAT_URLS.get(client)
+    if known is not None and known[0] is base:
+        return known[1]
+    url = client.build_request("POST", "chat/completions").url
+    _CHAT_URLS[client] = (base, url)
+    return url
 
 
 class ReadLimits(Struct, frozen=True, kw_only=True):
@@ -170,8 +190,10 @@ async def send_probe(
                     if ttft_deadline_s is not None and state.status is None:
                         timer.reschedule(min(end, loop.time() + ttft_deadline_s))
 
-            request = client.build_request("POST", "chat/completions", json=body,
-                                           headers={"X-OpenRouter-Metadata": "enabled"},
+            # the body encoded by msgspec (the bytes httpx's json= makes: compact, UTF-8), the URL made once
+            request = client.build_request("POST", chat_url(client), content=_encode_body(body),
+                                           headers={"X-OpenRouter-Metadata": "enabled",
+                                                    "Content-Type": "application/json"},
                                            extensions={"trace": sent})
             response = await client.send(request, stream=True)
             try:

@@ -112,6 +112,7 @@ _SCRIPT_OF_GROUP = re.compile("|".join(f"(?P<{name}>[{cls}])" for name, cls in S
 
 
 @lru_cache(maxsize=32)
+@lru_cache(maxsize=32)
 def _patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """(any foreign letter, a foreign run) for ``lang``."""
     foreign = "".join(cls for name, cls in SCRIPTS.items() if name not in ALLOWED[lang])
