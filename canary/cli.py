@@ -106,7 +106,7 @@ def run(
     settings = _settings(config)
     _logging(settings)
     try:
-        loops.run(serve_forever(settings, [service]), settings.event_loop)
+        loops.run(serve_forever(settings, [service]), settings.event_loop, [service])
     except ConfigError as exc:
         typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc
@@ -124,7 +124,7 @@ def up(
     settings = _settings(config)
     _logging(settings)
     try:
-        loops.run(serve_forever(settings, list(SERVICES), probers=probers), settings.event_loop)
+        loops.run(serve_forever(settings, list(SERVICES), probers=probers), settings.event_loop, SERVICES)
     except ConfigError as exc:
         typer.echo(error_line(str(exc)), err=True)
         raise typer.Exit(2) from exc

@@ -63,10 +63,11 @@ class Settings(Struct, kw_only=True):
     """Every setting of every service.
 
     Attributes (selected):
-        event_loop: ``auto`` (the default: uvloop when it can be imported, else
-            asyncio's loop), ``uvloop`` (refused at start without it) or
+        event_loop: ``auto`` (the default: uvloop when it can be imported,
+            except in a process that runs the prober; else asyncio's loop),
+            ``uvloop`` (the prober too; refused at start without it) or
             ``asyncio``: the loop ``canary run`` / ``canary up`` run the services
-            on (shared/loops.py; the start line says which).
+            on (shared/loops.py says why; the start line says which).
         traces: ``off`` (the default) or ``otlp``: export OpenTelemetry spans
             with OTLP over HTTP, one trace per probe (the ``[otel]`` extra;
             shared/tracing.py; ``OTEL_EXPORTER_OTLP_ENDPOINT`` says where).

@@ -23,6 +23,15 @@ def test_auto_and_uvloop_run_on_uvloop_where_it_is_installed() -> None:
     assert loops.loop_factory("auto")[1] == "uvloop"
 
 
+def test_auto_keeps_a_process_that_runs_the_prober_on_asyncios_loop_and_uvloop_overrides_it() -> None:
+    """The prober reads untrusted streams: under ``auto`` its process (alone or in ``canary up``) runs asyncio's loop."""
+    pytest.importorskip("uvloop")
+    assert loops.run(_name(), "auto", ["prober"]) == "asyncio"
+    assert loops.loop_factory("auto", ["discovery", "prober", "judge"])[1] == "asyncio"
+    assert loops.loop_factory("auto", ["judge"])[1] == "uvloop"
+    assert loops.run(_name(), "uvloop", ["prober"]) == "uvloop"
+
+
 def test_asyncio_runs_on_asyncios_own_loop() -> None:
     """``asyncio`` makes asyncio's default loop (no factory)."""
     assert loops.loop_factory("asyncio") == (None, "asyncio")
