@@ -583,7 +583,11 @@ TLS_SCHEMES = {"nats": ("tls://", "wss://"), "redis": ("rediss://",)}
 
 
 def _tls_problems(s: Settings) -> list[str]:
-    """TLS files: readable, a certificate with its key, and only with a URL that uses TLS."""
+    """TLS files: readable, a certificate with its key, and NATS's only with a URL that uses TLS.
+
+    (Redis's files with a plain ``redis://`` URL are refused where a Redis connection is made,
+    :func:`reverie_canary.shared.tls.redis_tls`: every service but the prober.)
+    """
     problems: list[str] = []
     for system in ("nats", "redis"):
         url = getattr(s, f"{system}_url")
@@ -593,7 +597,7 @@ def _tls_problems(s: Settings) -> list[str]:
                 problems.append(f"{system}_{kind}_file: no readable file at {path}")
         if bool(files["cert"]) != bool(files["key"]):
             problems.append(f"{system}_cert_file and {system}_key_file: a client certificate needs both")
-        if any(files.values()) and not url.startswith(TLS_SCHEMES[system]):
+        if system == "nats" and any(files.values()) and not url.startswith(TLS_SCHEMES[system]):
             problems.append(f"{system}_ca_file / _cert_file / _key_file are set but {system}_url does not use TLS "
                             f"(start it with {' or '.join(TLS_SCHEMES[system])}): the connection would be plain text")
     return problems

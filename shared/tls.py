@@ -37,11 +37,20 @@ def nats_tls(settings: Settings) -> ssl.SSLContext | None:
 def redis_tls(settings: Settings) -> dict[str, Any]:
     """redis-py's TLS options for a ``rediss://`` URL (none for ``redis://``).
 
+    Raises:
+        ConfigError: Redis TLS files are set but the URL is not ``rediss://`` (plain text).
+
     The server's certificate is required and checked against ``redis_ca_file`` (else the
     system's trust store), its host name too; ``redis_cert_file`` / ``redis_key_file`` are
     this client's certificate (Redis's ``tls-auth-clients yes``).
     """
     if not settings.redis_url.startswith(TLS_SCHEMES["redis"]):
+        if settings.redis_ca_file or settings.redis_cert_file or settings.redis_key_file:
+            # checked here, where a Redis connection is made, not in Settings.load: the prober keeps no
+            # state and connects to no Redis, so a shared environment's Redis TLS files must not stop it
+            raise ConfigError("redis_ca_file / _cert_file / _key_file are set but redis_url does not use TLS "
+                              f"(start it with {' or '.join(TLS_SCHEMES['redis'])}): the connection would be "
+                              "plain text")
         return {}
     options: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True,
                                "ssl_min_version": ssl.TLSVersion.TLSv1_2}

@@ -42,7 +42,6 @@ def test_plain_urls_get_no_tls_and_tls_urls_get_the_files(pem):
 
 @pytest.mark.parametrize("env, message", [
     ({"CANARY_NATS_CA_FILE": "CA"}, "nats_url does not use TLS"),
-    ({"REDIS_URL": "redis://redis:6379/0", "CANARY_REDIS_CA_FILE": "CA"}, "redis_url does not use TLS"),
     ({"NATS_URL": "tls://nats:4222", "CANARY_NATS_CERT_FILE": "CERT"}, "needs both"),
     ({"REDIS_URL": "rediss://redis:6380/0", "CANARY_REDIS_KEY_FILE": "KEY"}, "needs both"),
     ({"NATS_URL": "tls://nats:4222", "CANARY_NATS_CA_FILE": "/nonexistent/ca.pem"}, "no readable file"),
@@ -62,3 +61,15 @@ def test_a_file_that_is_not_a_certificate_is_a_config_error(tmp_path):
     s = Settings.load(env={"NATS_URL": "tls://nats:4222", "CANARY_NATS_CA_FILE": str(bad)})
     with pytest.raises(ConfigError, match="nats_ca_file"):
         nats_tls(s)
+
+
+def test_redis_tls_files_with_a_plain_url_are_refused_where_redis_is_used_not_by_the_prober(pem):
+    """A shared environment with Redis TLS files and the default redis:// URL: the prober (no Redis) starts;
+    a Redis connection from those settings is a ConfigError naming the setting, never plain text."""
+    s = Settings.load(env={"REDIS_URL": "redis://redis:6379/0", "CANARY_REDIS_CA_FILE": pem["ca"]})  # not refused
+    with pytest.raises(ConfigError, match="redis_url does not use TLS"):
+        redis_tls(s)
+    from reverie_canary.shared.service import redis_client
+
+    with pytest.raises(ConfigError, match="redis_url does not use TLS"):
+        redis_client(s)
