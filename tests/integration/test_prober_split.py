@@ -31,4 +31,6 @@ async def test_two_then_four_probers_split_each_cycle_and_nothing_is_probed_twic
     assert set(two.by_prober) == {"split-a", "split-b"}, two.line()
     assert set(four.by_prober) == {"split-a", "split-b", "split-c", "split-d"}, four.line()
     assert all(n > 0 for n in four.by_prober.values()), four.line()
-    assert four.sized_probers in (2, 4), four.line()  # counted from the results of the cycle before
+    # counted from the results of the cycle before, which the third and fourth probers (started one after
+    # the other) may have joined part of the way: 2, 3 or 4 of them, never more or fewer
+    assert 2 <= four.sized_probers <= 4, four.line()
