@@ -35,6 +35,7 @@ order, so every violation has arrived when the flush returns.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -66,18 +67,31 @@ class NatsRefused(ConfigError):
     """NATS refused the credential itself (wrong or missing password, unknown user)."""
 
 
+#: TLS alerts (OpenSSL's reason texts) by which a server refuses this client's certificate (RFC 8446 §6.2).
+_TLS_REFUSED = ("alert bad certificate", "alert certificate required", "alert unknown ca",
+                "alert certificate unknown", "alert access denied")
+
+
 def refusal(exc: BaseException) -> str | None:
     """The permanent refusal ``exc`` stands for, in one line, or ``None`` when a retry may heal it.
 
     Permanent: NATS's ``Authorization Violation`` (wrong or missing user or
-    password) and authentication errors.  Everything else (connection refused,
-    timeouts, no servers) may heal.
+    password), authentication errors, a server certificate that does not
+    verify, and the server's TLS alerts refusing this client's certificate
+    (:data:`_TLS_REFUSED`).  Everything else (connection refused, timeouts, no
+    servers, a connection closed during the handshake) may heal.
 
     Args:
         exc: an error raised by ``nats.connect`` or a request, or passed to an ``error_cb``.
     """
     if isinstance(exc, nats.errors.AuthorizationError):
         return "NATS refused the credential: Authorization Violation (wrong or missing user or password)"
+    if isinstance(exc, ssl.SSLCertVerificationError):  # the server's certificate: no retry makes it valid
+        return (f"NATS's TLS certificate does not verify: {exc.verify_message or exc} (the CA file, "
+                "CANARY_NATS_CA_FILE, and the host name in NATS_URL)")
+    if isinstance(exc, ssl.SSLError) and any(alert in str(exc).lower() for alert in _TLS_REFUSED):
+        return (f"NATS refused this client's TLS certificate: {exc.reason or exc} (CANARY_NATS_CERT_FILE and "
+                "CANARY_NATS_KEY_FILE, signed by a CA the server trusts)")
     text = str(exc).lower()
     if any(marker in text for marker in _AUTH):
         detail = str(exc).removeprefix("nats: ").strip("'\" ")

@@ -166,3 +166,38 @@ async def test_the_compose_tls_files_make_working_servers_and_clients(tmp_path):
     finally:
         redis_server.stop()
         nats_server.stop()
+
+
+@pytest.mark.parametrize("mistake", ["another CA", "no client certificate"])
+async def test_canary_init_stops_at_once_on_a_tls_refusal_naming_it(tmp_path, certs, mistake):
+    """A server certificate that does not verify, or the server's alert refusing ours: no retry heals either.
+
+    Before, ``canary init`` retried until its wait ran out and said 'did not answer within ... s (last:
+    BrokenPipeError ...)' (found by a fresh tester).
+    """
+    import time
+
+    from reverie_canary.canary.runtime import initialise
+    from reverie_canary.shared.preflight import NatsRefused
+
+    server_tls = ServerTls(cert_file=certs["server"], key_file=certs["server-key"], ca_file=certs["ca"])
+    server = start_nats(tmp_path / "nats", tls=server_tls)
+    try:
+        files = {"nats_ca_file": certs["ca"], "nats_cert_file": certs["client"], "nats_key_file": certs["client-key"]}
+        if mistake == "another CA":
+            other = tmp_path / "other-ca.pem"
+            trustme.CA().cert_pem.write_to_path(other)
+            files["nats_ca_file"] = str(other)
+            expected = "TLS certificate does not verify"
+        else:
+            files = {"nats_ca_file": certs["ca"]}
+            expected = "refused this client's TLS certificate"
+        settings = Settings.load(env={}, nats_url=server.url.replace("nats://", "tls://"), **files)
+        started = time.monotonic()
+        with pytest.raises(NatsRefused) as refused:
+            await initialise(settings, wait_s=30)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert expected in str(refused.value), str(refused.value)
+    assert took < 10, took  # at once, not at the end of the 30 s wait
