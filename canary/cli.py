@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.logging import error_line, masked_url, scrub
+from reverie_canary.shared.logging import error_line, scrub
 from reverie_canary.shared.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

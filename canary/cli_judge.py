@@ -309,7 +309,7 @@ def explain(
     from reverie_canary.services.judge.explain import explain_provider
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.shared.printable import printable_view
-    from reverie_canary.shared.service import nats_connect, redis_client
+    from reverie_canary.shared.service import redis_client
 
     settings = _settings(config)
     target = watched_model(settings, model) if model else settings.models[0]
