@@ -18,13 +18,13 @@ from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared import ids
 from reverie_canary.shared.eventlog import read_log
 from reverie_canary.shared.events import CycleClosed, EndpointsDiscovered
-from reverie_canary.shared.openrouter import make_client
-from reverie_canary.shared.service import Shell, ensure_streams, redis_client
+from reverie_canary.shared.service import ensure_streams
 from reverie_canary.shared.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
 from tests import waits
+from tests.discovery_shell import close_discovery, open_discovery
 
 pytestmark = pytest.mark.integration
 
@@ -32,22 +32,10 @@ INTERVAL_S, WINDOW_S = 6.0, 4.0
 
 
 async def _discovery(infra, gateway_url: str, models: list[str]) -> Discovery:
-    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                             models=models, openrouter_base_url=gateway_url, openrouter_api_key="",
-                             cycle_interval_s=INTERVAL_S, probe_window_s=WINDOW_S)
-    await ensure_streams(settings)
-    shell = Shell("discovery", settings)
-    await shell.broker.connect()
-    discovery = Discovery(shell)
-    discovery.client = make_client(settings, timeout_s=2.0)
-    discovery.redis = redis_client(settings)
-    return discovery
+    return await open_discovery(infra, gateway_url, models, cycle_interval_s=INTERVAL_S, probe_window_s=WINDOW_S)
 
 
-async def _close(discovery: Discovery) -> None:
-    await discovery.client.aclose()
-    await discovery.redis.aclose()
-    await discovery.shell.broker.stop()
+_close = close_discovery
 
 
 async def _logged(discovery: Discovery) -> list:

@@ -12,13 +12,12 @@ from reverie_canary.services.discovery.core import cycle_start
 from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared import ids
 from reverie_canary.shared.events import CycleUnplanned, EndpointsDiscovered
-from reverie_canary.shared.openrouter import make_client
-from reverie_canary.shared.service import Shell, ensure_streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.service import Shell
 from reverie_canary.simulator.faults import Front
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
+from tests.discovery_shell import close_discovery, open_discovery
 
 pytestmark = pytest.mark.integration
 
@@ -30,23 +29,10 @@ async def _logged(shell: Shell) -> list:
 
 
 async def _discovery(infra, gateway_url: str, model: str) -> Discovery:
-    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                             models=[model], openrouter_base_url=gateway_url, openrouter_api_key="",
-                             cycle_interval_s=3600.0, probe_window_s=600.0)
-    await ensure_streams(settings)
-    shell = Shell("discovery", settings)
-    await shell.broker.connect()
-    discovery = Discovery(shell)
-    discovery.client = make_client(settings, timeout_s=2.0)
-    from reverie_canary.shared.service import redis_client
-    discovery.redis = redis_client(settings)
-    return discovery
+    return await open_discovery(infra, gateway_url, [model], cycle_interval_s=3600.0, probe_window_s=600.0)
 
 
-async def _close(discovery: Discovery) -> None:
-    await discovery.client.aclose()
-    await discovery.redis.aclose()
-    await discovery.shell.broker.stop()
+_close = close_discovery
 
 
 @pytest.mark.parametrize("status, cause", [(401, "gateway_auth"), (402, "gateway_credit"), (403, "gateway_forbidden")])
