@@ -62,6 +62,8 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("it", "Il faro si accende [control_8] nel buio."),
         ("en", "The lamp <UNK> is lit."),
         ("vi", "Ngọn đèn sáng lên <mask> trong đêm."),
+        ("en", "Mira lifts the lamp.<start_of_image>"),
+        ("nl", "De lamp brandt.<audio_soft_token><audio_soft_token>"),
     ],
     "bars": [
         ("es", "Mira sonríe.<｜end▁of▁sentence｜>"),

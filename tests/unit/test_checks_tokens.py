@@ -48,6 +48,13 @@ def _reasons(text: str) -> tuple[str, str, str]:
     ("Il faro si accende [control_8] nel buio.", "[control_8]"),                          # Mistral
     ("The lamp <UNK> is lit.", "<UNK>"),
     ("Ngọn đèn sáng lên <mask> trong đêm.", "<mask>"),
+    ("Mira lifts the lamp.<start_of_image>", "<start_of_image>"),                        # Gemma 3 multimodal
+    ("Mira ergue a lanterna.<end_of_image>", "<end_of_image>"),
+    ("Die Laterne flackert <image_soft_token><image_soft_token> im Wind.", "<image_soft_token>"),
+    ("La lampe brille.<start_of_audio>", "<start_of_audio>"),                             # Gemma 3n audio
+    ("Маяк светит.<audio_soft_token>", "<audio_soft_token>"),
+    ("The lamp is lit.<end_of_video>", "<end_of_video>"),
+    ("The lamp is lit.<｜start▁of▁image｜>", "<｜start▁of▁image｜>"),                        # any bar, ▁ spacer
 ])
 def test_reserved_tokens_fail_by_pattern(text, token):
     """Reserved, placeholder and padding tokens of any numbering and bar spelling fail as reserved_tokens."""
@@ -64,6 +71,7 @@ def test_reserved_tokens_fail_by_pattern(text, token):
     "A [Narrator] voice says the pad thai is cold.",
     "The extra ID card lay on the pad next to the mask.",
     "Use <b>bold</b> and <br> in the note.",
+    "Embed it with <img src=\"lamp.png\">, or a <video> or <audio> element, at the start of the image gallery.",
 ])
 def test_reserved_token_traps_pass(text):
     """Angle-bracket placeholders, footnotes, HTML and the words pad/mask/extra in prose pass."""

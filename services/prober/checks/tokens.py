@@ -12,7 +12,9 @@ each found on one *normalised view* of the reply (:func:`token_view`):
   ``<|reserved_special_token_42|>``, BERT ``[PAD]`` ``[unused12]``, ``<pad>``,
   ``<unk>``, ``<mask>``, ``<|endoftext|>`` and its spellings
   ``<|end_of_text|>``, ``<endoftext>``, Qwen ``<|extra_0|>``, DeepSeek
-  ``<｜place▁holder▁no▁12｜>``, Mistral ``[control_8]``);
+  ``<｜place▁holder▁no▁12｜>``, Mistral ``[control_8]``, Gemma's multimodal
+  placeholders ``<start_of_image>`` ``<end_of_audio>`` ``<image_soft_token>``
+  and their audio/video/speech kin; bare HTML ``<video>`` ``<audio>`` pass);
 - **channel text with its markers stripped** (``channel_leak``): a parser
   that removed the Harmony ``<|start|>``/``<|channel|>``/``<|message|>``
   tokens but kept the channel's text leaves the channel names glued to the
@@ -100,6 +102,7 @@ _RESERVED_NAMES = (
     r"unused|reserved(?:_special)?(?:_token)?|special(?:_token)?|extra(?:_id)?|dummy|place_?holder(?:_no)?"
     r"|pad(?:ding)?(?:_token)?|unk(?:_token)?|mask(?:_token)?|sep(?:_token)?|cls(?:_token)?"
     r"|end_?of_?text|start_?of_?text|endoftext|startoftext|eos(?:_token)?|bos(?:_token)?"
+    r"|(?:start|end|begin)_of_(?:image|audio|video|speech)|(?:image|audio|video)_soft(?:_token)?"
 )
 RESERVED_TOKEN = re.compile(
     rf"<\|?\s?(?:{_RESERVED_NAMES}|{_RESERVED_NAMES.upper()})(?:[_-]?\d{{1,6}})?\s?\|?>"  # <unused12> <|reserved_special_token_4|> <PAD>
