@@ -17,4 +17,4 @@ HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "client"
 LISTED = tomllib.loads((HERE / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["reverie-canary"]["dependencies"]
 
-setup(install_requires=[f"reverie-canary-client @ {CLIENT.as_uri()}", *LISTED])
+setup(install_requires=[f"reverie-canary-client[all] @ {CLIENT.as_uri()}", *LISTED])

@@ -5,7 +5,7 @@ Usage::
 
     python benchmarks/checks_bench.py [--runs N]
 
-The prober runs :func:`reverie_canary.services.prober.checks.evaluate` on every reply, so
+The prober runs :func:`reverie_canary.client.checks.evaluate` on every reply, so
 the non-language checks must stay well under 1 ms on a 300-token reply and
 language detection at tens of µs per sentence.  Each row prints the median
 and p95 in µs and the median as a ratio to two baselines timed on the same
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reverie_canary.services.prober.checks import evaluate  # noqa: E402
-from reverie_canary.services.prober.checks.behaviour import (  # noqa: E402
+from reverie_canary.client.checks import evaluate  # noqa: E402
+from reverie_canary.client.checks.behaviour import (  # noqa: E402
     check_bytelevel,
     check_control_chars,
     check_control_tokens,
@@ -38,22 +38,22 @@ from reverie_canary.services.prober.checks.behaviour import (  # noqa: E402
     check_repetition,
     check_tool_calls,
 )
-from reverie_canary.services.prober.checks.encoding import check_encoding  # noqa: E402
-from reverie_canary.services.prober.checks.language import check_language, warm_up  # noqa: E402
-from reverie_canary.services.prober.checks.latency import check_ttft  # noqa: E402
-from reverie_canary.services.prober.checks.refusal import (  # noqa: E402
+from reverie_canary.client.checks.encoding import check_encoding  # noqa: E402
+from reverie_canary.client.checks.language import check_language, warm_up  # noqa: E402
+from reverie_canary.client.checks.latency import check_ttft  # noqa: E402
+from reverie_canary.client.checks.refusal import (  # noqa: E402
     check_empty,
     check_finish,
     check_refusal_phrasing,
     check_truncation,
 )
-from reverie_canary.services.prober.checks.structured import check_structured  # noqa: E402
-from reverie_canary.services.prober.checks.salad import check_word_salad  # noqa: E402
-from reverie_canary.services.prober.checks.scripts import check_foreign_script  # noqa: E402
-from reverie_canary.services.prober.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
-from reverie_canary.services.prober.checks.transport import check_transport  # noqa: E402
+from reverie_canary.client.checks.structured import check_structured  # noqa: E402
+from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
+from reverie_canary.client.checks.scripts import check_foreign_script  # noqa: E402
+from reverie_canary.client.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
+from reverie_canary.client.checks.transport import check_transport  # noqa: E402
 from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
-from reverie_canary.services.prober.reply import ProbeSpec, Reply  # noqa: E402
+from reverie_canary.client.reply import ProbeSpec, Reply  # noqa: E402
 
 EN = (
     "*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # The one use of py3langid internals (checks/language.py ``_Scorer``), beside the public API that it
     # replaces, on the same text in the same run (issue 10: keep the private path only if it is needed).
-    from reverie_canary.services.prober.checks.language import DEFAULT_POLICY, _scorer
+    from reverie_canary.client.checks.language import DEFAULT_POLICY, _scorer
     scorer = _scorer(DEFAULT_POLICY.label_set)
     pieces = [s.strip() + "." for s in PT.split(".") if s.strip()]
     fast_reply, _ = _time(lambda: scorer.rank(PT), runs)

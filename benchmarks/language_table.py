@@ -57,17 +57,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reverie_canary.services.prober.checks.encoding import assess_encoding  # noqa: E402
-from reverie_canary.services.prober.checks.salad import check_word_salad  # noqa: E402
-from reverie_canary.services.prober.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
-from reverie_canary.services.prober.checks.text import CYRILLIC, SCRIPT_OF, strip_for_detection  # noqa: E402
-from reverie_canary.services.prober.checks.tokens import (  # noqa: E402
+from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
+from reverie_canary.client.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
+from reverie_canary.client.checks.text import CYRILLIC, SCRIPT_OF, strip_for_detection  # noqa: E402
+from reverie_canary.client.checks.tokens import (  # noqa: E402
     check_channel_leak,
     check_control_tokens,
     check_reserved_tokens,
 )
-from reverie_canary.services.prober.reply import ProbeSpec, Reply  # noqa: E402
-from reverie_canary.services.prober.checks.language import (  # noqa: E402
+from reverie_canary.client.reply import ProbeSpec, Reply  # noqa: E402
+from reverie_canary.client.checks.language import (  # noqa: E402
     DEFAULT_POLICY,
     LANGUAGES,
     PARTNER,

@@ -142,8 +142,8 @@ async def bench_prober(settings: Settings, work: list[ProbeTask]) -> tuple[float
     await nc.subscribe(subjects.ALL_RESULTS, cb=on_result)
     async with running(settings, ["prober"]):
         # warm up outside the measurement: the language models load on first use
-        from reverie_canary.services.prober.checks import evaluate
-        from reverie_canary.services.prober.reply import Reply
+        from reverie_canary.client.checks import evaluate
+        from reverie_canary.client.reply import Reply
 
         warm = build("language", "pt")
         evaluate(Reply(text="O farol ergue-se sobre as rochas e a luz varre o mar.", finish_reason="stop",

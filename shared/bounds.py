@@ -26,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# defined with the checks, in the client distribution (the prober and the chat backend share them)
+from reverie_canary.client.bounds import FREE_JSON, FreeJsonLimits  # noqa: F401  (re-exported)
+
 #: NATS's default ``max_payload`` (1 MiB); ``shared/nats/server.conf`` and the
 #: embedded servers keep it, and ``tests/integration/test_bounds_live.py`` reads it
 #: from a running server.
@@ -35,24 +38,6 @@ MAX_PAYLOAD = 1024 * 1024
 MESSAGE_MAX_BYTES = MAX_PAYLOAD // 2
 
 
-@dataclass(frozen=True)
-class FreeJsonLimits:
-    """Bounds of a free-form JSON mapping (check evidence, usage), checked at decoding.
-
-    ``depth`` counts containers (the mapping itself is 1); ``text`` is the total
-    of characters of all keys and strings; ``items`` the total of values.
-    """
-
-    keys: int = 32
-    depth: int = 4
-    string: int = 400
-    container: int = 32
-    text: int = 1200
-    items: int = 128
-
-
-#: The bounds of check evidence and of the gateway's ``usage`` object.
-FREE_JSON = FreeJsonLimits()
 
 
 def check_free_json(value: dict[str, Any], limits: FreeJsonLimits = FREE_JSON) -> None:

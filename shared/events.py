@@ -29,11 +29,16 @@ from reverie_canary.client.wire import (  # noqa: F401  (re-exported)
     UtcDatetime,
     Version,
 )
+# What a check sees and says is defined with the checks, in the same light distribution
+# (the prober and the chat backend's reply guard share one implementation).
+from reverie_canary.client.reply import (  # noqa: F401  (re-exported)
+    BLIND_STATUS,
+    CheckResult,
+    FreeJson,
+    Outcome,
+    Reason,
+)
 
-#: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
-#: oversized message cannot bloat the judge's state or a verdict past NATS's
-#: payload limit; printable ASCII without ``"`` or ``\\`` (one byte a character).
-Reason = Annotated[str, Meta(max_length=64, pattern=r"^[ !#-\[\]-~]*$")]
 #: An ISO 639-1 code (or a short tag).
 Language = Annotated[str, Meta(max_length=16)]
 #: A bounded free text on the wire (evidence excerpts, error messages).
@@ -45,11 +50,6 @@ Name = Annotated[str, Meta(max_length=128)]
 #: An identifier that may be empty (a task id, a cycle id, a provider tag): the characters of a
 #: :data:`Slug`, one byte each in JSON.
 Id = Annotated[str, Meta(max_length=256, pattern=r"^[!#-\[\]-~]*$")]
-#: Free-form JSON (check evidence, the gateway's ``usage``): at most 32 keys at the top, and
-#: every nested string, container and the whole within ``shared.bounds.FREE_JSON``, checked
-#: by :class:`reverie_canary.shared.codec.Codec` at decoding (``extra={"free_json": True}``
-#: marks it).
-FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_length=32, extra={"free_json": True})]
 
 #: The most probes discovery plans for one endpoint in one cycle (every kind, every language of
 #: the rotation, the retests, the controls): the bound of a cycle's plan is this times the endpoints.
@@ -79,13 +79,6 @@ LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
     "neighbour", "ambiguous", "detectors_disagree", "no_majority",
 })
 
-#: Outcome of one check or one probe.  ``not_applicable``: the endpoint does not
-#: declare the capability the probe needs; it is neither evidence for nor against.
-#: ``blind``: the canary itself could not see (the gateway refused the canary's key,
-#: its credit or its access, or could not be reached; :data:`BLIND_REASONS`): it says
-#: nothing about the provider and never touches its streak (DESIGN.md, "The canary's
-#: own health").
-Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable", "blind"]
 
 #: A provider's verdict for one cycle (DESIGN.md, "The judge: a pure fold").  ``blind``:
 #: the canary could not see it this cycle (a ``blind`` probe outcome, or the cycle could
@@ -109,8 +102,6 @@ CycleVerdictKind = Literal["passed", "failed", "frozen", "blind"]
 BLIND_REASONS: tuple[str, ...] = ("gateway_auth", "gateway_credit", "gateway_forbidden", "gateway_unreachable")
 UNPLANNED_CAUSES: tuple[str, ...] = (*BLIND_REASONS, "gateway_error", "listing_unparseable", "listing_refused",
                                      "bus_unavailable")
-#: The HTTP statuses that are about the canary's own key, not a provider (openrouter-api.md §6).
-BLIND_STATUS: dict[int, str] = {401: "gateway_auth", 402: "gateway_credit", 403: "gateway_forbidden"}
 
 Mode = Literal["observe", "enforce"]
 
@@ -285,20 +276,6 @@ class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
 # -- prober --------------------------------------------------------------------
 
 
-class CheckResult(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What one check concluded about one reply.
-
-    ``check`` names the check (``latency.ttft``, ``structured.schema`` ...),
-    ``reason`` is a stable machine-readable code (``ttft_exceeded`` ...),
-    ``evidence`` holds the offending span, shares, validator message ...
-    An empty reason and evidence are left out of the JSON (a passing check is
-    ``{"check":..., "outcome":"pass"}``: the checks are most of a result's bytes).
-    """
-
-    check: Annotated[str, Meta(max_length=64)]
-    outcome: Outcome
-    reason: Reason = ""
-    evidence: FreeJson = {}
 
 
 #: Characters of a reply's visible text the evidence keeps (``first_bytes`` and ``text_rest``
@@ -326,7 +303,7 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``keepalives``, ``tool_calls`` / ``tool_names``, ``output_bytes``,
     ``wire_bytes``, ``cut`` (the read cap that stopped the read),
     ``invalid_utf8`` and the first content / reasoning delta times are the
-    reply's own fields (:class:`reverie_canary.services.prober.reply.Reply`).
+    reply's own fields (:class:`reverie_canary.client.reply.Reply`).
     Fields at their defaults are left out of the JSON.
     """
 
@@ -374,7 +351,7 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     ``prompt_version``, ``max_tokens`` and ``ttft_threshold_ms`` say the request
     and the latency bar (``services/prober/prompts.py`` builds the same request
     from them); ``checks_version`` names the checks that judged it
-    (:data:`reverie_canary.services.prober.checks.CHECKS_VERSION`): with the
+    (:data:`reverie_canary.client.checks.CHECKS_VERSION`): with the
     replies' evidence, what ``canary evidence`` writes for ``canary check``.
     """
 

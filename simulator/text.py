@@ -20,7 +20,7 @@ from pathlib import Path
 import ftfy
 from msgspec import Struct
 
-from reverie_canary.services.prober.checks.encoding import REPLACEMENT_MOJIBAKE
+from reverie_canary.client.checks.encoding import REPLACEMENT_MOJIBAKE
 
 #: ISO 639-1 codes of the 17 languages (DESIGN.md, contract 4).
 LANGUAGES: tuple[str, ...] = (

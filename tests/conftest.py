@@ -50,10 +50,11 @@ def _installed_client_is_current() -> str | None:
     here = Path(installed.__file__).resolve().parent
     if here == (ROOT / "client").resolve():
         return None  # an editable install of the client (pip install -e ./client)
-    for source in sorted((ROOT / "client").glob("*.py")):
-        copy = here / source.name
+    for source in sorted((ROOT / "client").rglob("*.py")):
+        name = source.relative_to(ROOT / "client")
+        copy = here / name
         if not copy.exists() or copy.read_bytes() != source.read_bytes():
-            return f"client/{source.name} differs from the installed copy in {here}"
+            return f"client/{name} differs from the installed copy in {here}"
     return None
 
 

@@ -9,16 +9,16 @@ prints each family's catch rate on them beside its false-trip rate on real
 text.
 
 Each case is ``(language, text)``; :func:`verdict` judges one with the whole
-check pipeline (:func:`reverie_canary.services.prober.checks.evaluate`, the
+check pipeline (:func:`reverie_canary.client.checks.evaluate`, the
 refusal probe's checks, or the language check for item 6) and says whether
 the family's reason was reported.
 """
 
 from __future__ import annotations
 
-from reverie_canary.services.prober.checks import evaluate
-from reverie_canary.services.prober.checks.language import assess_language
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks import evaluate
+from reverie_canary.client.checks.language import assess_language
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 #: family -> (reason code, what it is)
 FAMILIES: dict[str, tuple[str, str]] = {

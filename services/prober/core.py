@@ -7,7 +7,7 @@ provider proves nothing: ``inconclusive``/``pin_violated``) and the language
 probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.events.LANGUAGE_ANOMALIES`,
 two more tries at once, sent concurrently; the majority decides, all replies
 kept; DESIGN.md, contract 4).  The checks themselves are in
-:mod:`reverie_canary.services.prober.checks`.
+:mod:`reverie_canary.client.checks`.
 
 No NATS, no httpx objects: the request goes through the ``send`` callable the
 shell passes in, and time through ``now``.
@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from reverie_canary.services.prober.checks import CHECKS_VERSION, Evaluation, evaluate
+from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
-from reverie_canary.services.prober.bounds import TOKEN_CHARS, clamp, label
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
+from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import (
     EVIDENCE_REASONING_CHARS,
     EVIDENCE_TEXT_CHARS,
@@ -43,7 +43,7 @@ REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 
 Send = Callable[[ProbeTask, ProbeRequest], Awaitable[Reply]]
-#: Judges one reply (:func:`reverie_canary.services.prober.checks.evaluate`); the shell
+#: Judges one reply (:func:`reverie_canary.client.checks.evaluate`); the shell
 #: may run it off the event loop.
 Judge = Callable[[Reply, ProbeSpec], Awaitable[Evaluation]]
 

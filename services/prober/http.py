@@ -1,7 +1,7 @@
 """Send one pinned probe to the gateway and read the reply, bounded in time and size.
 
 Streaming chat completions per openrouter-api.md section 3, read line by line
-from the response bytes by :class:`reverie_canary.services.prober.chunks.ChunkReader`
+from the response bytes by :class:`reverie_canary.client.chunks.ChunkReader`
 (the one reader of this wire; SSE comments such as ``: OPENROUTER PROCESSING``
 are counted and never start the clock).  The request is pinned to one
 endpoint with fallbacks off (section 2: ``order`` + ``only`` +
@@ -58,9 +58,9 @@ import httpx
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.services.prober.chunks import ChunkReader, LineSplitter, error_body
+from reverie_canary.client.chunks import ChunkReader, LineSplitter, error_body
 from reverie_canary.services.prober.prompts import ProbeRequest
-from reverie_canary.services.prober.reply import Reply
+from reverie_canary.client.reply import Reply
 
 KIB = 1024
 MIB = 1024 * 1024

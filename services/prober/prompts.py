@@ -20,7 +20,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from reverie_canary.services.prober.reply import ProbeSpec
+from reverie_canary.client.reply import ProbeSpec
 
 PROMPT_VERSION = "p1"
 

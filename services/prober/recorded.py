@@ -33,10 +33,10 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
-from reverie_canary.services.prober.checks import evaluate
-from reverie_canary.services.prober.chunks import ChunkReader
+from reverie_canary.client.checks import evaluate
+from reverie_canary.client.chunks import ChunkReader
 from reverie_canary.services.prober.prompts import SENTINEL
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 KIND_MAP = {
     "latency": "ttft",
@@ -57,7 +57,7 @@ class CaseError(ValueError):
 
 @dataclass(frozen=True)
 class RecordedCase:
-    """One field case, ready for :func:`reverie_canary.services.prober.checks.evaluate`."""
+    """One field case, ready for :func:`reverie_canary.client.checks.evaluate`."""
 
     id: str
     reply: Reply
@@ -79,7 +79,7 @@ def _seconds(value: Any, field: str) -> float | None:
 def parse_events(events: Any) -> ChunkReader:
     """Read recorded SSE lines with their times (``[{"t_s", "line"}, ...]``) with the prober's reader.
 
-    The same :class:`~reverie_canary.services.prober.chunks.ChunkReader` as
+    The same :class:`~reverie_canary.client.chunks.ChunkReader` as
     live probes, so the same time-to-first-token rule: keep-alive comments
     (``: OPENROUTER PROCESSING``) are counted and never start the clock, the
     first content or reasoning delta with a visible character does (FP-01,

@@ -49,13 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from faststream import FastStream
 
-from reverie_canary.services.prober.checks.language import warm_up
-from reverie_canary.services.prober.checks import Evaluation, evaluate
+from reverie_canary.client.checks.language import warm_up
+from reverie_canary.client.checks import Evaluation, evaluate
 from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest, build
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.shared import clock, codec, metrics, retry, streams, subjects
 from reverie_canary.shared.errors import Transient
 from reverie_canary.shared.broker import Delivery

@@ -106,7 +106,7 @@ def _top_levels(wheel: Path) -> set[str]:
 
 
 def test_each_wheel_holds_the_namespace_only(wheels):
-    """The main wheel installs reverie_canary/ and nothing else; the client wheel reverie_canary/client/ only."""
+    """The main wheel installs reverie_canary/ and nothing else; the client wheel reverie_canary/client/ (and its checks) only."""
     assert _top_levels(wheels["reverie_canary"]) == {"reverie_canary"}
     with zipfile.ZipFile(wheels["reverie_canary"]) as z:
         parts = {tuple(n.split("/")[:2]) for n in z.namelist() if n.startswith("reverie_canary/")}
@@ -123,7 +123,7 @@ def test_each_wheel_holds_the_namespace_only(wheels):
     assert assets and assets <= shipped, assets - shipped
     with zipfile.ZipFile(wheels["reverie_canary_client"]) as z:
         files = {n for n in z.namelist() if not n.split("/")[0].endswith(".dist-info")}
-    assert {f.rsplit("/", 1)[0] for f in files} == {"reverie_canary/client"}
+    assert {f.rsplit("/", 1)[0] for f in files} == {"reverie_canary/client", "reverie_canary/client/checks"}
     assert not any(f.endswith(("pyproject.toml", "README.md")) for f in files)
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from reverie_canary.services.prober.checks.language import warm_up
+from reverie_canary.client.checks.language import warm_up
 from reverie_canary.services.prober.service import Prober
 from reverie_canary.shared.events import PROBE_KINDS, ProbeTask
 from reverie_canary.shared.openrouter import list_endpoints, make_client

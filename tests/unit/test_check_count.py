@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.services.prober.checks import evaluate
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks import evaluate
+from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import MAX_CHECKS, PROBE_KINDS
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks.behaviour import (
+from reverie_canary.client.checks.behaviour import (
     _longest_run,
     _longest_run_small,
     behaviour_checks,
@@ -19,7 +19,7 @@ from reverie_canary.services.prober.checks.behaviour import (
     check_tool_calls,
     find_repetition,
 )
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 STAR = ProbeSpec(kind="ttft", language="en", expected_prefix="*")
 FREE = ProbeSpec(kind="language", language="es")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks.encoding import assess_encoding, check_encoding, find_mojibake
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks.encoding import assess_encoding, check_encoding, find_mojibake
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 
 def _mojibake(text: str, codec: str = "cp1252") -> str:

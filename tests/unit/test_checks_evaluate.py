@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.services.prober.checks import KIND_CHECKS, Evaluation, evaluate, fold
+from reverie_canary.client.checks import KIND_CHECKS, Evaluation, evaluate, fold
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.shared.events import CheckResult
 
 

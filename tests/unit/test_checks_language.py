@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks.language import (
+from reverie_canary.client.checks.language import (
     LANGUAGES,
     NEIGHBOURS,
     PARTNER,
@@ -15,8 +15,8 @@ from reverie_canary.services.prober.checks.language import (
     rank,
     second_opinion,
 )
-from reverie_canary.services.prober.checks.text import fold_homoglyphs, split_sentences, strip_for_detection
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks.text import fold_homoglyphs, split_sentences, strip_for_detection
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 #: A three-sentence reply to the language probe (prompts.DESCRIBE), per language.
 PARAS: dict[str, str] = {
@@ -119,7 +119,7 @@ def test_too_short_is_inconclusive(text):
 @given(st.text(max_size=40), st.sampled_from(LANGUAGES))
 def test_short_text_never_fails(text, lang):
     """Property: text with fewer than 20 letters after stripping never fails, unless it is all in a foreign script."""
-    from reverie_canary.services.prober.checks.scripts import short_reply_switch
+    from reverie_canary.client.checks.scripts import short_reply_switch
 
     clean = strip_for_detection(text)
     if sum(ch.isalpha() for ch in clean) < 20:

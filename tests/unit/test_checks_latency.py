@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks.latency import check_ttft, first_token_ms
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks.latency import check_ttft, first_token_ms
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 SPEC = ProbeSpec(kind="ttft", language="en")
 

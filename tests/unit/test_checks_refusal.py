@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.services.prober.checks.refusal import (
+from reverie_canary.client.checks.refusal import (
     check_empty,
     check_finish,
     check_refusal_phrasing,
@@ -12,9 +12,9 @@ from reverie_canary.services.prober.checks.refusal import (
     find_refusal,
     looks_cut,
 )
-from reverie_canary.services.prober.checks.refusal_patterns import BY_ID, PATTERNS
+from reverie_canary.client.checks.refusal_patterns import BY_ID, PATTERNS
 from reverie_canary.services.prober.prompts import SENTINEL
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 REFUSAL = ProbeSpec(kind="refusal", language="en", sentinel=SENTINEL)
 NO_SENTINEL = ProbeSpec(kind="refusal", language="en")

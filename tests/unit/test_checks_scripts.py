@@ -6,19 +6,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks import evaluate
-from reverie_canary.services.prober.checks.encoding import assess_encoding
-from reverie_canary.services.prober.checks.language import LANGUAGES, assess_language
-from reverie_canary.services.prober.checks.scripts import (
+from reverie_canary.client.checks import evaluate
+from reverie_canary.client.checks.encoding import assess_encoding
+from reverie_canary.client.checks.language import LANGUAGES, assess_language
+from reverie_canary.client.checks.scripts import (
     ALLOWED,
     HOME,
     check_foreign_script,
     script_counts,
     short_reply_switch,
 )
-from reverie_canary.services.prober.checks.text import strip_for_detection
+from reverie_canary.client.checks.text import strip_for_detection
 from reverie_canary.services.prober.prompts import build
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 
 def _judge(text: str, lang: str):

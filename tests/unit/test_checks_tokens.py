@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.services.prober.checks import evaluate
-from reverie_canary.services.prober.checks.behaviour import check_bytelevel
-from reverie_canary.services.prober.checks.tokens import (
+from reverie_canary.client.checks import evaluate
+from reverie_canary.client.checks.behaviour import check_bytelevel
+from reverie_canary.client.checks.tokens import (
     CHANNEL_LEAK,
     check_channel_leak,
     check_control_tokens,
@@ -18,7 +18,7 @@ from reverie_canary.services.prober.checks.tokens import (
     token_view,
 )
 from reverie_canary.services.prober.prompts import build
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 FREE = ProbeSpec(kind="refusal", language="en")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.services.prober.checks.transport import check_transport
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
+from reverie_canary.client.checks.transport import check_transport
+from reverie_canary.client.reply import ProbeSpec, Reply
 
 SPEC = ProbeSpec(kind="ttft", language="en")
 
@@ -79,7 +79,7 @@ def test_canary_side_answers_are_blind(reply, reason):
 
 def test_blind_ends_the_evaluation():
     """A blind exchange is not judged further: one transport check, outcome blind, for every kind."""
-    from reverie_canary.services.prober.checks import evaluate
+    from reverie_canary.client.checks import evaluate
 
     for kind in ("ttft", "refusal", "structured", "language", "echo"):
         evaluation = evaluate(Reply(http_status=401), ProbeSpec(kind=kind, language="en"))

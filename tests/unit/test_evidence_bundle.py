@@ -9,12 +9,12 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from reverie_canary.services.prober.checks import CHECKS_VERSION
+from reverie_canary.client.checks import CHECKS_VERSION
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.evidence import EvidenceError, cases_of, probe_verdict
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL
 from reverie_canary.services.prober.recorded import check_lines
-from reverie_canary.services.prober.reply import Reply
+from reverie_canary.client.reply import Reply
 from reverie_canary.shared import codec
 from reverie_canary.shared.events import EVIDENCE_TEXT_CHARS, Endpoint, ProbeResult, ProbeTask
 

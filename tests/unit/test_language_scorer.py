@@ -1,6 +1,6 @@
 """The language check's one use of py3langid internals, pinned (issue 10, small ones).
 
-``services/prober/checks/language.py`` scores a reply through ``_Scorer``: py3langid's byte
+``client/checks/language.py`` scores a reply through ``_Scorer``: py3langid's byte
 automaton and model arrays, reached through private names, so that each byte is walked once and a
 reply's sentences share one pass.  ``benchmarks/checks_bench.py`` ("language scorer" rows) measures
 it beside the public ``LanguageIdentifier.rank()``.  These tests fail when the library changes under
@@ -16,7 +16,7 @@ import random
 import numpy as np
 import pytest
 
-from reverie_canary.services.prober.checks.language import (
+from reverie_canary.client.checks.language import (
     AUTOMATON_DEPTH,
     DEFAULT_POLICY,
     LANGUAGES,
@@ -25,7 +25,7 @@ from reverie_canary.services.prober.checks.language import (
     _letters_in,
     _scorer,
 )
-from reverie_canary.services.prober.checks.text import count_letters
+from reverie_canary.client.checks.text import count_letters
 from tests.conftest import shared_path
 
 

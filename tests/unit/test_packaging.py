@@ -57,18 +57,21 @@ def test_no_module_imports_a_bare_top_level_name():
 
 
 def test_the_client_folder_is_its_own_light_distribution():
-    """client/ builds reverie-canary-client: the package reverie_canary.client, nats-py and msgspec only."""
+    """client/ builds reverie-canary-client: reverie_canary.client and its checks, nats-py and msgspec only."""
     project = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())
     assert project["project"]["name"] == "reverie-canary-client"
     assert sorted(d.split(">")[0].split("=")[0] for d in project["project"]["dependencies"]) == ["msgspec", "nats-py"]
-    assert project["tool"]["setuptools"]["packages"] == ["reverie_canary.client"]
-    assert project["tool"]["setuptools"]["package-dir"] == {"reverie_canary.client": "."}
+    on_disk = {"reverie_canary." + ".".join(("client", *init.parent.relative_to(ROOT / "client").parts))
+               for init in (ROOT / "client").rglob("__init__.py") if "build" not in init.parts}
+    assert set(project["tool"]["setuptools"]["packages"]) == on_disk
+    assert project["tool"]["setuptools"]["package-dir"] == {
+        name: "/".join(name.split(".")[2:]) or "." for name in on_disk}
 
 
 def test_the_client_imports_nothing_of_the_main_distribution():
     """Nothing in client/ imports reverie_canary.shared, .services, .simulator or .canary (or their libraries)."""
     heavy = re.compile(r"^(?:reverie_canary\.(?:shared|services|simulator|canary)|structlog|faststream|redis|httpx)\b")
-    offenders = [f"{p.name}: {name}" for p in (ROOT / "client").glob("*.py") for name in _imports(p)
+    offenders = [f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / "client").rglob("*.py") for name in _imports(p)
                  if heavy.match(name)]
     assert offenders == []
 

@@ -3,7 +3,7 @@
 The clock runs from request start to the first content **or** reasoning
 delta that holds a visible (non-whitespace) character; keep-alive comments,
 empty and whitespace-only deltas never start it (cases FP-01, FP-09; the one
-rule of :mod:`reverie_canary.services.prober.chunks`): a reasoning model that
+rule of :mod:`reverie_canary.client.chunks`): a reasoning model that
 thinks before it speaks is not slow.
 
 Rules, in order (issue 16):
@@ -26,8 +26,7 @@ Rules, in order (issue 16):
 
 from __future__ import annotations
 
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 CHECK = "latency.ttft"
 

@@ -3,7 +3,7 @@
 A hostile or broken gateway decides what it sends; the prober decides what it
 keeps.  :func:`clamp` cuts any JSON-like value (an error object, ``usage``, a
 check's evidence) so that it always passes the wire's bound on free-form JSON
-(:data:`reverie_canary.shared.bounds.FREE_JSON`, checked by every reader at
+(:data:`FREE_JSON`, checked by every reader at
 decoding): a reply of any size makes a result of bounded size that the judge
 accepts (issue 11 §2: a 20 MB reply made a result over NATS's 1 MiB
 ``max_payload`` that was lost without a dead letter).
@@ -17,9 +17,29 @@ and in all at most ``FREE_JSON.text`` characters of keys and strings and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from reverie_canary.shared.bounds import FREE_JSON
+
+@dataclass(frozen=True)
+class FreeJsonLimits:
+    """Bounds of a free-form JSON mapping (check evidence, usage), checked at decoding.
+
+    ``depth`` counts containers (the mapping itself is 1); ``text`` is the total
+    of characters of all keys and strings; ``items`` the total of values.
+    """
+
+    keys: int = 32
+    depth: int = 4
+    string: int = 400
+    container: int = 32
+    text: int = 1200
+    items: int = 128
+
+
+#: The bounds of check evidence and of the gateway's ``usage`` object.
+FREE_JSON = FreeJsonLimits()
+
 
 MAX_CHARS = min(300, FREE_JSON.string)
 MAX_ITEMS = min(16, FREE_JSON.container, FREE_JSON.keys)

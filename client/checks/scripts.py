@@ -55,9 +55,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from reverie_canary.services.prober.checks.tokens import mask_code
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.checks.tokens import mask_code
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 #: Script -> character class (letters and the script's combining marks).
 SCRIPTS: dict[str, str] = {

@@ -99,24 +99,23 @@ from typing import Callable
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.services.prober.bounds import clamp
-from reverie_canary.services.prober.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
-from reverie_canary.services.prober.checks.encoding import check_encoding
-from reverie_canary.services.prober.checks.language import check_language
-from reverie_canary.services.prober.checks.latency import check_ttft
-from reverie_canary.services.prober.checks.refusal import (
+from reverie_canary.client.bounds import clamp
+from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
+from reverie_canary.client.checks.encoding import check_encoding
+from reverie_canary.client.checks.language import check_language
+from reverie_canary.client.checks.latency import check_ttft
+from reverie_canary.client.checks.refusal import (
     check_empty,
     check_finish,
     check_refusal_phrasing,
     check_truncation,
 )
-from reverie_canary.services.prober.checks.salad import check_word_salad
-from reverie_canary.services.prober.checks.scripts import check_foreign_script
-from reverie_canary.services.prober.checks.size import check_reply_size
-from reverie_canary.services.prober.checks.structured import check_structured
-from reverie_canary.services.prober.checks.transport import check_transport
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult, Outcome
+from reverie_canary.client.checks.salad import check_word_salad
+from reverie_canary.client.checks.scripts import check_foreign_script
+from reverie_canary.client.checks.size import check_reply_size
+from reverie_canary.client.checks.structured import check_structured
+from reverie_canary.client.checks.transport import check_transport
+from reverie_canary.client.reply import CheckResult, Outcome, ProbeSpec, Reply
 
 Check = Callable[[Reply, ProbeSpec], CheckResult]
 
@@ -183,7 +182,7 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
     Returns:
         The folded :class:`Evaluation` (see the module docstring for order and
         folding); every check's evidence is bounded
-        (:func:`reverie_canary.services.prober.bounds.clamp`: a reply of any size
+        (:func:`reverie_canary.client.bounds.clamp`: a reply of any size
         gives a result of bounded size).
     """
     transport = check_transport(reply, spec)
@@ -202,7 +201,7 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
 
 
 def _bounded(result: CheckResult) -> CheckResult:
-    """``result`` with its evidence cut to :func:`reverie_canary.services.prober.bounds.clamp`'s limits."""
+    """``result`` with its evidence cut to :func:`reverie_canary.client.bounds.clamp`'s limits."""
     if not result.evidence:
         return result
     return msgspec.structs.replace(result, evidence=clamp(result.evidence))

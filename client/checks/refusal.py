@@ -24,10 +24,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reverie_canary.services.prober.checks.refusal_patterns import PATTERNS, RefusalPattern
-from reverie_canary.services.prober.checks.text import SENTINEL_RE
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.checks.refusal_patterns import PATTERNS, RefusalPattern
+from reverie_canary.client.checks.text import SENTINEL_RE
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 #: Native finish reasons that mean a safety or policy stop (OpenAI, Google,
 #: Anthropic spellings; openrouter-api.md §4 gives ``native_finish_reason``).

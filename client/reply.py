@@ -1,15 +1,17 @@
-"""What a check sees: a finished reply and the spec of the probe that asked for it.
+"""What a check sees and what it says: a finished reply, the probe's spec, a check's result.
 
-The HTTP layer (:mod:`reverie_canary.services.prober.http`) and the recorded-case reader
-(:mod:`reverie_canary.services.prober.recorded`) both produce these plain Structs; checks never
-see an httpx object (CONVENTIONS.md, "A service is a pure core").
+Defined here, in the light distribution the chat backend installs, because one implementation of
+the checks serves both the prober and the backend's reply guard.  The prober's HTTP layer, the
+recorded-case reader and the backend's guard all produce these plain Structs (through
+:class:`reverie_canary.client.chunks.ChunkReader`); checks never see an HTTP object.
+:class:`CheckResult` travels inside the canary's ``ProbeResult`` events, whose module re-exports it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 
 class Reply(Struct, frozen=True, kw_only=True):
@@ -31,7 +33,7 @@ class Reply(Struct, frozen=True, kw_only=True):
         ttft_ms: first content **or** reasoning delta with a visible
             (non-whitespace) character; keep-alive comments, empty and
             whitespace-only deltas never start it (DESIGN.md, contract 1; the
-            rule of :mod:`reverie_canary.services.prober.chunks`).
+            rule of :mod:`reverie_canary.client.chunks`).
         timed_out: the client stopped waiting after the response opened
             (200) because nothing, or not all, arrived in time.
         served_by: provider display name the response named.
@@ -111,3 +113,42 @@ class ProbeSpec(Struct, frozen=True, kw_only=True):
     response_format: ResponseFormat | None = None
     max_tokens: int | None = None
     ttft_threshold_ms: float = 10_000.0
+
+
+#: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
+#: oversized message cannot bloat the judge's state or a verdict past NATS's
+#: payload limit; printable ASCII without ``"`` or ``\\`` (one byte a character).
+Reason = Annotated[str, Meta(max_length=64, pattern=r"^[ !#-\[\]-~]*$")]
+
+#: Free-form JSON (check evidence, the gateway's ``usage``): at most 32 keys at the top, and
+#: every nested string, container and the whole within ``shared.bounds.FREE_JSON``, checked
+#: by :class:`reverie_canary.shared.codec.Codec` at decoding (``extra={"free_json": True}``
+#: marks it).
+FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_length=32, extra={"free_json": True})]
+
+#: Outcome of one check or one probe.  ``not_applicable``: the endpoint does not
+#: declare the capability the probe needs; it is neither evidence for nor against.
+#: ``blind``: the canary itself could not see (the gateway refused the canary's key,
+#: its credit or its access, or could not be reached; :data:`BLIND_REASONS`): it says
+#: nothing about the provider and never touches its streak (DESIGN.md, "The canary's
+#: own health").
+Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable", "blind"]
+
+#: The HTTP statuses that are about the canary's own key, not a provider (openrouter-api.md §6).
+BLIND_STATUS: dict[int, str] = {401: "gateway_auth", 402: "gateway_credit", 403: "gateway_forbidden"}
+
+
+class CheckResult(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one check concluded about one reply.
+
+    ``check`` names the check (``latency.ttft``, ``structured.schema`` ...),
+    ``reason`` is a stable machine-readable code (``ttft_exceeded`` ...),
+    ``evidence`` holds the offending span, shares, validator message ...
+    An empty reason and evidence are left out of the JSON (a passing check is
+    ``{"check":..., "outcome":"pass"}``: the checks are most of a result's bytes).
+    """
+
+    check: Annotated[str, Meta(max_length=64)]
+    outcome: Outcome
+    reason: Reason = ""
+    evidence: FreeJson = {}

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import re
 
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 # -- the normalised view -----------------------------------------------------------
 

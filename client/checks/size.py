@@ -6,13 +6,12 @@ over 800 bytes per token of the 320-token budget, more than any tokenizer's
 longest token) and stops reading there.  A reply that reached it ignored its
 output budget (tokens forever, a 20 MB reply): ``fail`` / ``reply_too_large``.
 A runaway that repeats itself says so first (``repetition`` ranks above it in
-:data:`reverie_canary.services.prober.checks.FAIL_PRECEDENCE`).
+:data:`reverie_canary.client.checks.FAIL_PRECEDENCE`).
 """
 
 from __future__ import annotations
 
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 CHECK = "bounds.reply_size"
 

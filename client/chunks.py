@@ -2,7 +2,7 @@
 
 Both the HTTP layer (:mod:`reverie_canary.services.prober.http`) and the
 field-case reader (:mod:`reverie_canary.services.prober.recorded`) feed a
-:class:`ChunkReader` and take its :class:`~reverie_canary.services.prober.reply.Reply`;
+:class:`ChunkReader` and take its :class:`~reverie_canary.client.reply.Reply`;
 no other code parses a chunk (CONVENTIONS.md: "Keep one reader of the
 chat-completion wire").
 
@@ -46,8 +46,8 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.services.prober.bounds import TOKEN_CHARS, clamp, label
-from reverie_canary.services.prober.reply import Reply
+from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
+from reverie_canary.client.reply import Reply
 
 #: Tool names kept per reply, and the length of each (evidence stays bounded).
 MAX_TOOL_NAMES = 8

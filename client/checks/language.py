@@ -52,9 +52,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from reverie_canary.services.prober.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
-from reverie_canary.services.prober.checks.scripts import short_reply_switch
-from reverie_canary.services.prober.checks.text import (
+from reverie_canary.client.checks.markers import DISTINGUISHING, MARKER_LANGUAGE
+from reverie_canary.client.checks.scripts import short_reply_switch
+from reverie_canary.client.checks.text import (
     CJK,
     CYRILLIC,
     SCRIPT_OF,
@@ -66,8 +66,7 @@ from reverie_canary.services.prober.checks.text import (
     split_sentences,
     strip_for_detection,
 )
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 #: The product's 17 interface languages (DESIGN.md, "The problem").
 LANGUAGES: tuple[str, ...] = (

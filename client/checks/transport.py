@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import BLIND_STATUS, CheckResult
+from reverie_canary.client.reply import BLIND_STATUS, CheckResult, ProbeSpec, Reply
 
 CHECK = "transport"
 

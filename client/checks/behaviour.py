@@ -30,15 +30,14 @@ import zlib
 
 import numpy as np
 
-from reverie_canary.services.prober.checks.refusal import spent_on_reasoning
-from reverie_canary.services.prober.checks.tokens import (
+from reverie_canary.client.checks.refusal import spent_on_reasoning
+from reverie_canary.client.checks.tokens import (
     check_channel_leak,
     check_control_tokens,
     check_reserved_tokens,
     without_tokens,
 )
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 # -- leading junk --------------------------------------------------------------
 

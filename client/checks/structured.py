@@ -31,9 +31,8 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 
-from reverie_canary.services.prober.checks.refusal import spent_on_reasoning
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.checks.refusal import spent_on_reasoning
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 CHECK = "structured"
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\s*$", re.DOTALL)

@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import re
 
-from reverie_canary.services.prober.checks.scripts import prose
-from reverie_canary.services.prober.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import CheckResult
+from reverie_canary.client.checks.scripts import prose
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 #: Noise units a salad holds at least (real text: at most 2).
 MIN_NOISE = 5
