@@ -24,8 +24,8 @@ from datetime import datetime, timedelta, timezone
 from reverie_canary.services.dashboard import pages
 from reverie_canary.services.dashboard.core import LogWindow, model_status
 from reverie_canary.services.judge.core import Policy
-from reverie_canary.shared import ids
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.events import (
     CycleClosed,
     CycleVerdict,
     Endpoint,

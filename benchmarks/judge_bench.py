@@ -46,7 +46,7 @@ from reverie_canary.services.judge import core  # noqa: E402
 from reverie_canary.services.judge.core import Policy, fold  # noqa: E402
 from reverie_canary.services.judge.service import Judge  # noqa: E402
 from reverie_canary.services.judge.store import RedisJudgeStore  # noqa: E402
-from reverie_canary.shared.broker import Delivery  # noqa: E402
+from reverie_canary.shared.runtime.broker import Delivery  # noqa: E402
 from tests.judge_events import MODEL, cycle_events, publish_events  # noqa: E402
 
 KINDS = ("ttft", "refusal", "structured", "language", "echo")
@@ -131,9 +131,9 @@ async def rate_service(workdir: Path, redis_url: str, events: list, tag: str) ->
     from nats.js.errors import NotFoundError
 
     from reverie_canary.services.judge.service import create_app
-    from reverie_canary.shared import streams
-    from reverie_canary.shared.service import ensure_streams
-    from reverie_canary.shared.settings import Settings
+    from reverie_canary.shared.runtime import streams
+    from reverie_canary.shared.runtime.service import ensure_streams
+    from reverie_canary.shared.runtime.settings import Settings
 
     server = start_nats(workdir / f"nats-{tag}")
     try:

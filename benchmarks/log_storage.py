@@ -14,7 +14,7 @@ python benchmarks/log_storage.py [--cycles 6] [--results 80000] [--goal-bytes 10
    of each reply's language and length in its excerpts (what differs between
    two cycles of a steady fleet).
 3. Publishes that same log into a fresh NATS server per variant, configured by
-   ``shared/streams.py`` (``stream_compression`` none, then s2; the byte limit
+   ``shared/runtime/streams.py`` (``stream_compression`` none, then s2; the byte limit
    of the settings), and measures the stream's files on disk.
 
 Prints the log's bytes per result on disk (all of the log: discovery,
@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from reverie_canary.canary import embedded  # noqa: E402
 from reverie_canary.canary.demo import pipeline  # noqa: E402
-from reverie_canary.shared import streams  # noqa: E402
-from reverie_canary.shared.service import ensure_streams, nats_connect  # noqa: E402
-from reverie_canary.shared.settings import Settings  # noqa: E402
+from reverie_canary.shared.runtime import streams  # noqa: E402
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
+from reverie_canary.shared.runtime.settings import Settings  # noqa: E402
 
 TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)")
 TEXT = re.compile(rb'"(first_bytes|text_rest|reasoning|span|junk)":"((?:[^"\\]|\\.)*)"')

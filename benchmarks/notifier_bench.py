@@ -42,12 +42,12 @@ import nats  # noqa: E402
 from reverie_canary.canary.demo import notice_receiver  # noqa: E402
 from reverie_canary.canary.embedded import aservers, free_port  # noqa: E402
 from reverie_canary.services.notifier.service import create_app  # noqa: E402
-from reverie_canary.shared import codec, ids, subjects  # noqa: E402
-from reverie_canary.shared.events import Decision  # noqa: E402
-from reverie_canary.shared.logging import configure  # noqa: E402
-from reverie_canary.shared.service import ensure_streams  # noqa: E402
-from reverie_canary.shared.settings import Settings  # noqa: E402
-from reverie_canary.shared.streams import LOG  # noqa: E402
+from reverie_canary.shared.contract import codec, ids, subjects  # noqa: E402
+from reverie_canary.shared.contract.events import Decision  # noqa: E402
+from reverie_canary.shared.runtime.logging import configure  # noqa: E402
+from reverie_canary.shared.runtime.service import ensure_streams  # noqa: E402
+from reverie_canary.shared.runtime.settings import Settings  # noqa: E402
+from reverie_canary.shared.runtime.streams import LOG  # noqa: E402
 from reverie_canary.simulator.server import serve  # noqa: E402
 
 MODEL = "bench/model-1"

@@ -21,7 +21,7 @@ Two parts, each printed beside an anchor measured in the same run:
    stopped at the first data line with visible content.  Each ``--repeat``
    runs both again; the spread is printed.  Goals: error p99 <= 5 ms at 64 in
    flight, CPU <= 3 ms a probe.  ``--loop asyncio,uvloop`` (the default) runs
-   the prober on each event loop (``CANARY_EVENT_LOOP``, shared/loops.py)
+   the prober on each event loop (``CANARY_EVENT_LOOP``, canary/loops.py)
    beside the same anchor and prints their ratios run by run.
 
 The simulator and NATS run in their own processes.
@@ -56,11 +56,12 @@ from reverie_canary.canary.embedded import free_port, start_nats  # noqa: E402
 from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.services.prober.http import request_body  # noqa: E402
 from reverie_canary.services.prober.prompts import build  # noqa: E402
-from reverie_canary.shared import clock, codec, streams, subjects  # noqa: E402
-from reverie_canary.shared.events import PROBE_KINDS, ProbeTask  # noqa: E402
-from reverie_canary.shared.service import ensure_streams, nats_connect  # noqa: E402
-from reverie_canary.shared.settings import LANGUAGES, Settings  # noqa: E402
-from reverie_canary.shared.streams import TASKS  # noqa: E402
+from reverie_canary.shared.contract import codec, subjects  # noqa: E402
+from reverie_canary.shared.runtime import clock, streams  # noqa: E402
+from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeTask  # noqa: E402
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
+from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
+from reverie_canary.shared.runtime.streams import TASKS  # noqa: E402
 
 MODEL = "bench/instant-1"
 PROVIDER = "instant/fp8"

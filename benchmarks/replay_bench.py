@@ -51,7 +51,7 @@ def make_log(models: int, providers: int, cycles: int) -> list:
     import msgspec
 
     from tests.judge_events import T0, CYCLE, cycle_events
-    from reverie_canary.shared.events import CheckResult, ProbeResult
+    from reverie_canary.shared.contract.events import CheckResult, ProbeResult
 
     checks = [CheckResult(check=name, outcome="pass") for name in
               ("transport", "latency.ttft", "refusal.finish_reason", "refusal.empty", "corruption.leading_junk",
@@ -76,8 +76,8 @@ def make_log(models: int, providers: int, cycles: int) -> list:
 async def publish(url: str, events: list) -> None:
     import nats
 
-    from reverie_canary.shared.settings import Settings
-    from reverie_canary.shared.service import ensure_streams
+    from reverie_canary.shared.runtime.settings import Settings
+    from reverie_canary.shared.runtime.service import ensure_streams
     from tests.judge_events import publish_events
 
     await ensure_streams(Settings.load(env={}, nats_url=url, log_max_bytes=8 * 1024 ** 3))
@@ -98,7 +98,7 @@ def measure(mode: str, url: str, models: int, providers: int, cycles: int) -> di
     policy = Policy(mode="enforce", models=tuple(f"bench/model-{m:03d}" for m in range(models)))
     if mode == "pure":
         from reverie_canary.services.judge.replay import Refold
-        from reverie_canary.shared.eventlog import LoggedEvent
+        from reverie_canary.shared.runtime.eventlog import LoggedEvent
 
         logged = [LoggedEvent(seq=i + 1, subject="", event=e) for i, e in enumerate(make_log(models, providers, cycles))]
         t0 = time.perf_counter()
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
           f"at the measured rate ({'PASS' if minutes <= 10 else 'FAIL'}: goal <= 10 min), memory ≈ {base:.0f} MB "
           f"(the states; it does not grow with the log); "
           f"the list would hold ≈ {(listed - base) * month / len(events) / 1024:.1f} GB more")
-    from reverie_canary.shared.settings import Settings
+    from reverie_canary.shared.runtime.settings import Settings
 
     every = Settings.load(env={}).judge_snapshot_events
     print(f"a rebuild from the newest fold snapshot reads at most {every:,} events: ≈ {every / streamed:.0f} s "

@@ -1,6 +1,6 @@
 """What the trace context costs a handled message: ``python benchmarks/tracing_bench.py``.
 
-Times, per message, what shared/broker.py adds around a handler and a publish (one span
+Times, per message, what shared/runtime/broker.py adds around a handler and a publish (one span
 from received headers, the trace context injected into the published headers) in three
 states: OpenTelemetry off (the default: no provider, nothing recorded), on with spans
 recorded in memory, and the baseline (the headers dict alone). Printed as microseconds and
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from reverie_canary.shared import tracing
+from reverie_canary.shared.runtime import tracing
 
 
 def _per_message_us(n: int, traced: bool) -> float:

@@ -1,7 +1,7 @@
 """The ``canary`` command line (typer).
 
 Settings come from the environment and ``--config`` (see
-:mod:`reverie_canary.shared.settings`); secrets are never printed.
+:mod:`reverie_canary.shared.runtime.settings`); secrets are never printed.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.logging import error_line, scrub
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.logging import error_line, scrub
+from reverie_canary.shared.runtime.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
@@ -50,7 +50,7 @@ def watched_model(settings: Settings, model: str) -> str:
 
 
 def _logging(settings: Settings) -> None:
-    from reverie_canary.shared.logging import configure
+    from reverie_canary.shared.runtime.logging import configure
 
     configure(settings.log_format, settings.log_level)
 
@@ -98,7 +98,7 @@ def run(
 ) -> None:
     """Run one service until SIGINT/SIGTERM."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
-    from reverie_canary.shared import loops
+    from reverie_canary.canary import loops
 
     if service not in SERVICES:
         typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
@@ -119,7 +119,7 @@ def up(
 ) -> None:
     """Run all five services in this process until SIGINT/SIGTERM (each with its own metrics port)."""
     from reverie_canary.canary.runtime import SERVICES, serve_forever
-    from reverie_canary.shared import loops
+    from reverie_canary.canary import loops
 
     settings = _settings(config)
     _logging(settings)
@@ -166,7 +166,7 @@ def watch(
 ) -> None:
     """Print the provider object each time the model's ignore list changes (a minimal chat backend)."""
     from reverie_canary.client import IgnoreListClient
-    from reverie_canary.shared.logging import configure as configure_logging
+    from reverie_canary.shared.runtime.logging import configure as configure_logging
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -187,7 +187,7 @@ def watch(
     def show(snapshot) -> None:
         print(json.dumps({"version": snapshot.version, "provider": client.provider()}), flush=True)
 
-    from reverie_canary.shared.tls import nats_tls
+    from reverie_canary.shared.runtime.tls import nats_tls
 
     try:
         tls = nats_tls(settings)
@@ -233,7 +233,7 @@ def simulator(
     sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,
 ) -> None:
     """Serve the simulated OpenRouter gateway (for compose and manual tests)."""
-    from reverie_canary.shared.logging import configure as configure_logging
+    from reverie_canary.shared.runtime.logging import configure as configure_logging
     from reverie_canary.simulator.__main__ import main as sim_main
 
     settings = _settings()
@@ -270,7 +270,7 @@ def wire_schema() -> dict:
     """
     import msgspec
 
-    from reverie_canary.shared.codec import WIRE_TYPES
+    from reverie_canary.shared.contract.codec import WIRE_TYPES
 
     (refs, components) = msgspec.json.schema_components(WIRE_TYPES, ref_template="#/$defs/{name}")
     return {
@@ -295,11 +295,11 @@ def asyncapi(
     """Print the message contract as one AsyncAPI 3.0 document, generated from the code's tables.
 
     Channels, payload schemas, who sends and who receives each, the streams, the durable consumers,
-    the KV bucket and every NATS user's permissions (shared/asyncapi.py).
+    the KV bucket and every NATS user's permissions (canary/asyncapi.py).
     """
     from pathlib import Path
 
-    from reverie_canary.shared.asyncapi import DOCUMENT_PATH, render
+    from reverie_canary.canary.asyncapi import DOCUMENT_PATH, render
 
     text = render()
     if not (write or check):
@@ -329,7 +329,7 @@ def redis_acl(
     from CANARY_REDIS_<USER>_PASSWORD (or CANARY_REDIS_<USER>_PASSWORD_FILE), written as its SHA-256
     (the file holds no password). Exit 2 when a password is missing.
     """
-    from reverie_canary.shared.auth import redis_passwords_from, render_redis_acl
+    from reverie_canary.shared.runtime.auth import redis_passwords_from, render_redis_acl
 
     settings = _settings(config)
     try:
@@ -354,8 +354,8 @@ def main() -> None:
     typer's own.  ``CANARY_DEBUG=1`` re-raises unexpected errors with their traceback.
     """
     from reverie_canary.canary.embedded import ServerUnavailable
-    from reverie_canary.shared.errors import CanaryError
-    from reverie_canary.shared.logging import scrub_standard_streams
+    from reverie_canary.shared.contract.errors import CanaryError
+    from reverie_canary.shared.runtime.logging import scrub_standard_streams
 
     scrub_standard_streams()  # no secret reaches the terminal, whatever prints it
     try:

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _logging, _settings, app, watched_model
-from reverie_canary.shared.timefmt import age_text, utc_text
+from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 
 @app.command()
@@ -76,7 +76,7 @@ def print_lookback(view) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from reverie_canary.shared.printable import printable_view
+    from reverie_canary.shared.runtime.printable import printable_view
 
     view = printable_view(view)  # operators' reasons and providers' text: no control character reaches the terminal
     console = Console(width=200, soft_wrap=False)
@@ -136,7 +136,7 @@ def incident(
     from reverie_canary.services.dashboard.core import to_json
     from reverie_canary.services.dashboard.sources import SourceError
     from reverie_canary.services.dashboard.web import read_lookback
-    from reverie_canary.shared import clock
+    from reverie_canary.shared.runtime import clock
 
     settings = _settings(config)
     try:

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
-from reverie_canary.shared.events import Decision, Endpoint, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.contract.events import Decision, Endpoint, EndpointsDiscovered, ProbeResult
 
 
 class EvidenceNotFound(LookupError):
@@ -47,7 +47,7 @@ READ_MARGIN = timedelta(minutes=5)
 
 
 def cycle_start_of(cycle: str) -> datetime | None:
-    """The UTC start a cycle id names (``<model>@<start ISO 8601>``, :func:`reverie_canary.shared.ids.cycle_id`)."""
+    """The UTC start a cycle id names (``<model>@<start ISO 8601>``, :func:`reverie_canary.shared.contract.ids.cycle_id`)."""
     _, sep, when = cycle.rpartition("@")
     try:
         return datetime.fromisoformat(when.replace("Z", "+00:00")) if sep else None
@@ -56,7 +56,7 @@ def cycle_start_of(cycle: str) -> datetime | None:
 
 
 async def _find_decision(js, decision_id: str, since: datetime | None) -> Decision:
-    from reverie_canary.shared.eventlog import scan_log
+    from reverie_canary.shared.runtime.eventlog import scan_log
 
     found: list[Decision] = []
 
@@ -82,9 +82,9 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
         EvidenceNotFound: the decision or the cycle is not in the log.
     """
     from reverie_canary.services.prober.evidence import EvidenceError, cases_of
-    from reverie_canary.shared import subjects
-    from reverie_canary.shared.eventlog import scan_log
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.contract import subjects
+    from reverie_canary.shared.runtime.eventlog import scan_log
+    from reverie_canary.shared.runtime.service import nats_connect
 
     nc = await nats_connect(settings)
     try:

@@ -12,14 +12,14 @@ import msgspec
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.timefmt import utc_text
 
 
 def _decision_line(seq: int | None, d) -> str:
     """One decision of the timeline, with the mode it was made in (``[enforce]`` / ``[observe]``), printable."""
-    from reverie_canary.shared.printable import printable_view
+    from reverie_canary.shared.runtime.printable import printable_view
 
     d = printable_view(d)
     until = f" until {utc_text(d.until)}" if d.until else ""
@@ -53,9 +53,9 @@ def replay(
     from reverie_canary.services.judge.core import Policy, fold
     from reverie_canary.services.judge.replay import (backtest, policy_sources, read_events_file, settings_differences,
                                                       watched_in_file)
-    from reverie_canary.shared.errors import Undecodable
-    from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.settings import sources
+    from reverie_canary.shared.contract.errors import Undecodable
+    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime.settings import sources
 
     settings = _settings()
     policy = Policy.from_settings(settings)
@@ -152,9 +152,9 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold, diff_states
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.services.router.store import RedisRouterStore
-    from reverie_canary.shared import eventlog
-    from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.service import nats_connect, redis_client
+    from reverie_canary.shared.runtime import eventlog
+    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime.service import nats_connect, redis_client
 
     client = redis_client(settings)
     store = RedisJudgeStore(client, settings.namespace)
@@ -239,15 +239,15 @@ def decision_difference(current: list, other: list) -> dict[str, list]:
 
 
 def _router_prefixes() -> tuple[str, ...]:
-    from reverie_canary.shared import inputs
+    from reverie_canary.shared.contract import inputs
 
     return (*inputs.prefixes("router"), "canary.answers.router.")
 
 
 def _lean_for_router(item):
     """``item`` as the router's refold needs it: a listing keeps only its controls' planned probes (a month of them is GBs)."""
-    from reverie_canary.shared.eventlog import LoggedEvent
-    from reverie_canary.shared.events import EndpointsDiscovered
+    from reverie_canary.shared.runtime.eventlog import LoggedEvent
+    from reverie_canary.shared.contract.events import EndpointsDiscovered
 
     event = item.event
     if isinstance(event, EndpointsDiscovered) and event.planned:
@@ -262,8 +262,8 @@ def _replay_router(settings, everything, record) -> int:
     Prints the router's part of ``canary replay``; returns the number of differences.
     """
     from reverie_canary.services.router.core import RouterCommand, RouterPolicy, diff_layers, layers, refold
-    from reverie_canary.shared import clock
-    from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.runtime import clock
+    from reverie_canary.shared.contract.events import Decision
 
     prefixes = _router_prefixes()
     mine = [item for item in everything if item.subject.startswith(prefixes)]
@@ -308,8 +308,8 @@ def explain(
     from reverie_canary.services.judge.core import Policy
     from reverie_canary.services.judge.explain import explain_provider
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.printable import printable_view
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.runtime.printable import printable_view
+    from reverie_canary.shared.runtime.service import redis_client
 
     settings = _settings(config)
     target = watched_model(settings, model) if model else settings.models[0]
@@ -377,10 +377,10 @@ def report(
     from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.eventlog import scan_log
-    from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.printable import printable_view
-    from reverie_canary.shared.service import nats_connect, redis_client
+    from reverie_canary.shared.runtime.eventlog import scan_log
+    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime.printable import printable_view
+    from reverie_canary.shared.runtime.service import nats_connect, redis_client
 
     async def scan_refold_into(js, on_event) -> None:
         await scan_log(js, on_event, prefixes=JUDGE_SUBJECTS, dense=True)  # the judge's inputs: most of the log
@@ -469,7 +469,7 @@ class _ReportError(Exception):
 
 async def _log_start(js):
     """``(time, sequence)`` of the log's oldest stored message (``None``: empty or unknown)."""
-    from reverie_canary.shared.streams import LOG
+    from reverie_canary.shared.runtime.streams import LOG
 
     try:
         info = await js.stream_info(LOG)

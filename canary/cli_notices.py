@@ -26,7 +26,7 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.canary.cli_ops import WAIT_S, ActorOpt, Bus, OpsError, _command_fields, _run, _validated
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.timefmt import utc_text
 
 notices_app = typer.Typer(no_args_is_help=True,
                           help="Notices: dead letters, pending and recent deliveries (list); resend dead letters.")
@@ -68,8 +68,8 @@ async def read_book(settings, channel: str | None, limit: int) -> dict[str, Any]
     """The delivery book as plain data: configured channels, dead letters, pending, recent deliveries."""
     from reverie_canary.services.notifier.channels import channel_specs, mask_all
     from reverie_canary.services.notifier.store import RedisDeliveryBook
-    from reverie_canary.shared.errors import ConfigError
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.contract.errors import ConfigError
+    from reverie_canary.shared.runtime.service import redis_client
 
     try:
         specs = channel_specs(settings)
@@ -99,7 +99,7 @@ def _print_tables(data: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from reverie_canary.shared.printable import printable
+    from reverie_canary.shared.runtime.printable import printable
 
     console = Console(width=200)
     channels = data["channels"]
@@ -138,7 +138,7 @@ def notices_list(
     """Show dead-lettered notices (with their error), notices being retried, and recent deliveries."""
     from redis.exceptions import RedisError
 
-    from reverie_canary.shared.errors import Transient
+    from reverie_canary.shared.contract.errors import Transient
 
     settings = _settings(config)
     try:
@@ -155,9 +155,9 @@ def notices_list(
 async def _resend_and_wait(settings, command, timeout_s: float):
     from nats.js.api import ConsumerConfig, DeliverPolicy
 
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.errors import Undecodable
-    from reverie_canary.shared.streams import NOTICES
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.contract.errors import Undecodable
+    from reverie_canary.shared.runtime.streams import NOTICES
 
     async with Bus(settings) as bus:
         try:
@@ -202,7 +202,7 @@ def notices_resend(
     config: ConfigOpt = None,
 ) -> None:
     """Deliver dead-lettered notices again, through the notifier (signed, once per channel)."""
-    from reverie_canary.shared.commands import ResendNotices
+    from reverie_canary.shared.contract.commands import ResendNotices
 
     if not ids and not all_:
         typer.echo("error: name the notices to resend (refs or notice ids from `canary notices list`) or --all",

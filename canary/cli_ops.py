@@ -41,10 +41,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
-from reverie_canary.shared.commands import MAX_OVERRIDE_S
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.logging import scrub
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.logging import scrub
+from reverie_canary.shared.contract.timefmt import utc_text
 
 override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
 exclusions_app = typer.Typer(no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
@@ -61,7 +61,7 @@ ActorOpt = Annotated[Optional[str],
                      typer.Option("--actor", help="who asks (default: $CANARY_ACTOR, else the login name)")]
 
 #: The longest an operator override may last, from now to its end (``--for`` or ``--expires``):
-#: the wire's bound, :data:`reverie_canary.shared.commands.MAX_OVERRIDE_S` (365 days; its reason is there).
+#: the wire's bound, :data:`reverie_canary.shared.contract.commands.MAX_OVERRIDE_S` (365 days; its reason is there).
 MAX_OVERRIDE = timedelta(seconds=MAX_OVERRIDE_S)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -143,9 +143,9 @@ def fmt_ignore(snapshot, now: datetime) -> str:
 def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
     """Lines describing one model's snapshot: each entry with its layers, reasons, actor and expiry.
 
-    Every text is shown with its control characters escaped (:mod:`reverie_canary.shared.printable`).
+    Every text is shown with its control characters escaped (:mod:`reverie_canary.shared.runtime.printable`).
     """
-    from reverie_canary.shared.printable import printable, printable_view
+    from reverie_canary.shared.runtime.printable import printable, printable_view
 
     model, snapshot = printable(model), printable_view(snapshot)
     if snapshot is None:
@@ -174,7 +174,7 @@ def snapshot_lines(model: str, snapshot, now: datetime) -> list[str]:
 
 def exclusion_line(e) -> str:
     """One reviewed exclusion, for ``canary exclusions check`` (its texts printable)."""
-    from reverie_canary.shared.printable import printable_view
+    from reverie_canary.shared.runtime.printable import printable_view
 
     e = printable_view(e)
     until = f", expires {utc_text(e.until)}" if e.until else ""
@@ -199,7 +199,7 @@ class Bus:
         self._kv: Any = None
 
     async def __aenter__(self) -> Bus:
-        from reverie_canary.shared.service import nats_connect_once
+        from reverie_canary.shared.runtime.service import nats_connect_once
 
         try:
             self.nc = await nats_connect_once(self.settings)
@@ -219,7 +219,7 @@ class Bus:
         """The ``canary-routing`` bucket."""
         from nats.js.errors import BucketNotFoundError, NotFoundError
 
-        from reverie_canary.shared.streams import ROUTING_BUCKET
+        from reverie_canary.shared.runtime.streams import ROUTING_BUCKET
 
         if self._kv is None:
             try:
@@ -232,7 +232,7 @@ class Bus:
         """The current IgnoreSnapshot of ``model`` (``None`` when there is none)."""
         from nats.js.errors import KeyNotFoundError
 
-        from reverie_canary.shared import codec, subjects
+        from reverie_canary.shared.contract import codec, subjects
 
         kv = await self.kv()
         try:
@@ -245,7 +245,7 @@ class Bus:
         """Model ids that have a snapshot in the bucket."""
         from nats.js.errors import NoKeysError
 
-        from reverie_canary.shared.subjects import SubjectError, decode_token
+        from reverie_canary.shared.contract.subjects import SubjectError, decode_token
 
         kv = await self.kv()
         try:
@@ -269,9 +269,9 @@ class Bus:
         Raises:
             OpsError: not stored (no permission: wrong credential; or NATS down).
         """
-        from reverie_canary.shared import codec, subjects
-        from reverie_canary.shared.commands import VERBS
-        from reverie_canary.shared.streams import LOG
+        from reverie_canary.shared.contract import codec, subjects
+        from reverie_canary.shared.contract.commands import VERBS
+        from reverie_canary.shared.runtime.streams import LOG
 
         subject = subjects.ops(VERBS[type(command)])
         try:
@@ -287,16 +287,16 @@ class Bus:
         """Wait for the one answer to ``command`` on the log, from position ``after_seq`` on.
 
         An ordered consumer filtered to the command's answer subject
-        (:func:`reverie_canary.shared.subjects.answers_to`), so nothing else is read.
+        (:func:`reverie_canary.shared.contract.subjects.answers_to`), so nothing else is read.
 
         Returns:
             ``CommandApplied`` or ``CommandRefused``; ``None`` when none came within ``timeout_s``.
         """
         from nats.js.api import ConsumerConfig, DeliverPolicy
 
-        from reverie_canary.shared import codec, subjects
-        from reverie_canary.shared.errors import Rejected, Undecodable
-        from reverie_canary.shared.streams import LOG
+        from reverie_canary.shared.contract import codec, subjects
+        from reverie_canary.shared.contract.errors import Rejected, Undecodable
+        from reverie_canary.shared.runtime.streams import LOG
 
         sub = await self.js.subscribe(subjects.answers_to(command.command_id), stream=LOG, ordered_consumer=True,
                                       deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -331,9 +331,9 @@ async def _send(settings, command, timeout_s: float):
     """Publish ``command`` and wait for its answer; returns ``(log position, answer or None)``.
 
     The answer's texts (a reason, warnings, decisions' details) come with their control
-    characters escaped (:func:`reverie_canary.shared.printable.printable_view`): they are printed.
+    characters escaped (:func:`reverie_canary.shared.runtime.printable.printable_view`): they are printed.
     """
-    from reverie_canary.shared.printable import printable_view
+    from reverie_canary.shared.runtime.printable import printable_view
 
     async with Bus(settings) as bus:
         seq = await bus.publish(command)
@@ -341,14 +341,14 @@ async def _send(settings, command, timeout_s: float):
 
 
 def _owner(command) -> str:
-    from reverie_canary.shared.commands import OWNERS
+    from reverie_canary.shared.contract.commands import OWNERS
 
     return OWNERS[type(command)]
 
 
 def _refused_or_late(command, seq: int, answer, timeout_s: float, *, prefix: str = "rejected: ") -> None:
     """Print a refusal or a missing answer on stderr and exit 1 (returns when the command was applied)."""
-    from reverie_canary.shared.events import CommandRefused
+    from reverie_canary.shared.contract.events import CommandRefused
 
     owner = _owner(command)
     if answer is None:
@@ -423,7 +423,7 @@ def _validated(cls, **fields):
     """
     import msgspec
 
-    from reverie_canary.shared.printable import control_at
+    from reverie_canary.shared.runtime.printable import control_at
 
     for name, value in fields.items():
         if isinstance(value, str) and (at := control_at(value)) is not None:
@@ -490,7 +490,7 @@ def override_add(
     The router refuses a provider the gateway does not list for the model, and an
     override that would leave fewer than min_hosts usable hosts, unless --force.
     """
-    from reverie_canary.shared.commands import AddOverride
+    from reverie_canary.shared.contract.commands import AddOverride
 
     if expires and for_:
         typer.echo("error: give --expires or --for, not both", err=True)
@@ -532,7 +532,7 @@ def override_remove(
     config: ConfigOpt = None,
 ) -> None:
     """Remove the operator override of PROVIDER (suspensions and reviewed exclusions stay)."""
-    from reverie_canary.shared.commands import RemoveOverride
+    from reverie_canary.shared.contract.commands import RemoveOverride
 
     settings = _settings(config)
     command = _validated(RemoveOverride, **_command_fields(actor), provider=provider, model=model, reason=reason)
@@ -593,7 +593,7 @@ def lift(
     config: ConfigOpt = None,
 ) -> None:
     """End PROVIDER's canary suspension at once; wait for the judge's decision."""
-    from reverie_canary.shared.commands import LiftSuspension
+    from reverie_canary.shared.contract.commands import LiftSuspension
 
     settings = _settings(config)
     target = model or settings.models[0]
@@ -624,8 +624,8 @@ def mode(
 
     A model the judge does not watch is refused.
     """
-    from reverie_canary.shared.commands import SetMode
-    from reverie_canary.shared.events import PROBE_KINDS
+    from reverie_canary.shared.contract.commands import SetMode
+    from reverie_canary.shared.contract.events import PROBE_KINDS
 
     if new_mode not in ("observe", "enforce"):
         typer.echo(f"error: mode must be observe or enforce, not {new_mode!r}", err=True)
@@ -682,7 +682,7 @@ def exclusions_reload(
 
     A file that would leave fewer than min_hosts usable hosts is refused too, unless --force.
     """
-    from reverie_canary.shared.commands import ReloadExclusions
+    from reverie_canary.shared.contract.commands import ReloadExclusions
 
     settings = _settings(config)
     command = _validated(ReloadExclusions, **_command_fields(actor), reason=reason, force=force)

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from reverie_canary.canary.cli import _settings, app
-from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
-from reverie_canary.shared.logging import scrub
+from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.runtime.logging import scrub
 
 
 def _describe(n: int, result: ProbeResult) -> str:
@@ -39,7 +39,7 @@ def _describe(n: int, result: ProbeResult) -> str:
             lines.append(f"   {check.check}: {check.outcome} {check.reason} {evidence}")
     for i, attempt in enumerate(result.attempts, 1):
         lines.append(f"   try {i}: {attempt.outcome} {attempt.reason} {attempt.reply.first_bytes[:60]!r}")
-    from reverie_canary.shared.printable import printable
+    from reverie_canary.shared.runtime.printable import printable
 
     return printable("\n".join(lines), newlines=True)  # a provider's text and headers: no control character raw
 
@@ -47,8 +47,8 @@ def _describe(n: int, result: ProbeResult) -> str:
 async def _run(settings, provider: str, kind: str, language: str, repeat: int, model: str,
                as_json: bool) -> int:
     from reverie_canary.services.prober.service import Prober
-    from reverie_canary.shared import clock
-    from reverie_canary.shared.openrouter import list_endpoints, make_client
+    from reverie_canary.shared.runtime import clock
+    from reverie_canary.shared.runtime.openrouter import list_endpoints, make_client
 
     async with make_client(settings, timeout_s=30.0) as listing:
         endpoints = await list_endpoints(listing, model)

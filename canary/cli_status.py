@@ -24,8 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
-from reverie_canary.shared.events import CycleSized
-from reverie_canary.shared.timefmt import age_text, utc_text
+from reverie_canary.shared.contract.events import CycleSized
+from reverie_canary.shared.contract.timefmt import age_text, utc_text
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
     KindResult,
@@ -195,9 +195,9 @@ def render(console: Console, fleet: FleetStatus, kinds: list[str]) -> None:
     """Print the latest cycle's sizing, every model's header and table, then the fleet's spend (several models).
 
     Every text of the view is shown with its control characters escaped
-    (:func:`reverie_canary.shared.printable.printable_view`).
+    (:func:`reverie_canary.shared.runtime.printable.printable_view`).
     """
-    from reverie_canary.shared.printable import printable_view
+    from reverie_canary.shared.runtime.printable import printable_view
 
     fleet = printable_view(fleet)
     if fleet.sizing is not None:

@@ -35,17 +35,18 @@ from reverie_canary.canary import embedded
 from reverie_canary.canary.runtime import SERVICES, running
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
-from reverie_canary.shared import clock, codec, ids, metrics, subjects
-from reverie_canary.shared.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
+from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.runtime import clock, metrics
+from reverie_canary.shared.runtime.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
                                         redis_url_without_credential, render_redis_acl, server_config, server_env)
-from reverie_canary.shared.errors import Undecodable
-from reverie_canary.shared.events import CycleUnplanned, CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
-from reverie_canary.shared.logging import configure as configure_logging
-from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.timefmt import utc_text
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.streams import ROUTING_BUCKET
+from reverie_canary.shared.contract.errors import Undecodable
+from reverie_canary.shared.contract.events import CycleUnplanned, CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
+from reverie_canary.shared.runtime.logging import configure as configure_logging
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime.streams import ROUTING_BUCKET
 
 #: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds (at least:
 #: :func:`demo_cycle_s` gives a larger fleet more).
@@ -382,7 +383,7 @@ def _readable(handler):
 
     Core NATS delivers what JetStream refuses to store too: each service's start
     check publishes empty bodies to the subjects it may write, with an expected
-    stream that does not exist (``shared/preflight.py``), and a malformed message
+    stream that does not exist (``shared/runtime/preflight.py``), and a malformed message
     is the services' to dead-letter, not the demo's to print.  Before, each of
     those reached nats-py's error callback as one "Undecodable ... Input data was
     truncated" line a run.

@@ -196,7 +196,7 @@ class NatsCluster:
     """A JetStream cluster of ``nats-server`` processes on loopback (routes on free ports).
 
     ``url`` lists every node's client URL, comma-separated, as ``NATS_URL``
-    takes it (:func:`reverie_canary.shared.settings.nats_servers`).
+    takes it (:func:`reverie_canary.shared.runtime.settings.nats_servers`).
     """
 
     nodes: list[RunningServer]
@@ -272,7 +272,7 @@ def start_redis(workdir: Path, port: int | None = None, *, password: str | None 
 
     Args:
         password: require it (``requirepass``); the URL returned does not carry it.
-        acl: the text of an ACL file (:func:`reverie_canary.shared.auth.render_redis_acl`),
+        acl: the text of an ACL file (:func:`reverie_canary.shared.runtime.auth.render_redis_acl`),
             written to ``workdir/users.acl`` (mode 0600) and loaded with ``--aclfile``.
         tls: accept TLS connections only (no plain port; the URL returned is ``rediss://``).
 

@@ -15,12 +15,13 @@ import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import loops, metrics, retry, streams
-from reverie_canary.shared.auth import redis_url_for, redis_url_without_credential
-from reverie_canary.shared.aio import stop_task, wait_event
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.logging import masked_url
-from reverie_canary.shared.settings import SERVICE_NAMES, Settings
+from reverie_canary.canary import loops
+from reverie_canary.shared.runtime import metrics, retry, streams
+from reverie_canary.shared.runtime.auth import redis_url_for, redis_url_without_credential
+from reverie_canary.shared.runtime.aio import stop_task, wait_event
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.logging import masked_url
+from reverie_canary.shared.runtime.settings import SERVICE_NAMES, Settings
 
 SERVICES = SERVICE_NAMES
 #: Longest start of one service (connect, streams, Redis, first fetch), seconds.
@@ -159,11 +160,11 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
 
     Raises:
         ConfigError: Redis refused the credential of ``settings.redis_url``.
-        reverie_canary.shared.preflight.NatsRefused: NATS refused the credential (Authorization Violation).
+        reverie_canary.shared.runtime.preflight.NatsRefused: NATS refused the credential (Authorization Violation).
     """
-    from reverie_canary.shared.logging import get as get_logger
-    from reverie_canary.shared.preflight import NatsRefused, refusal
-    from reverie_canary.shared.service import nats_connect, redis_client, redis_refusal, redis_refused
+    from reverie_canary.shared.runtime.logging import get as get_logger
+    from reverie_canary.shared.runtime.preflight import NatsRefused, refusal
+    from reverie_canary.shared.runtime.service import nats_connect, redis_client, redis_refusal, redis_refused
 
     log = get_logger("runtime")
     attempt, said = 0, 0.0
@@ -223,10 +224,10 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
 
     Raises:
         ConfigError: a metrics port cannot be bound; a setting or the credential
-            cannot do a service's job (:mod:`reverie_canary.shared.preflight`), said in one line.
+            cannot do a service's job (:mod:`reverie_canary.shared.runtime.preflight`), said in one line.
     """
-    from reverie_canary.shared.errors import ConfigError
-    from reverie_canary.shared.preflight import settings_problem
+    from reverie_canary.shared.contract.errors import ConfigError
+    from reverie_canary.shared.runtime.preflight import settings_problem
 
     for name in dict.fromkeys(names):  # said at once, before any wait for NATS or Redis
         problem = settings_problem(settings, name)
@@ -281,17 +282,17 @@ async def initialise(settings: Settings, wait_s: float) -> None:
     refusing a stream configuration.
 
     Raises:
-        reverie_canary.shared.preflight.NatsRefused: the credential is refused.
-        reverie_canary.shared.preflight.PermissionMissing: naming the JetStream API subject refused.
+        reverie_canary.shared.runtime.preflight.NatsRefused: the credential is refused.
+        reverie_canary.shared.runtime.preflight.PermissionMissing: naming the JetStream API subject refused.
         ConfigError: the server refused a stream or bucket configuration (its reason).
         NatsUnanswered: nothing healed within ``wait_s``.
     """
     import nats
     from nats.js.errors import APIError
 
-    from reverie_canary.shared.errors import ConfigError
-    from reverie_canary.shared.preflight import NatsRefused, PermissionMissing, Violations, refusal
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.contract.errors import ConfigError
+    from reverie_canary.shared.runtime.preflight import NatsRefused, PermissionMissing, Violations, refusal
+    from reverie_canary.shared.runtime.service import nats_connect
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
@@ -377,7 +378,7 @@ async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
     from reverie_canary.services.judge.core import Policy, initial
     from reverie_canary.services.judge.explain import modes_of, modes_text
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.runtime.service import redis_client
 
     policy = Policy.from_settings(settings)
     states = {m: initial(m) for m in settings.models}
@@ -402,11 +403,11 @@ async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
 
 async def announce_start(settings: Settings, names: list[str], probers: int = 1) -> None:
     """Log the start line of ``canary up`` / ``canary run``: services, NATS user, models, mode, next cycle (UTC),
-    and the event loop they run on (``event_loop``: ``uvloop`` or ``asyncio``; shared/loops.py).
+    and the event loop they run on (``event_loop``: ``uvloop`` or ``asyncio``; canary/loops.py).
 
     With discovery among the services it also says the language coverage bound (``language_coverage``).
     """
-    from reverie_canary.shared.timefmt import utc_text
+    from reverie_canary.shared.contract.timefmt import utc_text
 
     modes, source = await modes_now(settings)
     texts = set(modes.values())
@@ -431,7 +432,7 @@ def cycle_line(verdict: Any, settings: Settings) -> dict[str, Any]:
     """The fields of the line said when a cycle closed: counts per verdict, the kinds it could not judge, the next cycle."""
     from collections import Counter
 
-    from reverie_canary.shared.timefmt import utc_text
+    from reverie_canary.shared.contract.timefmt import utc_text
 
     counts = Counter(v.verdict for v in verdict.verdicts)
     failed = sorted(v.provider for v in verdict.verdicts if v.verdict == "failed")
@@ -456,10 +457,10 @@ async def announce_cycles(settings: Settings) -> None:
     """
     from nats.js.api import DeliverPolicy
 
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.errors import Undecodable
-    from reverie_canary.shared.preflight import Violations
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.contract.errors import Undecodable
+    from reverie_canary.shared.runtime.preflight import Violations
+    from reverie_canary.shared.runtime.service import nats_connect
 
     log = get_logger("runtime")
     violations = Violations()

@@ -1,7 +1,7 @@
 """Bounded waits and stops for asyncio code that never lose a cancellation.
 
 Part of the client distribution (the chat backend's client stops its watch with
-:func:`stop_task`); the services import it as :mod:`reverie_canary.shared.aio`.
+:func:`stop_task`); the services import it as :mod:`reverie_canary.shared.runtime.aio`.
 
 Python 3.11's ``asyncio.wait_for(aw, timeout)`` returns ``aw``'s result when
 ``aw`` finishes in the same loop iteration as a cancellation of the waiting

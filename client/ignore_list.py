@@ -307,7 +307,7 @@ class IgnoreListClient:
                 self._last_error = self._last_error or repr(exc)
                 self._set_problem(self._unreachable())
                 attempt += 1
-                # capped exponential backoff with full jitter (as reverie_canary.shared.retry, whose
+                # capped exponential backoff with full jitter (as reverie_canary.shared.runtime.retry, whose
                 # tenacity this light distribution does not depend on): uniform in [0, min(5, 0.2 * 2^n)]
                 await asyncio.sleep(random.uniform(0.0, min(5.0, 0.2 * 2 ** (attempt - 1))))
 

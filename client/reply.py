@@ -122,7 +122,7 @@ Reason = Annotated[str, Meta(max_length=64, pattern=r"^[ !#-\[\]-~]*$")]
 
 #: Free-form JSON (check evidence, the gateway's ``usage``): at most 32 keys at the top, and
 #: every nested string, container and the whole within ``shared.bounds.FREE_JSON``, checked
-#: by :class:`reverie_canary.shared.codec.Codec` at decoding (``extra={"free_json": True}``
+#: by :class:`reverie_canary.shared.contract.codec.Codec` at decoding (``extra={"free_json": True}``
 #: marks it).
 FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_length=32, extra={"free_json": True})]
 

@@ -1,7 +1,7 @@
 """TLS for a NATS connection: one SSLContext from a CA file and an optional client certificate.
 
 Used by :class:`reverie_canary.client.IgnoreListClient` (``tls=``) and by the canary's own
-services (``reverie_canary.shared.tls``), so the chat backend and the services verify the
+services (``reverie_canary.shared.runtime.tls``), so the chat backend and the services verify the
 server the same way: the server's certificate must chain to the CA (or to the system's
 trust store when no CA file is given) and name the host of the URL.
 """

@@ -1,8 +1,8 @@
 """The wire types a chat backend reads: the IgnoreSnapshot and its parts.
 
 Defined once, here, for both distributions: the main one (``reverie-canary``)
-re-exports them from :mod:`reverie_canary.shared.events` and
-:mod:`reverie_canary.shared.snapshots`.  The router writes an
+re-exports them from :mod:`reverie_canary.shared.contract.events` and
+:mod:`reverie_canary.shared.contract.snapshots`.  The router writes an
 :class:`IgnoreSnapshot` to the KV bucket ``canary-routing`` (key: the encoded
 model id, :func:`reverie_canary.client.subjects.kv_key`) and publishes it on
 ``canary.routing.<model>`` (DESIGN.md, "The router").  Each entry says which

@@ -128,7 +128,7 @@ async def run_backend(nats_url: str, user: str, password: str, model: str, cache
 async def demo_system(verbose: bool) -> AsyncIterator[tuple[str, str, str, str]]:
     """Start canary demo's system in-process; yield (NATS URL, backend user, its password, model)."""
     from reverie_canary.canary.demo import pipeline
-    from reverie_canary.shared.logging import configure
+    from reverie_canary.shared.runtime.logging import configure
 
     configure("console", "WARNING", stream=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="chat-backend-example-") as tmp:

@@ -43,8 +43,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import PROBE_KINDS
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import PROBE_KINDS
 from reverie_canary.simulator.text import LANGUAGES
 
 Language = Literal[LANGUAGES]  # type: ignore[valid-type]

@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 #: The signals that stop ``python -m reverie_canary.simulator`` (SIGHUP: its terminal closed).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

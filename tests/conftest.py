@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from reverie_canary.canary.embedded import BinaryMissing, start_nats, start_redis
-from reverie_canary.shared import metrics as _metrics
+from reverie_canary.shared.runtime import metrics as _metrics
 
 #: The services' standard metrics ports, as shipped (the autouse fixture below moves tests off them).
 STANDARD_METRICS_PORTS: dict[str, int] = dict(_metrics.STANDARD_PORTS)
@@ -236,7 +236,7 @@ def default_logging() -> None:
     reconfigures structlog for the whole process; a later test that captures
     warnings must not depend on which tests ran before it.
     """
-    from reverie_canary.shared.logging import configure
+    from reverie_canary.shared.runtime.logging import configure
 
     configure()
 
@@ -296,7 +296,7 @@ class SecuredInfra(Infra):
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[SecuredInfra]:
     """A fresh NATS with one user per service, operator and backend, plus Redis."""
-    from reverie_canary.shared.auth import generate_passwords, server_config, server_env
+    from reverie_canary.shared.runtime.auth import generate_passwords, server_config, server_env
 
     passwords = generate_passwords()
     with servers(tmp_path, server_config(), server_env(passwords)) as (nats_url, redis_url):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared.openrouter import make_client
-from reverie_canary.shared.service import Shell, ensure_streams, redis_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.openrouter import make_client
+from reverie_canary.shared.runtime.service import Shell, ensure_streams, redis_client
+from reverie_canary.shared.runtime.settings import Settings
 
 
 async def open_discovery(infra, gateway_url: str, models: list[str], *, cycle_interval_s: float,

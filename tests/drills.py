@@ -33,10 +33,11 @@ import httpx
 
 from reverie_canary.canary.embedded import free_port
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, eventlog, streams, subjects
-from reverie_canary.shared.events import CycleVerdict
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime import eventlog, streams
+from reverie_canary.shared.contract.events import CycleVerdict
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.scenario import load_scenario
 from tests import waits
 from tests.hostile_fleet import _canary
@@ -379,7 +380,7 @@ async def prober_split_drill(*, nats_url: str, redis_url: str, namespace: str, w
 if __name__ == "__main__":  # pragma: no cover - a manual run: python -m tests.drills
     import tempfile
 
-    from reverie_canary.shared import metrics as _metrics
+    from reverie_canary.shared.runtime import metrics as _metrics
     from tests.conftest import servers
 
     _metrics.STANDARD_PORTS = {name: 0 for name in _metrics.STANDARD_PORTS}  # never the standard ports

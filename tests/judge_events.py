@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from reverie_canary.shared import codec, ids, subjects
-from reverie_canary.shared.events import CycleClosed, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeResult
+from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.contract.events import CycleClosed, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeResult
 
 MODEL = "acme/chat-1"
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ waited for, how long, and the last value the condition gave.
 - :func:`until_sync` is :func:`until` for code outside an event loop.
 
 Waits are built on ``asyncio.timeout``, which never swallows a cancellation
-(``reverie_canary.shared.aio`` says why ``asyncio.wait_for`` does on 3.11).
+(``reverie_canary.shared.runtime.aio`` says why ``asyncio.wait_for`` does on 3.11).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ is covered without a list to keep up to date (``codec.WIRE_TYPES`` is the table)
 - :func:`unbounded` names every string, list, mapping or ``Any`` without a
   maximum length (free-form JSON, marked ``Meta(extra={"free_json": True})``,
   counts as bounded: the codec checks it with
-  :func:`reverie_canary.shared.bounds.check_free_json`).
+  :func:`reverie_canary.shared.contract.bounds.check_free_json`).
 - :func:`largest` builds the largest instance the bounds allow: every string
   at its maximum length in the character that encodes longest under its
   pattern (a control character is 6 bytes of JSON, ``\\u0001``), every list
@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from reverie_canary.shared.bounds import FREE_JSON
+from reverie_canary.shared.contract.bounds import FREE_JSON
 
 #: Characters tried for a string's worst case, longest JSON encoding first.
 _WORST_CHARS = ("\x01", "\u2028", "\U0001F600", "\u00e9", '"', "\\", "z", "a", "0", "-")

@@ -9,7 +9,7 @@ announced --
 - the judge's folded :class:`~reverie_canary.services.judge.core.ModelState`
   (Redis): streaks, ladder, suspensions, the last verdicts, the modes (through
   the judge's own :func:`~reverie_canary.services.judge.core.mode_of`);
-- the router's :class:`~reverie_canary.shared.snapshots.IgnoreSnapshot` (the KV
+- the router's :class:`~reverie_canary.shared.contract.snapshots.IgnoreSnapshot` (the KV
   bucket): what live traffic ignores now and which layer says so;
 - facts of the log, folded into a bounded :class:`LogWindow`: the endpoints
   discovery listed (with their prices), the plan of each cycle, the probe
@@ -38,7 +38,7 @@ from msgspec import Struct, field
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.events import (
     CycleClosed,
     CycleSized,
     CycleVerdict,
@@ -53,8 +53,8 @@ from reverie_canary.shared.events import (
     ResultRef,
 )
 from reverie_canary.client.served import ServedCounts
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreSnapshot
+from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreSnapshot
 
 #: The time window of the canary's own spend (s): "per day" (issue 9, section 4).
 SPEND_WINDOW_S = 86400.0

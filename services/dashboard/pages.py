@@ -36,7 +36,7 @@ from reverie_canary.services.dashboard.core import (
     ProviderStatus,
     SnapshotMark,
 )
-from reverie_canary.shared.snapshots import IgnoreReason
+from reverie_canary.shared.contract.snapshots import IgnoreReason
 
 CellVerdict = Literal["passed", "failed", "frozen", "blind", "not_probed"]
 

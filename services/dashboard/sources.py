@@ -31,11 +31,12 @@ from reverie_canary.services.dashboard.core import (
 )
 from reverie_canary.services.judge.core import ModelState, Policy
 from reverie_canary.services.judge.store import RedisJudgeStore
-from reverie_canary.shared import clock, codec, eventlog, subjects
-from reverie_canary.shared.errors import CanaryError, Transient, Undecodable
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime import clock, eventlog
+from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 #: What the window folds: listings and closes, results, verdicts, decisions (and snapshots, to notice them).
 #: Operator commands too (the provider page shows overrides and lifts, who and why) and the chat
@@ -75,7 +76,7 @@ class FleetReader:
         self.store: RedisJudgeStore | None = None
 
     async def __aenter__(self) -> FleetReader:
-        from reverie_canary.shared.service import nats_connect_once, redis_client
+        from reverie_canary.shared.runtime.service import nats_connect_once, redis_client
 
         try:
             self.nc = await nats_connect_once(self.settings)

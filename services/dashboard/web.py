@@ -51,9 +51,9 @@ from reverie_canary.services.dashboard.core import (
 )
 from reverie_canary.services.dashboard.sources import REFRESH_ON, FleetReader, SourceError
 from reverie_canary.services.judge.core import Policy
-from reverie_canary.shared import clock
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.timefmt import age_text, utc_text
+from reverie_canary.shared.runtime import clock
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 log = structlog.get_logger("reverie_canary.dashboard")
 

@@ -42,9 +42,9 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 
 from reverie_canary.services.prober.prompts import PROMPT_VERSION
-from reverie_canary.shared import ids
-from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES
-from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES
+from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})

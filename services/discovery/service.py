@@ -44,16 +44,17 @@ import msgspec
 
 from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, plan, split
-from reverie_canary.shared import clock, codec, ids, retry, streams, subjects, tracing
-from reverie_canary.shared.broker import Delivery
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
-from reverie_canary.shared.openrouter import ListingFailed, list_endpoints, make_client
-from reverie_canary.shared.service import Shell, nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, TASKS
-from reverie_canary.shared.subjects import encode_token
-from reverie_canary.shared.events import MAX_ENDPOINTS_PER_MODEL
+from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.runtime import clock, retry, streams, tracing
+from reverie_canary.shared.runtime.broker import Delivery
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
+from reverie_canary.shared.runtime.openrouter import ListingFailed, list_endpoints, make_client
+from reverie_canary.shared.runtime.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, TASKS
+from reverie_canary.shared.contract.subjects import encode_token
+from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL
 
 
 #: Join the current cycle only while this share of its probe window is still ahead.
@@ -295,7 +296,7 @@ class Discovery:
         for part in parts:  # a large model's listing in parts that each fit the wire bound
             await pub.publish(part, subjects.discovery(model), ids.discovered_id(model, cycle_no, part.part), LOG)
         for task in tasks:
-            # one probe is one trace: its root is the task (shared/tracing.py)
+            # one probe is one trace: its root is the task (shared/runtime/tracing.py)
             with tracing.span("discovery task", root=True,
                               attributes={"canary.task_id": task.task_id, "canary.model": model,
                                           "canary.provider": task.provider, "canary.kind": task.kind,

@@ -3,7 +3,7 @@
 Pure functions (issue 13 §4, "a cycle sized to fit"): discovery's shell passes
 the cycle's plan (how many probes of each kind), the probe times it measured
 (:class:`ProbeTimes`, folded from the probers' results) and the settings, and
-publishes the :class:`reverie_canary.shared.events.CycleSized` this returns
+publishes the :class:`reverie_canary.shared.contract.events.CycleSized` this returns
 before the cycle's tasks; each task carries ``concurrency``, the probes each
 prober runs at once that cycle.
 
@@ -42,7 +42,7 @@ from datetime import datetime
 
 import msgspec
 
-from reverie_canary.shared.events import CycleSized
+from reverie_canary.shared.contract.events import CycleSized
 
 #: Seconds a probe of a kind is assumed to take before one was measured: a streamed reply of a few
 #: hundred tokens after a time to first token of 0.3-2 s (issue 13's realistic gateway), rounded up.

@@ -76,9 +76,9 @@ from typing import Any, Literal, Union
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.shared import ids, inputs
-from reverie_canary.shared.commands import LiftSuspension, SetMode
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import ids, inputs
+from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
+from reverie_canary.shared.contract.events import (
     LANGUAGE_ANOMALIES,
     CycleClosed,
     CycleUnplanned,
@@ -94,9 +94,9 @@ from reverie_canary.shared.events import (
     ResultRef,
     RetestRequested,
 )
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.contract.timefmt import utc_text
 
 #: How many closed cycles a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64
@@ -111,7 +111,7 @@ SHADOW_MEMORY = 500
 
 
 class Policy(Struct, frozen=True, kw_only=True):
-    """The thresholds of the policy (from :class:`reverie_canary.shared.settings.Settings`)."""
+    """The thresholds of the policy (from :class:`reverie_canary.shared.runtime.settings.Settings`)."""
 
     failed_cycles_to_suspend: int = 2
     passed_cycles_to_recover: int = 2
@@ -265,7 +265,7 @@ def initial(model: str) -> ModelState:
 
 
 Effect = CycleVerdict | Decision | RetestRequested
-#: What :func:`decide` folds: the judge's row of :data:`reverie_canary.shared.inputs.READS` (one table).
+#: What :func:`decide` folds: the judge's row of :data:`reverie_canary.shared.contract.inputs.READS` (one table).
 JudgeInput = Union[inputs.folded("judge")]  # noqa: UP007 (a tuple of types)
 
 #: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``

@@ -14,8 +14,8 @@ from typing import Any
 from msgspec import Struct
 
 from reverie_canary.services.judge.core import ModelState, Policy, human_duration, mode_of
-from reverie_canary.shared.events import PROBE_KINDS, Mode
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.events import PROBE_KINDS, Mode
+from reverie_canary.shared.contract.timefmt import utc_text
 
 
 def modes_text(modes: dict[str, Mode]) -> str:
@@ -36,7 +36,7 @@ def modes_of(state: ModelState, policy: Policy, kinds: Iterable[str] = PROBE_KIN
 
 
 def decision_line(d: Any) -> str:
-    """One decision (a :class:`~reverie_canary.shared.events.Decision` or a view of one), with the mode it was made in."""
+    """One decision (a :class:`~reverie_canary.shared.contract.events.Decision` or a view of one), with the mode it was made in."""
     until = f" until {utc_text(d.until, missing='-')}" if getattr(d, "until", None) else ""
     kind = f" ({d.kind})" if getattr(d, "kind", None) else ""
     return f"{utc_text(d.at, missing='-')}  {d.action:<14} [{d.mode}]{kind}{until}  {d.reason}: {d.detail}"

@@ -2,7 +2,7 @@
 
 Pure: from the judge's :class:`~reverie_canary.services.judge.core.ModelState` per
 model (the one the judge saved last) to ``(family key, labels, value)`` samples
-of the ``state`` families in :data:`reverie_canary.shared.metrics.FAMILIES`.
+of the ``state`` families in :data:`reverie_canary.shared.runtime.metrics.FAMILIES`.
 The judge's service computes them at each scrape, so a gauge is never staler
 than the state the judge holds, and nothing is computed per event.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reverie_canary.services.judge.core import ModelState, Policy, mode_of
-from reverie_canary.shared.events import PROBE_KINDS
-from reverie_canary.shared.metrics import Sample
+from reverie_canary.shared.contract.events import PROBE_KINDS
+from reverie_canary.shared.runtime.metrics import Sample
 
 VERDICTS = ("passed", "failed", "frozen", "blind")
 

@@ -18,19 +18,20 @@ from nats.js import JetStreamContext
 
 from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets
 from reverie_canary.services.judge.snapshots import FoldSnapshot
-from reverie_canary.shared.settings import SECRET_FIELDS, Settings
-from reverie_canary.shared import codec, eventlog, inputs
-from reverie_canary.shared.errors import Undecodable
-from reverie_canary.shared.eventlog import LoggedEvent
-from reverie_canary.shared.events import Decision
+from reverie_canary.shared.runtime.settings import SECRET_FIELDS, Settings
+from reverie_canary.shared.contract import codec, inputs
+from reverie_canary.shared.runtime import eventlog
+from reverie_canary.shared.contract.errors import Undecodable
+from reverie_canary.shared.runtime.eventlog import LoggedEvent
+from reverie_canary.shared.contract.events import Decision
 
-#: Subjects the judge folds (its durable consumer's filter): from :data:`reverie_canary.shared.inputs.READS`.
+#: Subjects the judge folds (its durable consumer's filter): from :data:`reverie_canary.shared.contract.inputs.READS`.
 JUDGE_SUBJECTS = inputs.prefixes("judge")
 
 
 async def read_log(js: JetStreamContext, *, since: datetime | None = None, until_seq: int | None = None,
                    judge_only: bool = True, idle_s: float = 2.0) -> list[LoggedEvent]:
-    """The log in stream order, by default only what the judge folds (:func:`reverie_canary.shared.eventlog.read_log`)."""
+    """The log in stream order, by default only what the judge folds (:func:`reverie_canary.shared.runtime.eventlog.read_log`)."""
     return await eventlog.read_log(js, prefixes=JUDGE_SUBJECTS if judge_only else None, since=since,
                                    until_seq=until_seq, idle_s=idle_s, dense=True)
 
@@ -39,7 +40,7 @@ class Refold:
     """The judge's fold of the log, one event at a time, holding only the states (streamed replay).
 
     Feed it the log in stream order (:meth:`feed`, the ``on_event`` of
-    :func:`reverie_canary.shared.eventlog.scan_log`); memory is the models' states and, when
+    :func:`reverie_canary.shared.runtime.eventlog.scan_log`); memory is the models' states and, when
     ``keep`` allows, the effects kept, never the log.  A 30-day log of a 2,000-endpoint fleet
     (about 17 M results) is folded with a bounded footprint (``benchmarks/replay_bench.py``).
 
@@ -196,7 +197,7 @@ def watched_in_file(events: Iterable[Any], configured: Iterable[str] = ()) -> tu
     command alone does not make a model watched -- the judge refused one for a model it did
     not watch, and a refold of the file must not fold it (:func:`reverie_canary.services.judge.core.fold_targets`).
     """
-    from reverie_canary.shared.commands import Command
+    from reverie_canary.shared.contract.commands import Command
 
     named = {m for e in events if not isinstance(e, Command) and (m := getattr(e, "model", "*")) != "*"}
     return tuple(sorted(named | set(configured)))

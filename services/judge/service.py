@@ -2,7 +2,7 @@
 
 One durable consumer (``judge-v1``) reads discovery events, probe results,
 operator commands and routing snapshots in stream order, in batches of up to
-:data:`reverie_canary.shared.streams.JUDGE_BATCH` (:class:`reverie_canary.shared.service.OrderedBatches`
+:data:`reverie_canary.shared.runtime.streams.JUDGE_BATCH` (:class:`reverie_canary.shared.runtime.service.OrderedBatches`
 proves each batch is the log's next messages), so the live fold sees exactly
 the order ``canary replay`` reads.  Each batch: decode, fold into the states
 held in memory (:class:`reverie_canary.services.judge.core.Folder`: the same fold as
@@ -28,9 +28,10 @@ from reverie_canary.services.judge.core import Effect, Folder, ModelState, Polic
 from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import (Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound,
                                                  RedisJudgeStore)
-from reverie_canary.shared import clock, eventlog, ids, inputs, metrics, streams, subjects, tracing
-from reverie_canary.shared.broker import Delivery, Publisher, _span_attributes
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import ids, inputs, subjects
+from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
+from reverie_canary.shared.runtime.broker import Delivery, Publisher, _span_attributes
+from reverie_canary.shared.contract.events import (
     PROBE_KINDS,
     CommandApplied,
     CommandRefused,
@@ -39,13 +40,13 @@ from reverie_canary.shared.events import (
     ProbeResult,
     RetestRequested,
 )
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.errors import TooLarge, Transient
-from reverie_canary.shared.service import Retake, Shell, nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.contract.errors import TooLarge, Transient
+from reverie_canary.shared.runtime.service import Retake, Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG
 
-#: Every message that may arrive on the judge's subjects (:data:`reverie_canary.shared.inputs.READS`).
+#: Every message that may arrive on the judge's subjects (:data:`reverie_canary.shared.contract.inputs.READS`).
 JUDGE_INPUT = inputs.decoder("judge")
 
 
@@ -105,7 +106,7 @@ class Judge:
         self.snapshots = snapshots
         #: model -> the state last loaded or saved (what the metrics show)
         self.latest: dict[str, ModelState] = {}
-        #: task id -> the trace context of the span that handled its result (shared/tracing.py)
+        #: task id -> the trace context of the span that handled its result (shared/runtime/tracing.py)
         self.traces = tracing.Contexts()
         #: model -> its record as saved (state, position, revision, outbox, sent)
         self.records: dict[str, JudgeRecord] = {}
@@ -262,7 +263,7 @@ class Judge:
                     series.inc("verdicts", model=effect.model, verdict=verdict.verdict)
 
     def _decision_span(self, effect: Outbound):
-        """A decision's span: child of its first evidence result's span, linked to the others' (shared/tracing.py).
+        """A decision's span: child of its first evidence result's span, linked to the others' (shared/runtime/tracing.py).
 
         Any other effect (a verdict, an answer) is published in the span of the message that made it.
         """

@@ -30,10 +30,10 @@ from nats.js.api import ObjectMeta
 from nats.js.errors import NotFoundError
 
 from reverie_canary.services.judge.core import ModelState
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.streams import JUDGE_SNAPSHOTS
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.streams import JUDGE_SNAPSHOTS
 
-#: The object store bucket of the judge's snapshots (declared in shared/streams.py).
+#: The object store bucket of the judge's snapshots (declared in shared/runtime/streams.py).
 BUCKET = JUDGE_SNAPSHOTS
 #: Objects written in turn.
 NAMES = ("judge-a", "judge-b")

@@ -39,10 +39,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from reverie_canary.services.judge.core import Effect, ModelState, OpenCycle, ProviderState, initial
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CommandApplied, CommandRefused, Language, Outcome, Reason, ResultRef, Token
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.subjects import decode_token, encode_token
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import CommandApplied, CommandRefused, Language, Outcome, Reason, ResultRef, Token
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.contract.subjects import decode_token, encode_token
 
 
 #: What an outbox holds: the fold's effects, and the answer to an operator command.

@@ -35,9 +35,9 @@ import httpx
 import msgspec
 
 from reverie_canary.services.notifier.core import SEVERITIES, payload, webhook_id
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import Notice
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import Notice
+from reverie_canary.shared.runtime.settings import Settings
 
 #: The Standard Webhooks secret: 24 to 64 random bytes (spec, "Signature scheme").
 SECRET_BYTES = (24, 64)
@@ -208,7 +208,7 @@ class AppriseSender:
 
         kind = "success" if notice.phase == "end" else _APPRISE_TYPE[notice.severity]
         try:
-            async with asyncio.timeout(self.timeout_s):  # not wait_for: it can swallow a cancellation (shared/aio.py)
+            async with asyncio.timeout(self.timeout_s):  # not wait_for: it can swallow a cancellation (shared/runtime/aio.py)
                 result = await self._apprise.async_notify(body=notice.text or notice.title, title=_title(notice),
                                                           notify_type=apprise.NotifyType(kind))
         except TimeoutError:

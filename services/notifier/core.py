@@ -46,8 +46,8 @@ from typing import Any, Literal, get_args
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.shared.commands import VERBS, AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.commands import VERBS, AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,
     CycleSized,
@@ -58,14 +58,14 @@ from reverie_canary.shared.events import (
     ProviderVerdict,
     Severity,
 )
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.contract.timefmt import utc_text
 
 #: Severities in rising order of urgency.
 SEVERITIES: tuple[str, ...] = get_args(Severity)
 RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
-#: The one table of severities: every decision action (shared/events.py, DecisionAction),
+#: The one table of severities: every decision action (shared/contract/events.py, DecisionAction),
 #: every router fact and every operator-command notice.  Why each is what it is:
 SEVERITY: dict[str, Severity] = {
     # judge decisions
@@ -95,7 +95,7 @@ SEVERITY: dict[str, Severity] = {
     # discovery facts
     "cycle_does_not_fit": "warning",  # the plan cannot end in its window: results will be missing, cycles frozen
 }
-#: The notice action of each applied command, by its verb (``shared/commands.py``, VERBS).
+#: The notice action of each applied command, by its verb (``shared/contract/commands.py``, VERBS).
 APPLIED_ACTIONS: dict[str, str] = {
     VERBS[AddOverride]: "override_added",
     VERBS[RemoveOverride]: "override_removed",

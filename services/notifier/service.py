@@ -45,15 +45,16 @@ from nats.js.errors import NotFoundError
 from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, mask_all, open_channels
 from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
 from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
-from reverie_canary.shared import codec, inputs, metrics, streams, subjects
-from reverie_canary.shared.aio import wait_event
-from reverie_canary.shared.broker import Delivery, Publisher
-from reverie_canary.shared.commands import ResendNotices
-from reverie_canary.shared.errors import ConfigError, Transient
-from reverie_canary.shared.events import NOTICE_CHANNELS_MAX, NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.service import Shell, nats_connect, redis_client
-from reverie_canary.shared.settings import SEVERITIES, Settings
+from reverie_canary.shared.contract import codec, inputs, subjects
+from reverie_canary.shared.runtime import metrics, streams
+from reverie_canary.shared.runtime.aio import wait_event
+from reverie_canary.shared.runtime.broker import Delivery, Publisher
+from reverie_canary.shared.contract.commands import ResendNotices
+from reverie_canary.shared.contract.errors import ConfigError, Transient
+from reverie_canary.shared.contract.events import NOTICE_CHANNELS_MAX, NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import SEVERITIES, Settings
 
 NOTIFIER_INPUT = inputs.decoder("notifier")
 #: A claimed entry is someone else's for the attempt's timeout plus this margin (seconds); a

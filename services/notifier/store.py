@@ -32,8 +32,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from reverie_canary.services.notifier.core import FoldState
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import Notice
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import Notice
 
 #: How long delivered and dead entries (and their notices) are kept: the log's age (35 days).
 KEEP_S = 35 * 86400

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 
 import httpx
 
-from reverie_canary.shared.openrouter import make_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.openrouter import make_client
+from reverie_canary.shared.runtime.settings import Settings
 
 #: Connections of one client: its pool's bookkeeping per request grows with the square of this.
 SHARD_CONNECTIONS = 16

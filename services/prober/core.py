@@ -4,7 +4,7 @@ Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
 ``not_applicable``, not broken), pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``) and the language
-probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.events.LANGUAGE_ANOMALIES`,
+probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`,
 two more tries at once, sent concurrently; the majority decides, all replies
 kept; DESIGN.md, contract 4).  The checks themselves are in
 :mod:`reverie_canary.client.checks`.
@@ -25,7 +25,7 @@ from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
 from reverie_canary.client.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.events import (
     EVIDENCE_REASONING_CHARS,
     EVIDENCE_TEXT_CHARS,
     FIRST_BYTES_CHARS,

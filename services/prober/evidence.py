@@ -1,6 +1,6 @@
 """Evidence bundles: the probes behind a decision as field cases that ``canary check`` reads.
 
-What lives here: turning logged :class:`~reverie_canary.shared.events.ProbeResult`
+What lives here: turning logged :class:`~reverie_canary.shared.contract.events.ProbeResult`
 events into the recorded-reply format of ``shared/cases/README.md`` (one JSON
 object per request), so that anyone, a provider included, can run the same
 checks on the same replies and get the same verdicts (issue 12, "An evidence
@@ -38,7 +38,7 @@ from typing import Any, Iterable
 import msgspec
 
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, build
-from reverie_canary.shared.events import Endpoint, ProbeResult, ReplyEvidence
+from reverie_canary.shared.contract.events import Endpoint, ProbeResult, ReplyEvidence
 
 #: Probe kind -> the field-case kind that ``canary check`` maps back to it
 #: (:data:`reverie_canary.services.prober.recorded.KIND_MAP`; ``corruption`` with the echo prompt is ``echo``).

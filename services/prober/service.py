@@ -4,7 +4,7 @@ Every replica binds the same durable (``prober-v2``), so tasks are spread
 across probers (DESIGN.md, "Subjects and streams").  A prober fetches a task
 only when one of its workers is free and says it is in
 progress every ``ack_wait / 4`` while it probes (:meth:`Shell.work_queue`), so
-the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.streams.task_ack_wait_s`)
+the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.runtime.streams.task_ack_wait_s`)
 and a dead prober's tasks are redelivered to another within it, in the same
 cycle (issue 11 §1).  A result is published with the task id
 as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
@@ -56,13 +56,14 @@ from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest, build
 from reverie_canary.client.reply import ProbeSpec, Reply
-from reverie_canary.shared import clock, codec, metrics, retry, streams, subjects
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.broker import Delivery
-from reverie_canary.shared.events import PROBE_KINDS, ProbeResult, ProbeTask
-from reverie_canary.shared.service import Shell
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime import clock, metrics, retry, streams
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.runtime.broker import Delivery
+from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.runtime.service import Shell
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG
 
 CAPABILITY_KINDS = frozenset({"structured"})
 #: Seconds kept before a task's deadline to judge the reply and publish the result.
@@ -212,13 +213,13 @@ async def publish_result(publisher, task: ProbeTask, result: ProbeResult) -> Non
 
     A publish JetStream did not acknowledge (its stream's leader lost, a
     cluster failing over) is tried again with the same id after
-    :data:`reverie_canary.shared.retry.RESULT`'s delays, the task kept alive
+    :data:`reverie_canary.shared.runtime.retry.RESULT`'s delays, the task kept alive
     meanwhile, rather than given back to be probed again: a reply already
     judged is not asked for twice (issue 11 §7).
 
     Raises:
         Transient: when the next wait would end past the task's deadline (the task is
-            then redelivered, :func:`reverie_canary.shared.broker.handle`).
+            then redelivered, :func:`reverie_canary.shared.runtime.broker.handle`).
     """
     subject = subjects.result(task.model, task.provider)
     attempt = 0

@@ -67,10 +67,10 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.shared import ids
-from reverie_canary.shared.commands import VERBS, AddOverride, ReloadExclusions, RemoveOverride
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.commands import VERBS, AddOverride, ReloadExclusions, RemoveOverride
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import (
     ANSWER_IGNORE_MAX,
     ANSWER_MODELS_MAX,
     CommandApplied,
@@ -80,10 +80,10 @@ from reverie_canary.shared.events import (
     FloorBreach,
     SnapshotVersion,
 )
-from reverie_canary.shared.printable import control_at
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.runtime.printable import control_at
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.timefmt import utc_text
 
 LAYER_ORDER = {"exclusion": 0, "override": 1, "suspension": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -211,7 +211,7 @@ def _as_datetime(value: Any, field: str, line: int, path: str) -> datetime:
     raise ConfigError(f"{path}:{line}: {field} must be a TOML date (2026-06-11) or UTC datetime, got {value!r}")
 
 
-#: An endpoint tag or model id as the wire carries it (``Slug``, shared/events.py).
+#: An endpoint tag or model id as the wire carries it (``Slug``, shared/contract/events.py).
 _IDENTIFIER = re.compile(r"^[!#-\[\]-~]{1,256}$")
 
 
@@ -422,7 +422,7 @@ class Invalid(Struct, frozen=True, kw_only=True):
 #: What the shell must carry out after saving, kept in the record's outbox until done.
 Outbound = SnapshotMade | CommandApplied | CommandRefused
 Effect = SnapshotMade | CommandApplied | CommandRefused | Note | Invalid
-#: Operator commands the router owns (shared/commands.py OWNERS).
+#: Operator commands the router owns (shared/contract/commands.py OWNERS).
 RouterCommand = AddOverride | RemoveOverride | ReloadExclusions
 RouterInput = Decision | AddOverride | RemoveOverride | EndpointsDiscovered | ExclusionsRead | KvSeen | Tick
 

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 from reverie_canary.services.router.core import ExclusionsRead, parse_exclusions
-from reverie_canary.shared.commands import ReloadExclusions
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.commands import ReloadExclusions
+from reverie_canary.shared.contract.errors import ConfigError
 
 #: How often the router looks at the exclusions file for a change (seconds).
 EXCLUSIONS_POLL_S = 2.0

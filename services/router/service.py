@@ -1,8 +1,8 @@
 """Router service: a thin shell around :func:`reverie_canary.services.router.core.decide`.
 
 Inputs (durable ``router-v2``, in log order, pulled one at a time by the shell's
-:meth:`~reverie_canary.shared.service.Shell.in_order`; the table is
-:data:`reverie_canary.shared.inputs.READS`): judge decisions, the operator
+:meth:`~reverie_canary.shared.runtime.service.Shell.in_order`; the table is
+:data:`reverie_canary.shared.contract.inputs.READS`): judge decisions, the operator
 commands the router owns (``AddOverride``, ``RemoveOverride``,
 ``ReloadExclusions``) and discovery's ``EndpointsDiscovered`` (for the guard
 rails); besides them, the router's own timer (expiry) and the exclusions file.
@@ -52,18 +52,19 @@ from reverie_canary.services.router.core import (
 )
 from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, ExclusionsFile
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
-from reverie_canary.shared import clock, codec, eventlog, ids, inputs, metrics, streams, subjects, tracing
-from reverie_canary.shared.aio import wait_event
-from reverie_canary.shared.bounds import fit
-from reverie_canary.shared.broker import Delivery, Publisher
-from reverie_canary.shared.commands import ReloadExclusions
-from reverie_canary.shared.errors import Rejected, Transient, Undecodable
-from reverie_canary.shared.events import CommandApplied, CommandRefused
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.service import Shell, redis_client
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.shared.contract import codec, ids, inputs, subjects
+from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
+from reverie_canary.shared.runtime.aio import wait_event
+from reverie_canary.shared.contract.bounds import fit
+from reverie_canary.shared.runtime.broker import Delivery, Publisher
+from reverie_canary.shared.contract.commands import ReloadExclusions
+from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.contract.events import CommandApplied, CommandRefused
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.service import Shell, redis_client
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 ROUTER_INPUT = inputs.decoder("router")
 #: What the router folds; other messages on its subjects (a lift, a cycle close) are acknowledged and skipped.
@@ -191,7 +192,7 @@ class SnapshotSink:
     async def announce(self, snapshot: IgnoreSnapshot) -> None:
         """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id).
 
-        In a span of its own, child of the message that made it (a decision, an override: shared/tracing.py).
+        In a span of its own, child of the message that made it (a decision, an override: shared/runtime/tracing.py).
         """
         with tracing.span("router snapshot", attributes={"canary.model": snapshot.model,
                                                           "canary.version": snapshot.version,

@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from reverie_canary.services.router.core import Outbound, RouterState
-from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.contract.errors import Transient
 
 
 class RouterRecord(msgspec.Struct, kw_only=True):

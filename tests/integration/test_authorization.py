@@ -9,13 +9,13 @@ import pytest
 from nats.errors import NoServersError
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
+from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.client import IgnoreListClient
-from reverie_canary.shared.commands import AddOverride
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG
+from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG
 from tests import waits
 
 pytestmark = pytest.mark.integration
@@ -154,7 +154,7 @@ async def test_a_malformed_command_changes_nothing_and_is_dead_lettered_with_its
 
 async def test_a_command_dressed_as_another_message_is_refused(secured):
     """A prober's lift on a results subject, a judge's override on a decisions subject: refused, nothing changes."""
-    from reverie_canary.shared.commands import LiftSuspension, SetMode
+    from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
 
     infra = secured
     await ensure_streams(settings_for(infra))

@@ -9,11 +9,11 @@ import nats
 import pytest
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.events import DeadLetter
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import DEADLETTER, TASKS
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.contract.events import DeadLetter
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import DEADLETTER, TASKS
 from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
@@ -131,8 +131,8 @@ async def test_an_operator_command_with_a_control_character_is_dead_lettered_by_
     import uuid
     from datetime import datetime, timezone
 
-    from reverie_canary.shared.commands import AddOverride, SetMode
-    from reverie_canary.shared.streams import LOG
+    from reverie_canary.shared.contract.commands import AddOverride, SetMode
+    from reverie_canary.shared.runtime.streams import LOG
 
     settings = settings_for(infra)
     await ensure_streams(settings)

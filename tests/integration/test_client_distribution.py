@@ -24,10 +24,10 @@ import nats
 import pytest
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.commands import AddOverride
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 

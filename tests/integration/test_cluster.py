@@ -27,10 +27,11 @@ from reverie_canary.client import IgnoreListClient
 from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.judge.replay import diff_states, refold
 from reverie_canary.services.judge.replay import read_log as read_judge_log
-from reverie_canary.shared import codec, eventlog, streams, subjects
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime import eventlog, streams
+from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve

@@ -19,10 +19,10 @@ from structlog.testing import capture_logs
 
 from reverie_canary.canary.embedded import BinaryMissing, RunningServer, start_nats, start_redis
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import metrics
-from reverie_canary.shared.health import REDIS_WATCH_S
-from reverie_canary.shared.service import ensure_streams, nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import metrics
+from reverie_canary.shared.runtime.health import REDIS_WATCH_S
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
@@ -189,8 +189,8 @@ async def test_an_override_that_expires_while_redis_is_down_is_published_once_re
     from datetime import datetime, timedelta, timezone
 
     from reverie_canary.canary.demo import current_snapshot
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.commands import AddOverride
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.contract.commands import AddOverride
     from tests import waits
 
     settings = servers.settings()

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from reverie_canary.canary.demo import pipeline
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.service import nats_connect
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime.service import nats_connect
 from tests import waits
 
 pytestmark = pytest.mark.integration

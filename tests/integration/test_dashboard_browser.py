@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from reverie_canary.services.judge.replay import read_log
-from reverie_canary.shared.service import nats_connect
-from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime.service import nats_connect
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from tests import waits
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from reverie_canary.canary.demo import demo_cycle_s, pipeline
-from reverie_canary.shared import ids
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.faults import parse_fault
 from tests.integration.test_pipeline import BROKEN, SLOW, _replay
 

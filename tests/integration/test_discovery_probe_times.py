@@ -20,10 +20,10 @@ from reverie_canary.canary.embedded import start_redis
 from reverie_canary.services.discovery import service as discovery_service
 from reverie_canary.services.discovery.core import plan
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared.auth import generate_redis_passwords, redis_url_for, render_redis_acl
-from reverie_canary.shared.events import PROBE_KINDS, Endpoint
-from reverie_canary.shared.service import Shell
-from reverie_canary.shared.settings import LANGUAGES, Settings
+from reverie_canary.shared.runtime.auth import generate_redis_passwords, redis_url_for, render_redis_acl
+from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint
+from reverie_canary.shared.runtime.service import Shell
+from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ import pytest
 from reverie_canary.canary.runtime import running
 from reverie_canary.services.discovery.core import cycle_start
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared import ids
-from reverie_canary.shared.eventlog import read_log
-from reverie_canary.shared.events import CycleClosed, EndpointsDiscovered
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.runtime.eventlog import read_log
+from reverie_canary.shared.contract.events import CycleClosed, EndpointsDiscovered
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -91,8 +91,8 @@ async def test_a_model_never_planned_or_already_closed_has_nothing_open(infra):
 
 async def test_the_discovery_service_stopped_mid_cycle_and_started_again_closes_that_cycle(infra):
     """The whole service (``canary run discovery`` as the runtime runs it): stopped after a plan, started again."""
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.runtime.service import nats_connect
 
     scenario = load_scenario("default")
     model = scenario.models[0].id

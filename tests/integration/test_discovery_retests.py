@@ -8,9 +8,9 @@ import pytest
 
 from reverie_canary.services.discovery.core import plan, rotation
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared.events import PROBE_KINDS, Endpoint, RetestRequested
-from reverie_canary.shared.service import Shell, redis_client
-from reverie_canary.shared.settings import LANGUAGES, Settings
+from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint, RetestRequested
+from reverie_canary.shared.runtime.service import Shell, redis_client
+from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 
 pytestmark = pytest.mark.integration
 

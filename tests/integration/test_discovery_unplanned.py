@@ -10,9 +10,9 @@ import pytest
 
 from reverie_canary.services.discovery.core import cycle_start
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared import ids
-from reverie_canary.shared.events import CycleUnplanned, EndpointsDiscovered
-from reverie_canary.shared.service import Shell
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.events import CycleUnplanned, EndpointsDiscovered
+from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.simulator.faults import Front
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 async def _logged(shell: Shell) -> list:
-    from reverie_canary.shared.eventlog import read_log
+    from reverie_canary.shared.runtime.eventlog import read_log
 
     return [e.event for e in await read_log(shell.broker.connection.jetstream(), idle_s=0.5)]
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
 from reverie_canary.services.prober.evidence import probe_verdict
-from reverie_canary.shared.eventlog import read_log
-from reverie_canary.shared.events import Decision, ProbeResult
-from reverie_canary.shared.service import nats_connect
+from reverie_canary.shared.runtime.eventlog import read_log
+from reverie_canary.shared.contract.events import Decision, ProbeResult
+from reverie_canary.shared.runtime.service import nats_connect
 
 pytestmark = pytest.mark.integration
 

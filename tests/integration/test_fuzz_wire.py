@@ -2,8 +2,8 @@
 
 Random bytes, truncated JSON, wrong types, huge fields, unknown types, other
 schema versions and valid messages on the wrong subject, on each subject a
-service consumes (derived from ``shared/inputs.py`` and the consumers of
-``shared/streams.py``, so a new subscription is fuzzed without a list to keep):
+service consumes (derived from ``shared/contract/inputs.py`` and the consumers of
+``shared/runtime/streams.py``, so a new subscription is fuzzed without a list to keep):
 each message is refused by each service that reads the subject, with the reason
 its own strict decoder gives (a dead letter in ``CANARY_DEADLETTER`` and the
 ``canary_dead_letters_total`` counter), the services keep consuming, and nothing
@@ -30,13 +30,14 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.notifier.service import NOTIFIER_INPUT
 from reverie_canary.services.router.service import ROUTER_INPUT
-from reverie_canary.shared import codec, inputs, metrics, streams, subjects
-from reverie_canary.shared.clock import now
-from reverie_canary.shared.commands import VERBS, AddOverride
-from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Undecodable, UnsupportedVersion
-from reverie_canary.shared.events import ProbeTask, RetestRequested
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import codec, inputs, subjects
+from reverie_canary.shared.runtime import metrics, streams
+from reverie_canary.shared.runtime.clock import now
+from reverie_canary.shared.contract.commands import VERBS, AddOverride
+from reverie_canary.shared.contract.errors import Oversize, Rejected, TooLarge, Undecodable, UnsupportedVersion
+from reverie_canary.shared.contract.events import ProbeTask, RetestRequested
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
 from tests import waits
 from tests.judge_events import cycle_events, healthy, publish_events
 from tests.wire_samples import smallest
@@ -350,7 +351,7 @@ async def test_a_version_99_decision_no_longer_suspends_anyone(bus):
     from datetime import timedelta
 
     from reverie_canary.canary.demo import current_snapshot
-    from reverie_canary.shared.events import Decision
+    from reverie_canary.shared.contract.events import Decision
 
     decision = Decision(at=now(), decision_id="dec-v99", model=MODEL, provider="a", action="suspend",
                         until=now() + timedelta(days=1), reason="failed_cycles")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
 from reverie_canary.canary.embedded import free_port
-from reverie_canary.shared.streams import LOG, TASKS
+from reverie_canary.shared.runtime.streams import LOG, TASKS
 
 pytestmark = pytest.mark.integration
 

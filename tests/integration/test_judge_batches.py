@@ -14,13 +14,14 @@ from reverie_canary.canary.demo import judge_record
 from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.service import create_app
-from reverie_canary.shared import inputs, streams, subjects
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.eventlog import read_log
-from reverie_canary.shared.service import Shell, ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, ConsumerSpec
-from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.contract import inputs, subjects
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime.eventlog import read_log
+from reverie_canary.shared.runtime.service import Shell, ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, ConsumerSpec
+from reverie_canary.shared.contract.errors import Transient
 from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
@@ -92,7 +93,7 @@ async def readyz_and_lease_held():
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    from reverie_canary.shared import metrics
+    from reverie_canary.shared.runtime import metrics
 
     ep = metrics.endpoint("judge")
     async with httpx.AsyncClient(timeout=5) as http:

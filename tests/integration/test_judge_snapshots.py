@@ -13,10 +13,11 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge import snapshots
 from reverie_canary.services.judge.core import Policy, fold, initial
 from reverie_canary.services.judge.replay import scan_refold
-from reverie_canary.shared import inputs, streams
-from reverie_canary.shared.eventlog import read_log
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import inputs
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.eventlog import read_log
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 

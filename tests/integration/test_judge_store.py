@@ -7,7 +7,7 @@ import redis.asyncio as aioredis
 
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.store import JudgeRecord, MemoryJudgeStore, RedisJudgeStore
-from reverie_canary.shared.errors import Transient
+from reverie_canary.shared.contract.errors import Transient
 from tests.judge_events import MODEL, cycle_events, healthy
 
 pytestmark = pytest.mark.integration

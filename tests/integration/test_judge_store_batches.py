@@ -11,8 +11,8 @@ import redis.asyncio as aioredis
 from reverie_canary.services.judge.core import Folder, Policy, fold, initial
 from reverie_canary.services.judge.store import (Fenced, JudgeRecord, MemoryJudgeStore, ModelChange,
                                                  RedisJudgeStore, delta)
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import ProbeResult
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import ProbeResult
 from tests.judge_events import MODEL, cycle_events, healthy
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reverie_canary.canary.runtime import SERVICES, running
 from reverie_canary.services.notifier.core import SEVERITIES
-from reverie_canary.shared import metrics
-from reverie_canary.shared.service import ensure_streams, known_series
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import metrics
+from reverie_canary.shared.runtime.service import ensure_streams, known_series
+from reverie_canary.shared.runtime.settings import Settings
 from tests.notifier_receiver import new_secret
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import redis.asyncio as aioredis
 
 from reverie_canary.services.notifier.core import FoldPolicy, FoldState, fold
 from reverie_canary.services.notifier.store import BookRecord, MemoryDeliveryBook, Queued, RedisDeliveryBook
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import Decision, Notice
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import Decision, Notice
 
 pytestmark = pytest.mark.integration
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -22,12 +22,12 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.notifier.core import webhook_id
 from reverie_canary.services.notifier.service import create_app
 from reverie_canary.services.notifier.store import RedisDeliveryBook
-from reverie_canary.shared import codec, ids, subjects
-from reverie_canary.shared.events import CycleVerdict, Decision
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-from reverie_canary.shared.service import ensure_streams, redis_client
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, NOTICES
+from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.contract.events import CycleVerdict, Decision
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.runtime.service import ensure_streams, redis_client
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, NOTICES
 from tests import waits
 from tests.operator_cli import run_canary
 from tests.judge_events import T0, cycle_events, healthy, publish_events
@@ -377,7 +377,7 @@ async def test_a_hanging_channel_does_not_delay_a_healthy_one(infra):
 
 async def test_operator_commands_are_told_from_the_routers_answers(infra):
     """Refused (unknown provider), applied, and forced past the capacity floor: told as such, once each."""
-    from reverie_canary.shared.commands import VERBS, AddOverride
+    from reverie_canary.shared.contract.commands import VERBS, AddOverride
 
     secret = new_secret()
     async with receiving(secret) as hook:

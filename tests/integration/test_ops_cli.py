@@ -16,10 +16,10 @@ import nats
 import pytest
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 from tests.judge_events import cycle_events, healthy, publish_events
 from tests import waits
 from tests.operator_cli import run_canary

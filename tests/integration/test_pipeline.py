@@ -12,8 +12,8 @@ import pytest
 
 from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.judge.replay import diff_states, read_log, refold
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import nats_connect, redis_client
+from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime.service import nats_connect, redis_client
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.integration

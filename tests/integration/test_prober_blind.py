@@ -8,10 +8,10 @@ import httpx
 import pytest
 
 from reverie_canary.services.prober.service import Prober
-from reverie_canary.shared import codec
-from reverie_canary.shared.events import ProbeTask
-from reverie_canary.shared.openrouter import make_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import codec
+from reverie_canary.shared.contract.events import ProbeTask
+from reverie_canary.shared.runtime.openrouter import make_client
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.faults import Front
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario

@@ -21,8 +21,8 @@ from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.http import request_body, send_probe
 from reverie_canary.services.prober.prompts import build
 from reverie_canary.services.prober.service import Prober, requests_in_flight
-from reverie_canary.shared.events import ProbeTask
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.events import ProbeTask
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve

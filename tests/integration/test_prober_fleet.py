@@ -15,9 +15,9 @@ import pytest
 
 from reverie_canary.client.checks.language import warm_up
 from reverie_canary.services.prober.service import Prober
-from reverie_canary.shared.events import PROBE_KINDS, ProbeTask
-from reverie_canary.shared.openrouter import list_endpoints, make_client
-from reverie_canary.shared.settings import LANGUAGES, Settings
+from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeTask
+from reverie_canary.shared.runtime.openrouter import list_endpoints, make_client
+from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve

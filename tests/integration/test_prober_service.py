@@ -10,11 +10,12 @@ from datetime import timedelta
 import pytest
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import clock, codec, streams, subjects
-from reverie_canary.shared.events import ProbeTask
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, TASKS
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime import clock, streams
+from reverie_canary.shared.contract.events import ProbeTask
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, TASKS
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve

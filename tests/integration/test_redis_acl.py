@@ -23,10 +23,10 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.core import initial
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord
-from reverie_canary.shared.auth import (REDIS_SERVICE_USERS, generate_redis_passwords, redis_url_for,
+from reverie_canary.shared.runtime.auth import (REDIS_SERVICE_USERS, generate_redis_passwords, redis_url_for,
                                         render_redis_acl)
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -204,7 +204,7 @@ def test_canary_run_with_a_wrong_redis_password_exits_2_with_one_line(acl, tmp_p
 
 async def test_a_user_in_the_url_and_its_password_from_a_file_are_let_in(acl, tmp_path):
     """compose's Docker secrets: ``REDIS_URL=redis://judge@host`` and ``REDIS_PASSWORD_FILE`` (issue 15 §3)."""
-    from reverie_canary.shared.service import redis_client, redis_watch_client
+    from reverie_canary.shared.runtime.service import redis_client, redis_watch_client
 
     secret = tmp_path / "redis_judge_password"
     secret.write_text(acl.passwords["judge"] + "\n")

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
@@ -51,10 +51,10 @@ async def test_replay_folds_no_command_the_judge_refused_for_a_model_it_does_not
 
     from reverie_canary.canary.demo import judge_record
     from reverie_canary.canary.runtime import running
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.commands import VERBS, AddOverride, SetMode
-    from reverie_canary.shared.events import CommandApplied, CommandRefused
-    from reverie_canary.shared.streams import LOG
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.contract.commands import VERBS, AddOverride, SetMode
+    from reverie_canary.shared.contract.events import CommandApplied, CommandRefused
+    from reverie_canary.shared.runtime.streams import LOG
     from tests import waits
 
     settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
@@ -111,8 +111,8 @@ async def test_replay_folds_no_command_the_judge_refused_for_a_model_it_does_not
 
 async def _router_answer(js, command_id: str):
     """The router's answer to ``command_id`` on the log (``None``: none yet)."""
-    from reverie_canary.shared import codec, subjects
-    from reverie_canary.shared.streams import LOG
+    from reverie_canary.shared.contract import codec, subjects
+    from reverie_canary.shared.runtime.streams import LOG
 
     try:
         msg = await js.get_last_msg(LOG, subjects.answer("router", command_id))

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from reverie_canary.canary.cli import app
 from reverie_canary.canary.demo import judge_record
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration

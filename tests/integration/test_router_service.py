@@ -11,14 +11,14 @@ import redis.asyncio as aioredis
 from reverie_canary.services.router.exclusions import ExclusionsFile
 from reverie_canary.services.router.service import Router, SnapshotSink
 from reverie_canary.services.router.store import RedisRouterStore
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.broker import Delivery, Publisher, make_broker
-from reverie_canary.shared.commands import AddOverride, RemoveOverride
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CommandApplied
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, ROUTING_BUCKET
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.runtime.broker import Delivery, Publisher, make_broker
+from reverie_canary.shared.contract.commands import AddOverride, RemoveOverride
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import CommandApplied
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 pytestmark = pytest.mark.integration
 MODEL = "acme/chat-1"

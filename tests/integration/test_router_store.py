@@ -9,9 +9,9 @@ import redis.asyncio as aioredis
 
 from reverie_canary.services.router.core import RouterPolicy, SnapshotMade, Tick, decide, initial
 from reverie_canary.services.router.store import MemoryRouterStore, RedisRouterStore, RouterRecord, StaleRecord
-from reverie_canary.shared.commands import AddOverride
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import CommandApplied, Decision
+from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import CommandApplied, Decision
 
 pytestmark = pytest.mark.integration
 

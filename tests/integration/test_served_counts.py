@@ -10,9 +10,9 @@ import pytest
 from reverie_canary.client import IgnoreListClient
 from reverie_canary.services.dashboard.sources import FleetReader
 from reverie_canary.services.dashboard.web import read_lookback
-from reverie_canary.shared import subjects
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.streams import LOG
+from reverie_canary.shared.contract import subjects
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.streams import LOG
 from tests import waits
 from tests.integration.test_authorization import MODEL, settings_for
 

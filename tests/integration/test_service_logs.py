@@ -26,8 +26,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from reverie_canary.canary.embedded import BinaryMissing, start_redis
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve

@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 import pytest
 
 from reverie_canary.services.router.service import ROUTER_INPUT
-from reverie_canary.shared import codec, inputs, subjects
-from reverie_canary.shared.events import Decision
-from reverie_canary.shared.service import Shell, ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import LOG, ConsumerSpec
+from reverie_canary.shared.contract import codec, inputs, subjects
+from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime.service import Shell, ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import LOG, ConsumerSpec
 from tests import waits
 
 pytestmark = pytest.mark.integration

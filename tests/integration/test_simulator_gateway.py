@@ -28,7 +28,7 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import FAULT_KINDS, decode_scenario, load_scenario
 from reverie_canary.simulator.server import serve

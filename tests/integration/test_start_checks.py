@@ -20,11 +20,12 @@ from structlog.testing import capture_logs
 
 from reverie_canary.canary.demo import demo_settings
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared import preflight, streams, subjects
-from reverie_canary.shared.auth import SERVICE_USERS
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.service import ensure_streams, nats_connect
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import subjects
+from reverie_canary.shared.runtime import preflight, streams
+from reverie_canary.shared.runtime.auth import SERVICE_USERS
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -165,7 +166,7 @@ async def test_a_live_durable_the_server_cannot_change_is_refused_with_why(infra
             pass
     text = str(refused.value)
     assert text.startswith(f"durable consumer {spec.durable} on {streams.LOG} differs from the code in ack_policy"), text
-    assert "'none' -> 'explicit'" in text and "new -vN in shared/streams.py" in text
+    assert "'none' -> 'explicit'" in text and "new -vN in shared/runtime/streams.py" in text
 
 
 async def test_canary_up_says_a_start_line_and_one_line_per_closed_cycle(infra, tmp_path):
@@ -217,7 +218,7 @@ async def test_a_durable_that_took_over_an_older_ones_position_is_reconciled_wit
     """router-v2 as its migration made it (deliver by start sequence), max_deliver 9: updated, start position kept."""
     from structlog import get_logger
 
-    from reverie_canary.shared import preflight
+    from reverie_canary.shared.runtime import preflight
 
     settings = settings_for(infra)
     await ensure_streams(settings)

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from reverie_canary.canary.cli import app
 from reverie_canary.canary.demo import write_env_files
 from reverie_canary.services.judge.replay import read_log
-from reverie_canary.shared.events import ProbeResult
-from reverie_canary.shared.service import nats_connect
+from reverie_canary.shared.contract.events import ProbeResult
+from reverie_canary.shared.runtime.service import nats_connect
 from tests.integration.test_demo_keep import read_env
 
 pytestmark = pytest.mark.integration

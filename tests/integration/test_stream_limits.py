@@ -7,10 +7,10 @@ import pytest
 from nats.js.api import StoreCompression
 from structlog.testing import capture_logs
 
-from reverie_canary.shared import streams
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.service import ensure_streams
-from reverie_canary.shared.settings import GIB, Settings
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.service import ensure_streams
+from reverie_canary.shared.runtime.settings import GIB, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ async def test_a_byte_limit_the_server_cannot_reserve_is_lowered_and_said(infra)
 
 def test_settings_refuse_a_compression_or_replica_count_jetstream_has_not():
     """stream_compression is s2 or none; stream_replicas 1, 3 or 5; byte limits have a floor."""
-    from reverie_canary.shared.errors import ConfigError
+    from reverie_canary.shared.contract.errors import ConfigError
 
     for bad in ({"stream_compression": "zstd"}, {"stream_replicas": 2}, {"log_max_bytes": 1000}):
         with pytest.raises(ConfigError, match=next(iter(bad))):

@@ -23,9 +23,9 @@ import trustme
 from reverie_canary.canary.demo import pipeline
 from reverie_canary.canary.embedded import ServerTls, start_nats, start_redis
 from reverie_canary.client import IgnoreListClient, tls_context
-from reverie_canary.shared.auth import generate_passwords, server_config, server_env
-from reverie_canary.shared.service import nats_connect, redis_client
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.auth import generate_passwords, server_config, server_env
+from reverie_canary.shared.runtime.service import nats_connect, redis_client
+from reverie_canary.shared.runtime.settings import Settings
 from tests.conftest import ROOT
 from tests.waits import until, within
 
@@ -178,7 +178,7 @@ async def test_canary_init_stops_at_once_on_a_tls_refusal_naming_it(tmp_path, ce
     import time
 
     from reverie_canary.canary.runtime import initialise
-    from reverie_canary.shared.preflight import NatsRefused
+    from reverie_canary.shared.runtime.preflight import NatsRefused
 
     server_tls = ServerTls(cert_file=certs["server"], key_file=certs["server-key"], ca_file=certs["ca"])
     server = start_nats(tmp_path / "nats", tls=server_tls)

@@ -1,4 +1,4 @@
-"""One probe is one trace, from discovery's task to the router's snapshot (issue 15 §6; shared/tracing.py).
+"""One probe is one trace, from discovery's task to the router's snapshot (issue 15 §6; shared/runtime/tracing.py).
 
 The whole pipeline runs on real NATS and Redis with an in-memory span exporter; the trace
 context travels in the NATS headers of the task, the result and the decision.
@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from reverie_canary.canary.demo import pipeline  # noqa: E402
-from reverie_canary.shared import tracing  # noqa: E402
+from reverie_canary.shared.runtime import tracing  # noqa: E402
 from tests.waits import until  # noqa: E402
 
 pytestmark = pytest.mark.integration

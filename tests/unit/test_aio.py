@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from reverie_canary.shared.aio import stop_task, wait_event
-from reverie_canary.shared.service import Shell
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime.aio import stop_task, wait_event
+from reverie_canary.shared.runtime.service import Shell
+from reverie_canary.shared.runtime.settings import Settings
 from tests import waits
 
 

@@ -6,7 +6,7 @@ import subprocess
 
 import yaml
 
-from reverie_canary.shared import metrics
+from reverie_canary.shared.runtime import metrics
 from tests.promql import (
     ALERT_TESTS,
     ALERTS,
@@ -83,7 +83,7 @@ def test_the_dashboard_is_well_formed_grafana_json():
 
 
 def test_every_name_queried_is_a_declared_series():
-    """Alerts and dashboard name only series of the table in shared/metrics.py (the live scrape test checks more)."""
+    """Alerts and dashboard name only series of the table in shared/runtime/metrics.py (the live scrape test checks more)."""
     declared = set(NOT_OURS)
     for fam in metrics.FAMILIES:
         declared.add(fam.name)

@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from reverie_canary.shared.asyncapi import DOCUMENT_PATH, document, nats_permissions, overlaps, render
-from reverie_canary.shared.codec import WIRE_TYPES
+from reverie_canary.canary.asyncapi import DOCUMENT_PATH, document, nats_permissions, overlaps, render
+from reverie_canary.shared.contract.codec import WIRE_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The AsyncAPI 3.0.0 JSON Schema, from the @asyncapi/specs package (6.11.1, schemas/3.0.0-without-$id.json,

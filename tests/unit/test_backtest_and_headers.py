@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from reverie_canary.canary.cli import app
 from reverie_canary.services.judge.core import Decision, Policy, fold
 from reverie_canary.services.judge.explain import explain_provider, shadow_report
-from reverie_canary.shared.commands import SetMode
-from reverie_canary.shared.settings import sources
+from reverie_canary.shared.contract.commands import SetMode
+from reverie_canary.shared.runtime.settings import sources
 from tests.judge_events import MODEL, T0, cycle_events, healthy
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios" / "judge"
@@ -111,7 +111,7 @@ def test_an_offline_replay_folds_no_command_for_a_model_the_file_shows_no_input_
     import msgspec
 
     from reverie_canary.services.judge.core import fold_targets
-    from reverie_canary.shared import codec
+    from reverie_canary.shared.contract import codec
 
     events = [*cycle_events(0, healthy("a/fp8", "b/fp8", "c/fp8")),
               SetMode(command_id="c1", actor="alice", at=T0 + timedelta(minutes=5), mode="enforce", model="typo/model"),

@@ -6,7 +6,7 @@ import pytest
 
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.reply import ProbeSpec, Reply
-from reverie_canary.shared.events import MAX_CHECKS, PROBE_KINDS
+from reverie_canary.shared.contract.events import MAX_CHECKS, PROBE_KINDS
 
 
 @pytest.mark.parametrize("kind", PROBE_KINDS)

@@ -97,7 +97,7 @@ def test_emphasis_around_the_whole_action_is_not_a_quote():
 
 def test_the_foreign_script_fails_the_probe_and_asks_for_a_retest():
     """On the language probe the run fails the probe; foreign_script is a language anomaly (retried)."""
-    from reverie_canary.shared.events import LANGUAGE_ANOMALIES
+    from reverie_canary.shared.contract.events import LANGUAGE_ANOMALIES
 
     text = ("O farol ergue-se sozinho sobre as rochas escuras, com a torre branca ainda molhada da chuva. "
             "Lá embaixo o mar está cinzento e agitado, e as primeiras gaivotas 飞 voam sobre o porto.")

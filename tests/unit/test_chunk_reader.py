@@ -298,7 +298,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size
 @given(value=st.dictionaries(st.text(max_size=100), JSON, max_size=50))
 def test_whatever_a_gateway_sends_the_kept_evidence_passes_the_wire_bound(value):
     """Property: clamp() of any JSON object passes shared.bounds.check_free_json (the judge accepts it)."""
-    from reverie_canary.shared.bounds import check_free_json
+    from reverie_canary.shared.contract.bounds import check_free_json
 
     check_free_json(clamp(value))
 
@@ -306,8 +306,8 @@ def test_whatever_a_gateway_sends_the_kept_evidence_passes_the_wire_bound(value)
 def test_an_error_body_of_any_size_makes_a_result_the_judge_accepts():
     """A 503 whose error object is huge and deep: the result decodes with the strict wire decoder."""
     from reverie_canary.services.prober.core import evidence_of
-    from reverie_canary.shared import codec
-    from reverie_canary.shared.events import ProbeResult
+    from reverie_canary.shared.contract import codec
+    from reverie_canary.shared.contract.events import ProbeResult
 
     nested: dict = {"leaf": "x" * 5000}
     for i in range(10):

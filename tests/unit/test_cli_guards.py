@@ -87,7 +87,7 @@ def test_every_command_text_field_refuses_a_control_character_on_the_wire():
 
     import msgspec
 
-    from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
+    from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
 
     base = {"command_id": "c1", "actor": "alice", "at": datetime.now(timezone.utc)}
     good = {AddOverride: {"provider": "a/fp8", "reason": "incident 7 — ünïcode is fine", "reference": "INC-7"},
@@ -112,8 +112,8 @@ def test_text_from_the_log_or_redis_is_printed_with_its_control_characters_escap
     from reverie_canary.canary.cli_judge import _decision_line
     from reverie_canary.canary.cli_ops import snapshot_lines
     from reverie_canary.client.wire import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-    from reverie_canary.shared.events import Decision
-    from reverie_canary.shared.printable import printable, printable_view
+    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime.printable import printable, printable_view
 
     now = datetime.now(timezone.utc)
     snapshot = IgnoreSnapshot(at=now, model="m/x", version=3, entries=[IgnoreEntry(provider="novita/fp8", reasons=[
@@ -147,9 +147,9 @@ def test_the_wire_refuses_an_override_longer_than_a_year_as_the_cli_does():
     """An add_override expiring 9999-12-01 decodes as Undecodable (the router dead-letters it); 365 days decode."""
     from datetime import datetime, timedelta, timezone
 
-    from reverie_canary.shared import codec
-    from reverie_canary.shared.commands import MAX_OVERRIDE_S, AddOverride
-    from reverie_canary.shared.errors import Undecodable
+    from reverie_canary.shared.contract import codec
+    from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S, AddOverride
+    from reverie_canary.shared.contract.errors import Undecodable
 
     now = datetime(2026, 12, 1, 21, 0, tzinfo=timezone.utc)
     year = AddOverride(command_id="c", actor="a", at=now, provider="p", reason="r",
@@ -177,7 +177,7 @@ def test_canary_probe_prints_a_providers_served_by_with_its_control_characters_e
     from datetime import datetime, timezone
 
     from reverie_canary.canary.cli_probe import _describe
-    from reverie_canary.shared.events import ProbeResult, ReplyEvidence
+    from reverie_canary.shared.contract.events import ProbeResult, ReplyEvidence
 
     result = ProbeResult(at=datetime.now(timezone.utc), task_id="t1", model="m/x", provider="a/fp8", kind="ttft",
                          cycle="c1", outcome="pass", reply=ReplyEvidence(served_by="Evil\x1b[2J", first_bytes="hi",

@@ -53,7 +53,7 @@ def test_no_secret_is_written_in_the_file():
 
 
 def test_every_service_serves_its_metrics_on_its_standard_port_and_is_health_checked_on_readyz():
-    """0.0.0.0 inside the network, the port of shared/metrics.py exposed, /readyz as the healthcheck."""
+    """0.0.0.0 inside the network, the port of shared/runtime/metrics.py exposed, /readyz as the healthcheck."""
     services = _compose()["services"]
     for name in SERVICES:
         service = services[name]
@@ -79,7 +79,7 @@ def test_prometheus_scrapes_each_service_on_its_standard_port():
 
 def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_user():
     """redis-acl renders shared/redis/users.acl, Redis loads it, every stateful service has its own user in REDIS_URL."""
-    from reverie_canary.shared.auth import REDIS_SERVICE_USERS, REDIS_USERS, redis_password_variable
+    from reverie_canary.shared.runtime.auth import REDIS_SERVICE_USERS, REDIS_USERS, redis_password_variable
 
     services = _compose()["services"]
     acl = services["redis-acl"]

@@ -15,9 +15,9 @@ from reverie_canary.services.dashboard import pages
 from reverie_canary.services.dashboard.core import LogWindow, model_status, provider_detail
 from reverie_canary.services.dashboard.web import sparkline
 from reverie_canary.services.judge.core import Policy, fold
-from reverie_canary.shared.commands import AddOverride
-from reverie_canary.shared.events import Decision, ProbeResult, ReplyEvidence
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.contract.events import Decision, ProbeResult, ReplyEvidence
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy
 
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8")
@@ -223,7 +223,7 @@ def test_times_are_utc_and_a_clock_time_is_the_latest_one_not_after_now():
 def test_the_look_back_shows_the_chat_backends_counts_under_each_endpoint_of_the_provider_named():
     """Counts by the gateway's provider name go to the endpoints of that name; none published: None, not 0."""
     from reverie_canary.client.served import ServedCounts
-    from reverie_canary.shared.events import Endpoint, EndpointsDiscovered
+    from reverie_canary.shared.contract.events import Endpoint, EndpointsDiscovered
 
     events = run(2)
     state, window = observe(events)

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from reverie_canary.services.discovery.core import cycle_start, plan, rotation
 from reverie_canary.services.discovery.service import next_cycle
-from reverie_canary.shared.events import PROBE_KINDS, Endpoint
-from reverie_canary.shared.settings import LANGUAGES
+from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint
+from reverie_canary.shared.runtime.settings import LANGUAGES
 
 START = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 ENDPOINTS = [Endpoint(provider="b/fp8", provider_name="B"), Endpoint(provider="a/fp8", provider_name="A"),

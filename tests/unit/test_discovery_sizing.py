@@ -8,7 +8,7 @@ import msgspec
 
 from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.sizing import KindTime, ProbeTimes, Tally
-from reverie_canary.shared import codec
+from reverie_canary.shared.contract import codec
 
 START = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 #: issue 13's fleet: 2,000 endpoints, 6 probes each

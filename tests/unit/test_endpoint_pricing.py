@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared import codec
-from reverie_canary.shared.events import Endpoint, EndpointsDiscovered, Pricing
-from reverie_canary.shared.openrouter import listed_pricing
+from reverie_canary.shared.contract import codec
+from reverie_canary.shared.contract.events import Endpoint, EndpointsDiscovered, Pricing
+from reverie_canary.shared.runtime.openrouter import listed_pricing
 from tests.judge_events import T0
 
 

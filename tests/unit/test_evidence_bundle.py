@@ -15,8 +15,8 @@ from reverie_canary.services.prober.evidence import EvidenceError, cases_of, pro
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL
 from reverie_canary.services.prober.recorded import check_lines
 from reverie_canary.client.reply import Reply
-from reverie_canary.shared import codec
-from reverie_canary.shared.events import EVIDENCE_TEXT_CHARS, Endpoint, ProbeResult, ProbeTask
+from reverie_canary.shared.contract import codec
+from reverie_canary.shared.contract.events import EVIDENCE_TEXT_CHARS, Endpoint, ProbeResult, ProbeTask
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 ENDPOINT = Endpoint(provider="tidewater/fp8", provider_name="Tidewater", quantization="fp8")

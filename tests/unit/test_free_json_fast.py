@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reverie_canary.shared.bounds import FREE_JSON, FreeJsonLimits, _walk, _within, check_free_json
+from reverie_canary.shared.contract.bounds import FREE_JSON, FreeJsonLimits, _walk, _within, check_free_json
 
 SMALL = FreeJsonLimits(keys=4, depth=3, string=8, container=4, text=30, items=10)
 

@@ -1,4 +1,4 @@
-"""One list per fact: each service's input from one table (shared/inputs.py), every UTC time through one formatter."""
+"""One list per fact: each service's input from one table (shared/contract/inputs.py), every UTC time through one formatter."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from reverie_canary.services.judge.core import JudgeInput
 from reverie_canary.services.judge.replay import JUDGE_SUBJECTS
 from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.router.service import REBUILD_PREFIXES, ROUTER_FOLDS, ROUTER_INPUT
-from reverie_canary.shared import codec, inputs, streams
-from reverie_canary.shared.errors import Undecodable
-from reverie_canary.shared.events import ProbeTask
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract import codec, inputs
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.contract.errors import Undecodable
+from reverie_canary.shared.contract.events import ProbeTask
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.timefmt import utc_text
 
 
 def test_the_judges_consumer_replay_decoder_and_fold_all_come_from_its_row():

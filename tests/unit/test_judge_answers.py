@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from reverie_canary.services.judge.answers import answer, unknown_model
 from reverie_canary.services.judge.core import Policy, decide, fold
-from reverie_canary.shared.commands import LiftSuspension, SetMode
-from reverie_canary.shared.events import CommandApplied, CommandRefused
+from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
+from reverie_canary.shared.contract.events import CommandApplied, CommandRefused
 from tests.judge_events import MODEL, T0, cycle_events, healthy
 
 ENFORCE = Policy(mode="enforce", models=(MODEL,))

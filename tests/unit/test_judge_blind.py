@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from reverie_canary.services.judge.core import Policy, decide, fold, initial
-from reverie_canary.shared import ids
-from reverie_canary.shared.commands import LiftSuspension
-from reverie_canary.shared.events import CycleUnplanned, CycleVerdict, Decision
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.commands import LiftSuspension
+from reverie_canary.shared.contract.events import CycleUnplanned, CycleVerdict, Decision
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy
 
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8")

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from reverie_canary.services.judge.core import Policy, decide, fold, initial
-from reverie_canary.shared.commands import LiftSuspension, SetMode
-from reverie_canary.shared.events import CycleVerdict, Decision, RetestRequested
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
+from reverie_canary.shared.contract.events import CycleVerdict, Decision, RetestRequested
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy
 
 ENFORCE = Policy(mode="enforce")

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reverie_canary.services.judge.core import Folder, Policy, fold
-from reverie_canary.shared import codec
-from reverie_canary.shared.events import EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.contract import codec
+from reverie_canary.shared.contract.events import EndpointsDiscovered, ProbeResult
 from tests.judge_events import MODEL, cycle_events, healthy
 from tests.unit.test_judge_properties import FAST, logs, policies
 

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reverie_canary.services.judge.core import ModelState, Policy, decide, fold, initial
-from reverie_canary.shared.commands import LiftSuspension
-from reverie_canary.shared.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.commands import LiftSuspension
+from reverie_canary.shared.contract.events import CycleClosed, CycleVerdict, Decision, EndpointsDiscovered, ProbeResult
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy
 
 PROVIDERS = ("a/x", "b/x", "c/x", "d/x", "e/x")

@@ -134,7 +134,7 @@ def test_committed_files_match_their_builder():
     spec = importlib.util.spec_from_file_location("judge_build", HERE / "build.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from reverie_canary.shared import codec
+    from reverie_canary.shared.contract import codec
 
     for name, events in module.scenarios().items():
         expected = "\n".join(codec.encode(e).decode() for e in events) + "\n"

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reverie_canary.services.discovery.core import Coverage, CoverageError, coverage, languages_for, plan
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import PROBE_KINDS, Endpoint
-from reverie_canary.shared.settings import LANGUAGES, Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint
+from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 
 START = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 #: A fleet of real-looking tags (the offsets of the rotation come from them).

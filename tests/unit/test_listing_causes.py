@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import pytest
 
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import UNPLANNED_CAUSES
-from reverie_canary.shared.openrouter import ListingFailed, list_endpoints
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import UNPLANNED_CAUSES
+from reverie_canary.shared.runtime.openrouter import ListingFailed, list_endpoints
 
 MODEL = "acme/chat-1"
 

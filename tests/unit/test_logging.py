@@ -10,9 +10,9 @@ import warnings
 import pytest
 import structlog
 
-from reverie_canary.shared import logging as canary_logging
-from reverie_canary.shared.logging import ScrubbedStream, configure, get, masked_url, scrub
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import logging as canary_logging
+from reverie_canary.shared.runtime.logging import ScrubbedStream, configure, get, masked_url, scrub
+from reverie_canary.shared.runtime.settings import Settings
 
 API_KEY = "sk-or-v1-0123456789abcdef"
 NATS_PASSWORD = "natsS3cretPw"

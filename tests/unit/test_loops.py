@@ -1,4 +1,4 @@
-"""The services' event loop (shared/loops.py): uvloop where it is installed, asyncio's own when asked or missing."""
+"""The services' event loop (canary/loops.py): uvloop where it is installed, asyncio's own when asked or missing."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from reverie_canary.shared import loops
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
+from reverie_canary.canary import loops
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
 
 
 async def _name() -> str:

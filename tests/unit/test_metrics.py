@@ -13,9 +13,9 @@ from reverie_canary.services.judge import gauges
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.prober.service import record
-from reverie_canary.shared import metrics
-from reverie_canary.shared.events import ProbeAttempt, ProbeResult, ReplyEvidence
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import metrics
+from reverie_canary.shared.contract.events import ProbeAttempt, ProbeResult, ReplyEvidence
+from reverie_canary.shared.runtime.settings import Settings
 from tests.conftest import STANDARD_METRICS_PORTS
 from tests.judge_events import MODEL, T0, cycle_events, healthy
 
@@ -163,11 +163,11 @@ def rated_counters() -> set[str]:
 def test_every_rated_counter_has_its_known_label_sets_created_at_start():
     """increase() misses a series' first event unless it existed before at 0: every family an alert or the dashboard
     rates is created at start for each label set a service knows then (provider-labelled ones come with events)."""
-    from reverie_canary.shared.service import known_series
+    from reverie_canary.shared.runtime.service import known_series
 
     settings = Settings.load(env={}, models=["acme/chat-1", "acme/chat-2"])
     created = {(service, key) for service in SERVICES for key, _ in known_series(service, settings)}
-    created |= {("notifier", "notices")} | {(s, "dependency_outages") for s in SERVICES}  # notifier, shared/health.py
+    created |= {("notifier", "notices")} | {(s, "dependency_outages") for s in SERVICES}  # notifier, shared/runtime/health.py
     by_name = {f.name.removesuffix("_total"): f for f in metrics.FAMILIES if f.kind in ("counter", "histogram")}
     rated = {by_name[n.removesuffix("_total").removesuffix("_bucket")] for n in rated_counters()
              if n.removesuffix("_total").removesuffix("_bucket") in by_name}
@@ -184,7 +184,7 @@ def test_every_rated_counter_has_its_known_label_sets_created_at_start():
 
 def test_every_dead_letter_reason_the_shell_gives_is_created_at_start():
     """The reasons of broker.handle and of the ordered batches are one list, and it is what start creates."""
-    from reverie_canary.shared import broker, service
+    from reverie_canary.shared.runtime import broker, service
 
     assert set(broker._REASONS.values()) | set(service._REFUSALS.values()) <= set(broker.DEAD_LETTER_REASONS)
     assert {"rejected", "too_large", "gave_up", "undecodable"} <= set(broker.DEAD_LETTER_REASONS)

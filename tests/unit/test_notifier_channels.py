@@ -11,9 +11,9 @@ import pytest
 from reverie_canary.canary.cli_notices import _print_tables
 from reverie_canary.services.notifier.channels import AppriseSender, WebhookSender, channel_specs, mask_all
 from reverie_canary.services.notifier.core import webhook_id
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import Notice
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import Notice
+from reverie_canary.shared.runtime.settings import Settings
 from tests.notifier_receiver import Receiver, new_secret, spec_signature
 
 HOOK = "https://hooks.example.invalid/services/T0SECRET/B0SECRET/xoxsecrettoken"

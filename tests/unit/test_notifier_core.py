@@ -23,8 +23,8 @@ from reverie_canary.services.notifier.core import (
     wants,
     webhook_id,
 )
-from reverie_canary.shared.commands import VERBS
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.commands import VERBS
+from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,
     CycleVerdict,
@@ -34,7 +34,7 @@ from reverie_canary.shared.events import (
     ResultRef,
     SnapshotVersion,
 )
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
 MODEL = "acme/chat-1.5"
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -350,7 +350,7 @@ def test_a_suspension_held_while_blind_is_told_once_and_ends_with_the_suspension
 
 
 def sized_event(n: int, fits: bool, *, v: int = 1):
-    from reverie_canary.shared.events import CycleSized
+    from reverie_canary.shared.contract.events import CycleSized
 
     start = T0 + n * CYCLE
     return CycleSized(v=v, at=start, cycle_no=n, deadline=start + timedelta(minutes=10), models=100, probes=12000,

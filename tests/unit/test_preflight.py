@@ -9,8 +9,8 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
-from reverie_canary.shared import preflight, streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import preflight, streams
+from reverie_canary.shared.runtime.settings import Settings
 
 
 def test_an_authorization_violation_is_permanent_and_a_refused_connection_is_not():

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.prompts import ECHO_TEXT, PREFIX, SENTINEL
 from reverie_canary.client.reply import Reply
-from reverie_canary.shared.events import ProbeTask
+from reverie_canary.shared.contract.events import ProbeTask
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 PT = ("O farol ergue-se sobre as rochas escuras e a luz varre o mar inteiro. "

@@ -22,8 +22,8 @@ from reverie_canary.services.dashboard.core import (
     spend_entry,
 )
 from reverie_canary.services.judge.core import Policy, fold
-from reverie_canary.shared.commands import SetMode
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.commands import SetMode
+from reverie_canary.shared.contract.events import (
     Endpoint,
     EndpointsDiscovered,
     Pricing,
@@ -31,7 +31,7 @@ from reverie_canary.shared.events import (
     ProbeResult,
     ReplyEvidence,
 )
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy
 
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8")
@@ -354,8 +354,8 @@ def test_a_listing_in_parts_is_merged_into_one_plan_and_one_listing():
 
 def test_status_says_blind_with_the_cause_and_sees_again_from_the_judges_own_decisions():
     """An unplanned cycle and a blind close: health blind (cause gateway_auth), providers blind; judged again: sees."""
-    from reverie_canary.shared import ids
-    from reverie_canary.shared.events import CycleUnplanned
+    from reverie_canary.shared.contract import ids
+    from reverie_canary.shared.contract.events import CycleUnplanned
 
     start = T0 + 2 * CYCLE
     unplanned = CycleUnplanned(at=start + timedelta(seconds=5), model=MODEL, cycle=ids.cycle_id(MODEL, start),
@@ -378,7 +378,7 @@ def test_the_latest_cycle_sizing_is_in_the_fleet_view_and_one_that_does_not_fit_
 
     from reverie_canary.canary.cli_status import render
     from reverie_canary.services.dashboard.core import fleet_status
-    from reverie_canary.shared.events import CycleSized
+    from reverie_canary.shared.contract.events import CycleSized
 
     def sized(n: int, fits: bool) -> CycleSized:
         return CycleSized(at=T0 + n * CYCLE, cycle_no=n, deadline=T0 + n * CYCLE + timedelta(seconds=9), models=1,

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from reverie_canary.shared import retry
+from reverie_canary.shared.runtime import retry
 
 
 @pytest.mark.parametrize("policy", list(retry.POLICIES.values()), ids=lambda p: p.name)
@@ -41,7 +41,7 @@ def test_reconnect_waits_differ_per_connection():
 
 
 def test_no_hand_written_doubling_is_left():
-    """Every retry loop takes its delays from shared/retry.py (the client draws the same full jitter itself)."""
+    """Every retry loop takes its delays from shared/runtime/retry.py (the client draws the same full jitter itself)."""
     import re
     from pathlib import Path
 

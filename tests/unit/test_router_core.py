@@ -29,8 +29,8 @@ from reverie_canary.services.router.core import (
     snapshot_entries,
     suspension_key,
 )
-from reverie_canary.shared.commands import AddOverride, ReloadExclusions, RemoveOverride
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.commands import AddOverride, ReloadExclusions, RemoveOverride
+from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,
     Decision,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reverie_canary.services.router.core import Exclusion, Override, Suspension, merge, next_expiry, parse_exclusions
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 MODELS = ["acme/chat-1", "meta-llama/llama-3.3-70b-instruct:free"]

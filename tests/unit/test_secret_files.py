@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import SECRET_FILE_MAX_BYTES, Settings, sources
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import SECRET_FILE_MAX_BYTES, Settings, sources
 
 
 def _secret(tmp_path, name: str, content: bytes):

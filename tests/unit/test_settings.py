@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
 
 
 def test_environment_round_trips_every_setting():
@@ -31,7 +31,7 @@ def test_environment_leaves_secrets_out_unless_asked():
 
 def test_nats_url_may_list_the_nodes_of_a_cluster():
     """NATS_URL takes several comma-separated URLs (a cluster's nodes); each must have a NATS scheme."""
-    from reverie_canary.shared.settings import nats_servers
+    from reverie_canary.shared.runtime.settings import nats_servers
 
     s = Settings.load(env={"NATS_URL": "nats://n1:4222, nats://n2:4222,nats://n3:4222"})
     assert nats_servers(s.nats_url) == ["nats://n1:4222", "nats://n2:4222", "nats://n3:4222"]
@@ -43,7 +43,7 @@ def test_nats_url_may_list_the_nodes_of_a_cluster():
 
 def test_an_environment_without_channels_keeps_every_other_secret():
     """with_channels=False leaves out the notifier's channel URLs and signing secrets, and nothing else."""
-    from reverie_canary.shared.settings import Settings
+    from reverie_canary.shared.runtime.settings import Settings
 
     secret = "whsec_" + "A" * 40
     s = Settings.load(env={}, nats_password="pw", notify_urls={"hook": "https://h.example/x"},
@@ -58,7 +58,7 @@ def test_an_environment_without_channels_keeps_every_other_secret():
 
 def test_an_unknown_canary_variable_is_named_with_the_closest_setting_and_legitimate_ones_are_left_be():
     """CANARY_MIN_HOST -> CANARY_MIN_HOSTS; the non-settings (actor, debug, users' passwords, test switches) pass."""
-    from reverie_canary.shared.settings import NOT_SETTINGS, unknown_variables
+    from reverie_canary.shared.runtime.settings import NOT_SETTINGS, unknown_variables
 
     env = {"CANARY_MIN_HOST": "5", "CANARY_FAILED_CYCLE_TO_SUSPEND": "3", "CANARY_ZZZQ": "1", "CANARY_MIN_HOSTS": "3",
            "CANARY_WEBHOOK_SECRET_FILE": "/run/s", "CANARY_JUDGE_PASSWORD": "p", "CANARY_REDIS_READER_PASSWORD": "p",
@@ -72,7 +72,7 @@ def test_every_canary_variable_the_code_reads_is_a_setting_or_a_listed_exception
     import re
     from pathlib import Path
 
-    from reverie_canary.shared.settings import unknown_variables
+    from reverie_canary.shared.runtime.settings import unknown_variables
 
     root = Path(__file__).resolve().parents[2]
     read = set()

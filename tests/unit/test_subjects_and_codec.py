@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
-from reverie_canary.shared.errors import Undecodable
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride, SetMode
+from reverie_canary.shared.contract.errors import Undecodable
+from reverie_canary.shared.contract.events import (
     CheckResult,
     CycleClosed,
     CycleVerdict,
@@ -26,7 +26,7 @@ from reverie_canary.shared.events import (
     ResultRef,
     RetestRequested,
 )
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+$")

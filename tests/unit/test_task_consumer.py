@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared import streams
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.settings import Settings
 
 
 @pytest.mark.parametrize(("window_s", "interval_s", "ack_wait_s"), [

@@ -6,9 +6,9 @@ import ssl
 
 import pytest
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.tls import nats_tls, redis_tls
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.tls import nats_tls, redis_tls
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_redis_tls_files_with_a_plain_url_are_refused_where_redis_is_used_not_by
     s = Settings.load(env={"REDIS_URL": "redis://redis:6379/0", "CANARY_REDIS_CA_FILE": pem["ca"]})  # not refused
     with pytest.raises(ConfigError, match="redis_url does not use TLS"):
         redis_tls(s)
-    from reverie_canary.shared.service import redis_client
+    from reverie_canary.shared.runtime.service import redis_client
 
     with pytest.raises(ConfigError, match="redis_url does not use TLS"):
         redis_client(s)

@@ -1,12 +1,12 @@
-"""shared/tracing.py: off by default, bounded, and the context goes into and out of NATS headers."""
+"""shared/runtime/tracing.py: off by default, bounded, and the context goes into and out of NATS headers."""
 
 from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared import tracing
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.runtime import tracing
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402

@@ -11,10 +11,10 @@ import pytest
 from reverie_canary.services.discovery.core import plan, split
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.router.core import parse_exclusions
-from reverie_canary.shared import codec
-from reverie_canary.shared.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, fit
-from reverie_canary.shared.errors import ConfigError, Oversize, TooLarge, Undecodable, UnsupportedVersion
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract import codec
+from reverie_canary.shared.contract.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, fit
+from reverie_canary.shared.contract.errors import ConfigError, Oversize, TooLarge, Undecodable, UnsupportedVersion
+from reverie_canary.shared.contract.events import (
     MAX_ENDPOINTS_PER_MODEL,
     PROBE_KINDS,
     CheckResult,
@@ -26,7 +26,7 @@ from reverie_canary.shared.events import (
     ProbeTask,
     RetestRequested,
 )
-from reverie_canary.shared.settings import LANGUAGES
+from reverie_canary.shared.runtime.settings import LANGUAGES
 from tests.wire_samples import largest, unbounded
 
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -200,7 +200,7 @@ def test_an_identifier_with_a_control_character_a_quote_or_a_space_is_refused():
 
 def test_a_listing_entry_beyond_its_bounds_is_cut_or_left_out():
     """A 10 kB display name is cut to 128, an odd parameter dropped, a tag with a control character left out."""
-    from reverie_canary.shared.openrouter import _PublicEndpoint, bounded_endpoint
+    from reverie_canary.shared.runtime.openrouter import _PublicEndpoint, bounded_endpoint
 
     ok = bounded_endpoint(_PublicEndpoint(tag="deepinfra/fp8", provider_name="D" * 10_000,
                                           supported_parameters=["max_tokens", "p" * 65, ""]))

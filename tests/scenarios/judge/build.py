@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from reverie_canary.shared import codec, ids  # noqa: E402
-from reverie_canary.shared.commands import LiftSuspension, SetMode  # noqa: E402
-from reverie_canary.shared.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
-from reverie_canary.shared.events import CycleUnplanned  # noqa: E402
+from reverie_canary.shared.contract import codec, ids  # noqa: E402
+from reverie_canary.shared.contract.commands import LiftSuspension, SetMode  # noqa: E402
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
+from reverie_canary.shared.contract.events import CycleUnplanned  # noqa: E402
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

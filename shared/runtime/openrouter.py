@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import msgspec
 
-from reverie_canary.shared.errors import Transient
-from reverie_canary.shared.events import BLIND_STATUS, Endpoint, Pricing
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.events import BLIND_STATUS, Endpoint, Pricing
+from reverie_canary.shared.runtime.settings import Settings
 
 
 def make_client(settings: Settings, *, timeout_s: float | None = None,
@@ -84,7 +84,7 @@ class ListingFailed(ValueError):
         cause: ``gateway_auth`` (401), ``gateway_credit`` (402),
             ``gateway_forbidden`` (403), ``listing_refused`` (another 4xx: an
             unknown model) or ``listing_unparseable`` (not the documented shape);
-            see :data:`reverie_canary.shared.events.UNPLANNED_CAUSES`.
+            see :data:`reverie_canary.shared.contract.events.UNPLANNED_CAUSES`.
         http_status: the listing's status.
     """
 
@@ -101,7 +101,7 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
     responses have fewer), strict about the types of the fields used.
 
     Returns:
-        One :class:`reverie_canary.shared.events.Endpoint` per endpoint ``tag``, in listing order.
+        One :class:`reverie_canary.shared.contract.events.Endpoint` per endpoint ``tag``, in listing order.
 
     Raises:
         Transient: network error, timeout, 5xx or 429; its ``context`` has
@@ -152,7 +152,7 @@ def bounded_endpoint(e: _PublicEndpoint) -> Endpoint | None:
     too long, with a space, a quote or a control character) is left out with a
     warning, since it could be neither pinned nor ignored safely.
     """
-    from reverie_canary.shared.logging import get as get_logger
+    from reverie_canary.shared.runtime.logging import get as get_logger
 
     endpoint = Endpoint(
         provider=e.tag,

@@ -8,7 +8,7 @@ gives the same state because no decision reads the wall clock: time comes from
 Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
 defaults, a field's type never changes, unknown fields are accepted so that an
 older reader keeps reading newer events.  Decoding is strict about types: use
-the module-level decoders in :mod:`reverie_canary.shared.codec`, never lax conversion.
+the module-level decoders in :mod:`reverie_canary.shared.contract.codec`, never lax conversion.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
 
     A large model's listing comes in ``parts`` messages (``part`` 0 to
     ``parts - 1``), each with some endpoints and the probes planned for them,
-    so that each fits the wire bound (``shared/bounds.py``); readers merge the
+    so that each fits the wire bound (``shared/contract/bounds.py``); readers merge the
     parts of a cycle.  ``listed`` is how many endpoints the gateway listed
     (0: not said); more than ``MAX_ENDPOINTS_PER_MODEL`` are not all watched.
     """
@@ -431,7 +431,7 @@ class CycleVerdict(Event, frozen=True, kw_only=True, tag="cycle_verdict"):
     def shed(self) -> CycleVerdict | None:
         """This verdict without the result references and missing task ids (counted instead).
 
-        :func:`reverie_canary.shared.bounds.fit` uses it for a verdict of a
+        :func:`reverie_canary.shared.contract.bounds.fit` uses it for a verdict of a
         large model that is above the wire bound: every provider keeps its
         verdict and reasons.  ``None`` when there is nothing left to shed.
         """

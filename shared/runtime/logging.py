@@ -17,7 +17,7 @@ on every line, whatever its origin (operators.md section 6):
 :func:`scrub` applies the same masking to a text printed outside the log (error
 messages on stderr, settings dumps).  Services log facts with fields
 (``provider=``, ``subject=``, ``reason=``); settings are logged through
-:meth:`reverie_canary.shared.settings.Settings.public`.
+:meth:`reverie_canary.shared.runtime.settings.Settings.public`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One root error and three intents, each mapped once to an ack action.
 
-(CONVENTIONS.md, "Errors say what to do".)  :func:`reverie_canary.shared.broker.handle` is the
+(CONVENTIONS.md, "Errors say what to do".)  :func:`reverie_canary.shared.runtime.broker.handle` is the
 only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
 
 - :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason
@@ -38,7 +38,7 @@ class UnsupportedVersion(Undecodable):
 
 
 class Oversize(Undecodable):
-    """A message larger than the bound every wire message keeps (``shared/bounds.py``)."""
+    """A message larger than the bound every wire message keeps (``shared/contract/bounds.py``)."""
 
 
 class Rejected(CanaryError):

@@ -16,7 +16,7 @@ ran out (issue 17).  This module holds what both need:
   that change nothing (below), so that a missing permission is named before the
   service takes a single message;
 - :func:`reconcile_consumers`: a live durable consumer whose configuration
-  differs from :mod:`reverie_canary.shared.streams` is updated (the change is
+  differs from :mod:`reverie_canary.shared.runtime.streams` is updated (the change is
   logged) or, when the server cannot change it, the service refuses to start
   and says why.
 
@@ -44,10 +44,10 @@ import nats
 from nats.js.api import ConsumerConfig
 from nats.js.errors import APIError, NotFoundError
 
-from reverie_canary.shared import subjects
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import Settings
-from reverie_canary.shared.streams import ConsumerSpec
+from reverie_canary.shared.contract import subjects
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.runtime.streams import ConsumerSpec
 
 #: The header value that no stream has: JetStream drops a probe instead of storing it.
 PROBE_STREAM = "canary-permission-probe"
@@ -179,7 +179,7 @@ def needs(service: str, settings: Settings, consumers: Iterable[ConsumerSpec] = 
     grants exactly these to the service's own user.
 
     Args:
-        service: one of :data:`reverie_canary.shared.settings.SERVICE_NAMES`.
+        service: one of :data:`reverie_canary.shared.runtime.settings.SERVICE_NAMES`.
         settings: the service's settings (its first model names the samples).
         consumers: the service's durable consumers.
     """
@@ -265,7 +265,7 @@ async def check_permissions(settings: Settings, service: str, consumers: Iterabl
         NatsRefused: the credential itself is refused.
         PermissionMissing: naming every missing permission, before the service takes any message.
     """
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.runtime.service import nats_connect
 
     violations = Violations()
     try:
@@ -332,7 +332,7 @@ async def reconcile_consumers(js: Any, specs: Iterable[ConsumerSpec], log: Any) 
         ConfigError: a durable differs in a field the server cannot change
             (``ack_policy``), or the server refused the update: naming the
             durable, the fields and what to do (bump its ``-vN`` in
-            ``shared/streams.py``, or delete the durable as admin).
+            ``shared/runtime/streams.py``, or delete the durable as admin).
     """
     changed = []
     for spec in specs:
@@ -349,7 +349,7 @@ async def reconcile_consumers(js: Any, specs: Iterable[ConsumerSpec], log: Any) 
         if fixed:
             raise ConfigError(f"durable consumer {spec.durable} on {spec.stream} differs from the code in "
                               f"{', '.join(fixed)}, which the server cannot change on a live durable ({shown}): "
-                              f"give it a new -vN in shared/streams.py, or delete it as admin")
+                              f"give it a new -vN in shared/runtime/streams.py, or delete it as admin")
         # the live configuration with the code's stated fields: a durable that took over an older one's
         # position (deliver by start sequence) keeps it; the server refuses a changed deliver policy
         update = {name: getattr(wanted, name) for name in EDITABLE}
@@ -418,7 +418,7 @@ async def at_start(settings: Settings, service: str, consumers: list[ConsumerSpe
     await check_permissions(settings, service, consumers)
     if not consumers:
         return
-    from reverie_canary.shared.service import nats_connect
+    from reverie_canary.shared.runtime.service import nats_connect
 
     violations = Violations()
     nc = await nats_connect(settings, error_cb=violations.record, connect_timeout=PROBE_S)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from msgspec import Meta, Struct
 
 from reverie_canary.client.wire import SCHEMA_VERSION, Layer, Version  # noqa: F401  (Layer re-exported; defined once, with the snapshot)
-from reverie_canary.shared.events import Mode, ProbeKind, Slug, UtcDatetime
+from reverie_canary.shared.contract.events import Mode, ProbeKind, Slug, UtcDatetime
 
 #: No C0 or C1 control character (nor DEL) anywhere, tab and newline included: operator free
 #: text is printed on other operators' terminals, where ``ESC [2J`` would clear the screen

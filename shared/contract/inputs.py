@@ -9,7 +9,7 @@ family (``canary.<family>.>``) each arrives on; from it:
 - :func:`filters`: the durable consumer's filter subjects, in table order;
 - :func:`prefixes`: the same as prefixes, for reading the log back;
 - :func:`decoder`: a strict decoder of every type that may *arrive* on those
-  families (:data:`reverie_canary.shared.codec.ORIGINS`), so that another
+  families (:data:`reverie_canary.shared.contract.codec.ORIGINS`), so that another
   service's command on ``canary.ops`` decodes and is skipped, not dead-lettered;
 - :func:`folded`: the types the fold handles (its input union).
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Union
 
-from reverie_canary.shared.codec import ORIGINS, Codec
-from reverie_canary.shared.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.codec import ORIGINS, Codec
+from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,
     CycleClosed,
@@ -31,8 +31,8 @@ from reverie_canary.shared.events import (
     EndpointsDiscovered,
     ProbeResult,
 )
-from reverie_canary.shared.snapshots import IgnoreSnapshot
-from reverie_canary.shared.subjects import PREFIX
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.contract.subjects import PREFIX
 
 #: service -> subject family -> the message types of that family the service folds.
 READS: dict[str, dict[str, tuple[type, ...]]] = {

@@ -29,8 +29,8 @@ from typing import Any
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
 
 #: The 17 interface languages of Reverie (DESIGN.md, contract 4), ISO 639-1.
 LANGUAGES: tuple[str, ...] = (
@@ -67,10 +67,10 @@ class Settings(Struct, kw_only=True):
             except in a process that runs the prober; else asyncio's loop),
             ``uvloop`` (the prober too; refused at start without it) or
             ``asyncio``: the loop ``canary run`` / ``canary up`` run the services
-            on (shared/loops.py says why; the start line says which).
+            on (canary/loops.py says why; the start line says which).
         traces: ``off`` (the default) or ``otlp``: export OpenTelemetry spans
             with OTLP over HTTP, one trace per probe (the ``[otel]`` extra;
-            shared/tracing.py; ``OTEL_EXPORTER_OTLP_ENDPOINT`` says where).
+            shared/runtime/tracing.py; ``OTEL_EXPORTER_OTLP_ENDPOINT`` says where).
         nats_ca_file, nats_cert_file, nats_key_file: TLS to NATS (a ``tls://``
             ``nats_url``): the CA's PEM file the server's certificate must chain to
             (empty: the system's trust store) and this client's certificate and key
@@ -130,7 +130,7 @@ class Settings(Struct, kw_only=True):
         task_ack_wait_s: seconds the task consumer waits for word from a
             prober before it gives the task to another; 0 (default): an eighth
             of ``probe_window_s``, between 2 and 30 s
-            (:func:`reverie_canary.shared.streams.task_ack_wait_s`).  A prober
+            (:func:`reverie_canary.shared.runtime.streams.task_ack_wait_s`).  A prober
             says each task it holds is in progress four times per ``ack_wait``.
         reply_max_bytes: text plus reasoning a probe keeps of one reply (UTF-8
             bytes); a reply past it ignored its budget and fails
@@ -253,7 +253,7 @@ class Settings(Struct, kw_only=True):
         problems = _problems(self)
         if problems:
             raise ConfigError("invalid settings: " + "; ".join(problems))
-        from reverie_canary.shared.logging import redact, redact_url
+        from reverie_canary.shared.runtime.logging import redact, redact_url
 
         redact(self.openrouter_api_key, self.nats_password, self.redis_password, self.webhook_secret, *self.notify_secrets.values())
         for name in URL_FIELDS:
@@ -273,7 +273,7 @@ class Settings(Struct, kw_only=True):
         Credentials are ``***``, a secret URL is ``scheme://host/***``, and a
         password inside any URL is ``***``.
         """
-        from reverie_canary.shared.logging import masked_url
+        from reverie_canary.shared.runtime.logging import masked_url
 
         data = msgspec.structs.asdict(self)
         for key in SECRET_FIELDS:
@@ -299,7 +299,7 @@ class Settings(Struct, kw_only=True):
         (its holder must not be able to sign notices); the default follows
         ``with_secrets``.
         """
-        from reverie_canary.shared.logging import masked_url
+        from reverie_canary.shared.runtime.logging import masked_url
 
         channels = with_secrets if with_channels is None else with_channels
         out: dict[str, str] = {}
@@ -364,7 +364,7 @@ class Settings(Struct, kw_only=True):
 
 #: ``CANARY_*`` variables that are legitimately not settings (:func:`unknown_variables` leaves them be),
 #: each with who reads it.  The passwords of the NATS and Redis users (``CANARY_<USER>_PASSWORD``,
-#: ``CANARY_REDIS_<USER>_PASSWORD``, and their ``_FILE``) come from :mod:`reverie_canary.shared.auth`'s user lists.
+#: ``CANARY_REDIS_<USER>_PASSWORD``, and their ``_FILE``) come from :mod:`reverie_canary.shared.runtime.auth`'s user lists.
 NOT_SETTINGS: dict[str, str] = {
     "CANARY_CONFIG": "the settings TOML file (Settings.load)",
     "CANARY_DEBUG": "canary: print the traceback of an unexpected error (canary/cli.py)",
@@ -396,7 +396,7 @@ def unknown_variables(env: Mapping[str, str]) -> dict[str, str | None]:
     """
     import difflib
 
-    from reverie_canary.shared.auth import REDIS_USERS, USERS, redis_password_variable
+    from reverie_canary.shared.runtime.auth import REDIS_USERS, USERS, redis_password_variable
 
     settings = setting_variables()
     passwords = [*(f"CANARY_{user.upper()}_PASSWORD" for user in USERS), *map(redis_password_variable, REDIS_USERS)]
@@ -423,7 +423,7 @@ def warn_unknown_variables(env: Mapping[str, str]) -> None:
         return
     import logging
 
-    from reverie_canary.shared import logging as canary_logging
+    from reverie_canary.shared.runtime import logging as canary_logging
 
     if not canary_logging._configured:  # before the service configured its logs: in the format it will use
         fmt = env.get("CANARY_LOG_FORMAT") if env.get("CANARY_LOG_FORMAT") in ("json", "console") else "console"
@@ -562,9 +562,9 @@ def _problems(s: Settings) -> list[str]:
     if s.log_format not in ("console", "json"):
         problems.append("log_format must be console or json")
     if s.event_loop not in ("auto", "uvloop", "asyncio"):
-        problems.append("event_loop must be auto, uvloop or asyncio (shared/loops.py)")
+        problems.append("event_loop must be auto, uvloop or asyncio (canary/loops.py)")
     if s.traces not in ("off", "otlp"):
-        problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/tracing.py)")
+        problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/runtime/tracing.py)")
     for name, schemes in _URL_SCHEMES.items():
         urls = nats_servers(s.nats_url) if name == "nats_url" else [getattr(s, name)]
         if not urls or not all(url.startswith(schemes) for url in urls):
@@ -586,7 +586,7 @@ def _tls_problems(s: Settings) -> list[str]:
     """TLS files: readable, a certificate with its key, and NATS's only with a URL that uses TLS.
 
     (Redis's files with a plain ``redis://`` URL are refused where a Redis connection is made,
-    :func:`reverie_canary.shared.tls.redis_tls`: every service but the prober.)
+    :func:`reverie_canary.shared.runtime.tls.redis_tls`: every service but the prober.)
     """
     problems: list[str] = []
     for system in ("nats", "redis"):

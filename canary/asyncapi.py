@@ -1,11 +1,11 @@
 """The message contract as one AsyncAPI 3.0 document, generated from the code's own tables.
 
 Nothing here is written by hand: the channels are the subject families of
-:data:`reverie_canary.shared.codec.ORIGINS` (which types may travel on each), the
-payload schemas are the msgspec Structs' own (:data:`~reverie_canary.shared.codec.WIRE_TYPES`),
+:data:`reverie_canary.shared.contract.codec.ORIGINS` (which types may travel on each), the
+payload schemas are the msgspec Structs' own (:data:`~reverie_canary.shared.contract.codec.WIRE_TYPES`),
 who may publish is read from the shipped NATS authorization (``shared/nats/server.conf``),
-who reads what from :data:`reverie_canary.shared.inputs.READS` and the durable consumers
-of :mod:`reverie_canary.shared.streams`, the streams and the KV bucket from the same
+who reads what from :data:`reverie_canary.shared.contract.inputs.READS` and the durable consumers
+of :mod:`reverie_canary.shared.runtime.streams`, the streams and the KV bucket from the same
 module at the default settings.  ``canary asyncapi`` prints it; the repository keeps the
 generated file (``docs/asyncapi.json``) and a test fails when the two differ.
 
@@ -82,7 +82,7 @@ CHANNELS: tuple[Channel, ...] = (
 
 
 def _family_types() -> dict[str, tuple[type, ...]]:
-    from reverie_canary.shared.codec import NOTICE_ORIGINS, ORIGINS
+    from reverie_canary.shared.contract.codec import NOTICE_ORIGINS, ORIGINS
 
     out = {key: types for key, types in ORIGINS.items() if key != "notices"}
     out["routing-kv"] = ORIGINS["routing"]
@@ -107,7 +107,7 @@ def nats_permissions(text: str | None = None) -> dict[str, dict[str, list[str]]]
         ValueError: when the file holds a ``deny`` list (this reader would misstate it).
     """
     if text is None:
-        from reverie_canary.shared.auth import server_config
+        from reverie_canary.shared.runtime.auth import server_config
 
         text = server_config().read_text(encoding="utf-8")
     body = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
@@ -140,7 +140,7 @@ def overlaps(a: str, b: str) -> bool:
 
 def _readers() -> dict[str, list[str]]:
     """Channel key -> the users that read it (folds, work queues, the KV watchers)."""
-    from reverie_canary.shared.inputs import READS
+    from reverie_canary.shared.contract.inputs import READS
 
     out: dict[str, list[str]] = {}
     for service, families in READS.items():
@@ -158,8 +158,8 @@ def _readers() -> dict[str, list[str]]:
 
 
 def _streams() -> dict[str, Any]:
-    from reverie_canary.shared.settings import Settings
-    from reverie_canary.shared.streams import stream_configs
+    from reverie_canary.shared.runtime.settings import Settings
+    from reverie_canary.shared.runtime.streams import stream_configs
 
     out = {}
     for cfg in stream_configs(Settings()):
@@ -170,8 +170,8 @@ def _streams() -> dict[str, Any]:
 
 
 def _consumers() -> dict[str, Any]:
-    from reverie_canary.shared import streams
-    from reverie_canary.shared.settings import Settings
+    from reverie_canary.shared.runtime import streams
+    from reverie_canary.shared.runtime.settings import Settings
 
     settings = Settings()
     out = {}
@@ -183,18 +183,18 @@ def _consumers() -> dict[str, Any]:
     return out
 
 
-#: The NATS headers a service's message carries (shared/broker.py Publisher.publish).
+#: The NATS headers a service's message carries (shared/runtime/broker.py Publisher.publish).
 MESSAGE_HEADERS: dict[str, Any] = {
     "type": "object",
     "description": "NATS headers of a published message. A KV entry (IgnoreSnapshot in canary-routing) has none.",
     "properties": {
         "Nats-Msg-Id": {"type": "string", "maxLength": 512,
-                        "description": "The deterministic id JetStream deduplicates on (shared/ids.py): a "
+                        "description": "The deterministic id JetStream deduplicates on (shared/contract/ids.py): a "
                                        "redelivered input publishes the same id."},
         "content-type": {"type": "string", "const": "application/json"},
         "traceparent": {"type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
                         "description": "W3C trace context of the span that published it, when traces are on "
-                                       "(CANARY_TRACES, shared/tracing.py): one probe is one trace."},
+                                       "(CANARY_TRACES, shared/runtime/tracing.py): one probe is one trace."},
         "tracestate": {"type": "string", "maxLength": 512, "description": "W3C trace state, with traceparent."},
     },
 }
@@ -202,10 +202,10 @@ MESSAGE_HEADERS: dict[str, Any] = {
 
 def document() -> dict[str, Any]:
     """The AsyncAPI 3.0.0 document of the whole message contract (a JSON-ready dict, stable order)."""
-    from reverie_canary.shared.codec import WIRE_TYPES
-    from reverie_canary.shared.inputs import READS
-    from reverie_canary.shared.streams import ROUTING_HISTORY
-    from reverie_canary.shared.subjects import ROUTING_BUCKET
+    from reverie_canary.shared.contract.codec import WIRE_TYPES
+    from reverie_canary.shared.contract.inputs import READS
+    from reverie_canary.shared.runtime.streams import ROUTING_HISTORY
+    from reverie_canary.shared.contract.subjects import ROUTING_BUCKET
 
     refs, schemas = msgspec.json.schema_components(WIRE_TYPES, ref_template="#/components/schemas/{name}")
     names = {t: ref["$ref"].rsplit("/", 1)[1] for t, ref in zip(WIRE_TYPES, refs)}

@@ -42,7 +42,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 disable_created_metrics()  # no *_created series: they double every counter for nothing an alert uses
 

@@ -5,15 +5,15 @@ Three layers, each checked where it can be:
 1. **The message.**  No wire message is larger than :data:`MESSAGE_MAX_BYTES`,
    half of NATS's ``max_payload`` (:data:`MAX_PAYLOAD`, the server default that
    ``shared/nats/server.conf`` keeps): a consumer refuses a larger one before
-   parsing it (:class:`reverie_canary.shared.codec.Codec`), and a service never
-   publishes one (:class:`reverie_canary.shared.broker.Publisher`): the input
+   parsing it (:class:`reverie_canary.shared.contract.codec.Codec`), and a service never
+   publishes one (:class:`reverie_canary.shared.runtime.broker.Publisher`): the input
    that produced it is dead-lettered with the reason instead of the result
    being lost on the wire.
 2. **Every field.**  Every string, list and mapping of every wire type has a
    maximum length (``msgspec.Meta(max_length=...)``), checked at decoding;
    free-form JSON (check evidence, usage) is checked by :func:`check_free_json`
    against :data:`FREE_JSON`.  ``tests/unit/test_wire_bounds.py`` walks every
-   type of :data:`reverie_canary.shared.codec.WIRE_TYPES` and fails on a field
+   type of :data:`reverie_canary.shared.contract.codec.WIRE_TYPES` and fails on a field
    without a bound.
 3. **The aggregates.**  Messages that grow with the fleet are sized by their
    producers: discovery splits a large model's ``EndpointsDiscovered`` into
@@ -143,7 +143,7 @@ def fit(message: Any, budget: int = MESSAGE_MAX_BYTES) -> Any:
     """
     import msgspec
 
-    from reverie_canary.shared.errors import TooLarge
+    from reverie_canary.shared.contract.errors import TooLarge
 
     encoder = msgspec.json.Encoder()
     size = len(encoder.encode(message))
@@ -263,7 +263,7 @@ def free_json_checker(type_: Any):
     """A function that checks every free-form JSON field of a decoded ``type_`` (``None``: it has none).
 
     Free-form JSON fields are marked ``Meta(extra={"free_json": True})`` (``FreeJson`` in
-    :mod:`reverie_canary.shared.events`).  The function, called as ``check(value, path="$")``,
+    :mod:`reverie_canary.shared.contract.events`).  The function, called as ``check(value, path="$")``,
     raises ``ValueError`` naming the field's path and the bound it breaks.  Paths are built only
     when a bound is broken, and an empty mapping is not walked: the check runs on every message a
     service decodes (about 2 µs for a probe result whose evidence is empty).

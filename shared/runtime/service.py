@@ -2,7 +2,7 @@
 
 Each service module builds one :class:`Shell`, registers its handlers with
 :meth:`Shell.subscribe` (strict decoding, the ack mapping of
-:func:`reverie_canary.shared.broker.handle`) and its timers with :meth:`Shell.background`,
+:func:`reverie_canary.shared.runtime.broker.handle`) and its timers with :meth:`Shell.background`,
 and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
 runs one app; ``canary up`` and ``canary demo`` run all five in one process.
 
@@ -15,8 +15,8 @@ consumer's ``ack_wait`` can be a few seconds and a dead process's tasks come bac
 within it (issue 11 §1).
 
 The shell also serves the service's ``/metrics``, ``/healthz`` and ``/readyz``
-(:mod:`reverie_canary.shared.metrics`) from before the broker connects until it
-stopped, and watches its NATS and Redis connections (:mod:`reverie_canary.shared.health`):
+(:mod:`reverie_canary.shared.runtime.metrics`) from before the broker connects until it
+stopped, and watches its NATS and Redis connections (:mod:`reverie_canary.shared.runtime.health`):
 an outage is logged once when it starts and once, with its length, when it ends.
 """
 
@@ -42,20 +42,20 @@ from faststream.nats import JStream, NatsMessage, PullSub
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
-from reverie_canary.shared import metrics, preflight, retry, streams, tracing
-from reverie_canary.shared.codec import check_origin as codec_check_origin
-from reverie_canary.shared.aio import stop_task
-from reverie_canary.shared.broker import (DEAD_LETTER_REASONS, MESSAGE_OUTCOMES, Delivery, Publisher, handle,
+from reverie_canary.shared.runtime import metrics, preflight, retry, streams, tracing
+from reverie_canary.shared.contract.codec import check_origin as codec_check_origin
+from reverie_canary.shared.runtime.aio import stop_task
+from reverie_canary.shared.runtime.broker import (DEAD_LETTER_REASONS, MESSAGE_OUTCOMES, Delivery, Publisher, handle,
                                           make_broker, nats_error_cb)
-from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import (ConfigError, Oversize, Rejected, TooLarge, Transient, Undecodable,
+from reverie_canary.shared.contract.codec import Codec
+from reverie_canary.shared.contract.errors import (ConfigError, Oversize, Rejected, TooLarge, Transient, Undecodable,
                                           UnsupportedVersion)
-from reverie_canary.shared.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.logging import masked_url
-from reverie_canary.shared.settings import Settings, nats_servers
-from reverie_canary.shared.streams import ConsumerSpec
-from reverie_canary.shared.tls import nats_tls, redis_tls
+from reverie_canary.shared.runtime.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.logging import masked_url
+from reverie_canary.shared.runtime.settings import Settings, nats_servers
+from reverie_canary.shared.runtime.streams import ConsumerSpec
+from reverie_canary.shared.runtime.tls import nats_tls, redis_tls
 
 
 async def nats_connect(settings: Settings, **kwargs: Any) -> nats.NATS:
@@ -121,7 +121,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     """An asyncio Redis client for ``settings.redis_url`` (bytes in, bytes out) that survives a Redis restart.
 
     ``rediss://`` URLs get TLS with the settings' CA and client certificate
-    (:func:`reverie_canary.shared.tls.redis_tls`).
+    (:func:`reverie_canary.shared.runtime.tls.redis_tls`).
 
     A pooled connection idle for :data:`REDIS_HEALTH_CHECK_S` is checked with a
     PING before use, and a command that meets a dead connection (Redis restarted
@@ -146,7 +146,7 @@ def redis_client(settings: Settings) -> aioredis.Redis:
 def redis_watch_client(settings: Settings) -> aioredis.Redis:
     """A Redis client that says at once when Redis does not answer: no retries, 1 s timeouts.
 
-    The service shell pings with it (:data:`reverie_canary.shared.health.REDIS_WATCH_S`):
+    The service shell pings with it (:data:`reverie_canary.shared.runtime.health.REDIS_WATCH_S`):
     the services' own clients (:func:`redis_client`) ride through a short outage
     by retrying, which would hide it from the log and from ``/readyz``.
     """
@@ -210,7 +210,7 @@ async def check_redis_credential(settings: Settings, service: str) -> None:
 
 
 async def _raw_body(msg: NatsMessage) -> bytes:
-    """FastStream decoder that does not parse: :func:`reverie_canary.shared.broker.handle` decodes strictly.
+    """FastStream decoder that does not parse: :func:`reverie_canary.shared.runtime.broker.handle` decodes strictly.
 
     FastStream's default decoder runs ``json.loads`` on every body before the
     handler; a deeply nested document then raised RecursionError there, outside
@@ -273,7 +273,7 @@ def known_series(service: str, settings: Settings) -> list[tuple[str, dict[str, 
     """
     from typing import get_args
 
-    from reverie_canary.shared.events import UNPLANNED_CAUSES, CycleVerdictKind, DecisionAction
+    from reverie_canary.shared.contract.events import UNPLANNED_CAUSES, CycleVerdictKind, DecisionAction
 
     out: list[tuple[str, dict[str, str]]] = [("messages", {"outcome": o}) for o in MESSAGE_OUTCOMES]
     out += [("dead_letters", {"reason": r}) for r in DEAD_LETTER_REASONS]
@@ -404,7 +404,7 @@ class Shell:
                 current cycle to, at most ``prober_concurrency``); a smaller
                 number than are held lets the extra ones finish first.
             heartbeat_s: seconds between two in-progress signals
-                (:func:`reverie_canary.shared.streams.task_heartbeat_s`), well under ``ack_wait``.
+                (:func:`reverie_canary.shared.runtime.streams.task_heartbeat_s`), well under ``ack_wait``.
         """
         self._specs.append(spec)
         self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
@@ -660,7 +660,7 @@ class Shell:
             await asyncio.sleep(delay)
 
     async def _stop_loops(self) -> None:
-        """Cancel the background loops and wait for each, at most ``LOOP_STOP_S`` (:func:`reverie_canary.shared.aio.stop_task`).
+        """Cancel the background loops and wait for each, at most ``LOOP_STOP_S`` (:func:`reverie_canary.shared.runtime.aio.stop_task`).
 
         A single ``cancel()`` is not enough: Python 3.11's ``asyncio.wait_for``
         swallows it when the awaited future finishes at the same moment, and a
@@ -727,10 +727,10 @@ class OrderedBatches:
       counted yet) only makes it look again.
 
     A batch that fails is not given back: the loop keeps every message in hand (saying they are
-    in progress), waits (:func:`reverie_canary.shared.retry.redelivery_delay`), and applies them
+    in progress), waits (:func:`reverie_canary.shared.runtime.retry.redelivery_delay`), and applies them
     again from the first, one message, then two, four ... up to ``B`` at a time, so one message
     that keeps failing is found and, after ``max_deliver`` attempts, dead-lettered (``gave_up``)
-    like :func:`reverie_canary.shared.broker.handle` does -- and the others' delivery counts are
+    like :func:`reverie_canary.shared.runtime.broker.handle` does -- and the others' delivery counts are
     not spent meanwhile.  Undecodable or misplaced messages are dead-lettered and terminated
     before the batch (the fold never sees them), and the items ``apply`` refuses after.  At
     shutdown the messages in hand are given back (``nak``), so the next process takes them at once.
@@ -929,5 +929,5 @@ class Retake(Transient):
     """The gate of an ordered consumer was lost or taken anew while a batch was applied: check the order again."""
 
 
-#: The dead-letter reason of each kind of refused message (as :func:`reverie_canary.shared.broker.handle` says it).
+#: The dead-letter reason of each kind of refused message (as :func:`reverie_canary.shared.runtime.broker.handle` says it).
 _REFUSALS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}

@@ -20,8 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.metrics import ServiceMetrics
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.metrics import ServiceMetrics
 
 #: Seconds between two Redis pings of a service while Redis answers / during an outage.  An
 #: outage found by a failed ping is counted from the last successful one: its logged length is

@@ -1,8 +1,8 @@
 """Traces across the pipeline with OpenTelemetry: optional (the ``[otel]`` extra), off by default (issue 15 §6).
 
 One probe is one trace. The W3C trace context (``traceparent``) travels in the NATS headers
-of every message a service publishes (:class:`reverie_canary.shared.broker.Publisher`), and
-every message a service handles (:func:`reverie_canary.shared.broker.handle`) is a span whose
+of every message a service publishes (:class:`reverie_canary.shared.runtime.broker.Publisher`), and
+every message a service handles (:func:`reverie_canary.shared.runtime.broker.handle`) is a span whose
 parent is the context its headers carry:
 
     discovery task              (root: one per ProbeTask; task id, model, provider, kind)
@@ -37,7 +37,7 @@ try:
 except ImportError:  # the [otel] extra is not installed: every function is a no-op
     AVAILABLE = False
 
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 TRACER_NAME = "reverie_canary"
 #: Values of ``CANARY_TRACES``.

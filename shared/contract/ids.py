@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from reverie_canary.shared.timefmt import utc_text
+from reverie_canary.shared.contract.timefmt import utc_text
 
 
 def cycle_id(model: str, start: datetime) -> str:

@@ -37,16 +37,17 @@ from faststream.nats import NatsBroker, NatsMessage, NatsUserPassword
 from faststream.nats.security import NatsSecurity
 from nats.errors import Error as NatsError
 
-from reverie_canary.shared import clock, codec, ids, metrics, retry, subjects, tracing
-from reverie_canary.shared.bounds import MESSAGE_MAX_BYTES, fit
-from reverie_canary.shared.codec import Codec
-from reverie_canary.shared.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
-from reverie_canary.shared.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
-from reverie_canary.shared.logging import adopt_library_loggers
-from reverie_canary.shared.logging import get as get_logger
-from reverie_canary.shared.settings import Settings, nats_servers
-from reverie_canary.shared.streams import DEADLETTER
-from reverie_canary.shared.tls import nats_tls
+from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.runtime import clock, metrics, retry, tracing
+from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES, fit
+from reverie_canary.shared.contract.codec import Codec
+from reverie_canary.shared.contract.errors import Oversize, Rejected, TooLarge, Transient, Undecodable, UnsupportedVersion
+from reverie_canary.shared.contract.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
+from reverie_canary.shared.runtime.logging import adopt_library_loggers
+from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.settings import Settings, nats_servers
+from reverie_canary.shared.runtime.streams import DEADLETTER
+from reverie_canary.shared.runtime.tls import nats_tls
 
 PUBLISH_TIMEOUT_S = 5.0
 
@@ -65,7 +66,7 @@ class _EmptyFetchFilter(logging.Filter):
 
 
 #: FastStream's own lines (per-message, task callbacks) go here: under ``faststream``, which
-#: :func:`reverie_canary.shared.logging.configure` keeps quiet below WARNING unless the level is DEBUG.
+#: :func:`reverie_canary.shared.runtime.logging.configure` keeps quiet below WARNING unless the level is DEBUG.
 _BROKER_LOGGER = logging.getLogger("faststream.canary")
 _BROKER_LOGGER.addFilter(_EmptyFetchFilter())
 
@@ -78,7 +79,7 @@ def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] |
 
     Args:
         callbacks: nats-py ``disconnected_cb`` / ``reconnected_cb``
-            (:meth:`reverie_canary.shared.health.Link.nats_callbacks`).
+            (:meth:`reverie_canary.shared.runtime.health.Link.nats_callbacks`).
     """
     adopt_library_loggers()  # FastStream's own stdout handler would print beside structlog
     kwargs: dict[str, Any] = dict(callbacks or {})
@@ -125,7 +126,7 @@ async def nats_error_cb(exc: Exception) -> None:
 #: The dead-letter reason of each kind of undecodable message (``DeadLetter.reason``, the metric's label).
 _REASONS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}
 #: Every dead-letter reason the shared shell gives (:func:`handle` here, ``OrderedBatches`` in
-#: shared/service.py): the ``reason`` values of ``canary_dead_letters_total``, created at 0 at start.
+#: shared/runtime/service.py): the ``reason`` values of ``canary_dead_letters_total``, created at 0 at start.
 DEAD_LETTER_REASONS: tuple[str, ...] = (*dict.fromkeys(_REASONS.values()), "rejected", "too_large", "gave_up")
 #: The ``outcome`` values of ``canary_messages_total``.
 MESSAGE_OUTCOMES: tuple[str, ...] = ("ack", "term", "nak")
@@ -158,7 +159,7 @@ def delivery_of(msg: NatsMessage) -> Delivery:
 class Publisher:
     """Publishes events into JetStream with deterministic ``Nats-Msg-Id``s.
 
-    Raises :class:`reverie_canary.shared.errors.Transient` when NATS does not acknowledge in
+    Raises :class:`reverie_canary.shared.contract.errors.Transient` when NATS does not acknowledge in
     time, so that the caller's message is redelivered and the same id retried.
     """
 
@@ -172,7 +173,7 @@ class Publisher:
         Returns:
             ``True`` if stored, ``False`` if JetStream dropped it as a duplicate.
 
-        An event above ``MESSAGE_MAX_BYTES`` is first fitted (:func:`reverie_canary.shared.bounds.fit`:
+        An event above ``MESSAGE_MAX_BYTES`` is first fitted (:func:`reverie_canary.shared.contract.bounds.fit`:
         its longest free texts cut, a verdict's references shed), deterministically, so that a
         redelivered input publishes the same bytes under the same id.
 
@@ -198,7 +199,7 @@ class Publisher:
             ack = await self.broker.publish(
                 body,
                 subject,
-                # the current span's trace context travels with the message (shared/tracing.py)
+                # the current span's trace context travels with the message (shared/runtime/tracing.py)
                 headers=tracing.inject({"Nats-Msg-Id": msg_id, "content-type": "application/json"}),
                 stream=stream,
                 timeout=PUBLISH_TIMEOUT_S,
@@ -259,7 +260,7 @@ async def handle(
     try:
         event = decoder.decode(body)
         codec.check_origin(delivery.subject, event)
-        # one span per handled message, child of the context its headers carry (shared/tracing.py)
+        # one span per handled message, child of the context its headers carry (shared/runtime/tracing.py)
         with tracing.span(f"{service} {type(event).__name__}", headers=delivery.headers,
                           attributes=_span_attributes(event, delivery)):
             await apply(event, delivery)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from reverie_canary.shared.commands import (
+from reverie_canary.shared.contract.commands import (
     VERBS,
     AddOverride,
     ResendNotices,
@@ -24,9 +24,9 @@ from reverie_canary.shared.commands import (
     RemoveOverride,
     SetMode,
 )
-from reverie_canary.shared.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
-from reverie_canary.shared.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
-from reverie_canary.shared.events import (
+from reverie_canary.shared.contract.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
+from reverie_canary.shared.contract.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
+from reverie_canary.shared.contract.events import (
     SCHEMA_VERSION,
     CommandApplied,
     CommandRefused,
@@ -43,7 +43,7 @@ from reverie_canary.shared.events import (
     ProbeTask,
     RetestRequested,
 )
-from reverie_canary.shared.snapshots import IgnoreSnapshot
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.client.served import ServedCounts
 
 T = TypeVar("T")
@@ -199,8 +199,8 @@ NOTICE_ORIGINS: dict[str, type] = {"dead": NoticeDeadLettered, "resend": ResendN
 
 @functools.lru_cache(maxsize=8192)
 def _decoded_token(token: str) -> str:
-    """:func:`reverie_canary.shared.subjects.decode_token`, cached: a fleet's subjects repeat every cycle."""
-    from reverie_canary.shared.subjects import decode_token
+    """:func:`reverie_canary.shared.contract.subjects.decode_token`, cached: a fleet's subjects repeat every cycle."""
+    from reverie_canary.shared.contract.subjects import decode_token
 
     return decode_token(token)
 
@@ -225,7 +225,7 @@ def check_origin(subject: str, message: Any) -> None:
     Raises:
         Rejected: naming the type, the subject and what belongs there.
     """
-    from reverie_canary.shared.subjects import SubjectError
+    from reverie_canary.shared.contract.subjects import SubjectError
 
     parts = subject.split(".")
     family = parts[1] if len(parts) > 2 and parts[0] == "canary" else ""

@@ -29,7 +29,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 #: The values of the ``event_loop`` setting.
 EVENT_LOOPS: tuple[str, ...] = ("auto", "uvloop", "asyncio")

@@ -1,10 +1,10 @@
 """TLS to NATS and Redis from the settings (issue 15 §1).
 
 ``tls://`` NATS URLs and ``rediss://`` Redis URLs, with the CA, client certificate and key
-files of :class:`reverie_canary.shared.settings.Settings` (``CANARY_NATS_CA_FILE``,
+files of :class:`reverie_canary.shared.runtime.settings.Settings` (``CANARY_NATS_CA_FILE``,
 ``CANARY_NATS_CERT_FILE``, ``CANARY_NATS_KEY_FILE``, and the ``REDIS`` ones).  Every
 connection the services, the command line and the chat-backend client make goes through
-these two functions (:mod:`reverie_canary.shared.service`, :mod:`reverie_canary.shared.broker`).
+these two functions (:mod:`reverie_canary.shared.runtime.service`, :mod:`reverie_canary.shared.runtime.broker`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import ssl
 from typing import Any
 
 from reverie_canary.client.tls import tls_context
-from reverie_canary.shared.errors import ConfigError
-from reverie_canary.shared.settings import TLS_SCHEMES, Settings
+from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.settings import TLS_SCHEMES, Settings
 
 
 def nats_tls(settings: Settings) -> ssl.SSLContext | None:

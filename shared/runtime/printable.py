@@ -5,7 +5,7 @@ service wrote travels through the log and Redis and ends on other operators'
 terminals (``override list``, ``incident``, ``status``, ``replay`` ...).  A C0 or C1
 control character in it (``ESC ]0;...BEL`` retitles the terminal, ``ESC [2J`` clears
 it, ``CSI`` = U+009B starts the same) would be obeyed by the terminal.  The wire now
-refuses them in operator commands (:mod:`reverie_canary.shared.commands`), but old
+refuses them in operator commands (:mod:`reverie_canary.shared.contract.commands`), but old
 records and other fields may hold them: every CLI printer of such text passes it
 through :func:`printable` (one string) or :func:`printable_view` (a whole read-model
 Struct), which show each control character as its escape (``\\x1b``), never raw.

@@ -23,7 +23,7 @@ same settings and binds with ``JStream(name, declare=False)``.
 A durable's configuration is not updated by the server once it exists, nor by
 nats-py or FastStream when a service binds it (faststream-nats.md, section 3):
 every service reconciles its durables with this module at start
-(:func:`reverie_canary.shared.preflight.reconcile_consumers`), which updates what
+(:func:`reverie_canary.shared.runtime.preflight.reconcile_consumers`), which updates what
 the server allows to change in place (``ack_wait``, ``max_deliver``,
 ``max_ack_pending``, the filter) and logs what it changed.  A change the server
 refuses in place (the ack policy) needs a new ``-vN``.
@@ -47,9 +47,9 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import inputs, subjects
-from reverie_canary.shared.subjects import ROUTING_BUCKET  # noqa: F401  (defined with the client)
-from reverie_canary.shared.settings import Settings
+from reverie_canary.shared.contract import inputs, subjects
+from reverie_canary.shared.contract.subjects import ROUTING_BUCKET  # noqa: F401  (defined with the client)
+from reverie_canary.shared.runtime.settings import Settings
 
 LOG = "CANARY_LOG"
 TASKS = "CANARY_TASKS"
@@ -201,7 +201,7 @@ async def _reserving(call, config: StreamConfig) -> None:
     """
     from nats.js.errors import APIError
 
-    from reverie_canary.shared.logging import get as get_logger
+    from reverie_canary.shared.runtime.logging import get as get_logger
 
     wanted = config.max_bytes
     while True:
@@ -229,7 +229,7 @@ async def check_log_subjects(js: JetStreamContext, needed: list[str], service: s
     Raises:
         ConfigError: naming the subjects the stream lacks and what to run.
     """
-    from reverie_canary.shared.errors import ConfigError
+    from reverie_canary.shared.contract.errors import ConfigError
 
     try:
         info = await js.stream_info(LOG)
@@ -311,7 +311,7 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
     ``ack_wait`` is short (:func:`task_ack_wait_s`): the prober keeps each task it
     holds alive with in-progress signals; a task whose prober died is redelivered
     to another after at most ``ack_wait``.  ``max_deliver`` deliveries at most,
-    the same budget :func:`reverie_canary.shared.broker.handle` counts (with 3
+    the same budget :func:`reverie_canary.shared.runtime.broker.handle` counts (with 3
     here and 5 there, a third delivery that failed was nak'ed and never came back,
     without a dead letter).
     """
@@ -332,10 +332,10 @@ JUDGE_BATCH = 256
 def judge_consumer(settings: Settings) -> ConsumerSpec:
     """In stream order, :data:`JUDGE_BATCH` messages in flight: the fold must see the log's order.
 
-    The judge reads it in batches (:class:`reverie_canary.shared.service.OrderedBatches`), which
+    The judge reads it in batches (:class:`reverie_canary.shared.runtime.service.OrderedBatches`), which
     applies a batch only once it is provably the log's next messages, so a message that comes
     back late (a stopped process's, a nak'ed one) is never passed over.  Its filter is what the
-    judge folds (:data:`reverie_canary.shared.inputs.READS`).
+    judge folds (:data:`reverie_canary.shared.contract.inputs.READS`).
     """
     return ConsumerSpec(
         stream=LOG,
@@ -355,7 +355,7 @@ ROUTER_PREVIOUS_DURABLES = ("router-v1",)
 def router_consumer(settings: Settings) -> ConsumerSpec:
     """Strictly ordered: decisions, operator commands and discovery in log order.
 
-    Its filter is what the router folds (:data:`reverie_canary.shared.inputs.READS`).
+    Its filter is what the router folds (:data:`reverie_canary.shared.contract.inputs.READS`).
     """
     return ConsumerSpec(
         stream=LOG,
@@ -375,7 +375,7 @@ NOTIFIER_PREVIOUS_DURABLES = ("notifier-v3", "notifier-v2")
 def notifier_consumer(settings: Settings) -> ConsumerSpec:
     """Decisions, cycle verdicts, routing snapshots and command answers, strictly in log order.
 
-    Its filter is what the notifier folds (:data:`reverie_canary.shared.inputs.READS`).  One
+    Its filter is what the notifier folds (:data:`reverie_canary.shared.contract.inputs.READS`).  One
     message in flight: folding persisting states (a start before its reminders
     and its end) needs the log's order.  Delivery runs apart from this
     consumer, so a slow channel never holds it up.  A new durable starts where

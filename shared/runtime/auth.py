@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from reverie_canary.shared.errors import ConfigError
+from reverie_canary.shared.contract.errors import ConfigError
 
 SERVICE_USERS = ("discovery", "prober", "judge", "router", "notifier")
 USERS = ("admin", *SERVICE_USERS, "operator", "backend", "dashboard")
@@ -78,7 +78,7 @@ def redis_passwords_from(env: Mapping[str, str]) -> dict[str, str]:
         ConfigError: when one is missing or empty, or a ``_FILE`` cannot be read (the message names
             the variable, never a value).
     """
-    from reverie_canary.shared.settings import read_secret_file
+    from reverie_canary.shared.runtime.settings import read_secret_file
 
     out: dict[str, str] = {}
     missing = []

@@ -22,9 +22,9 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared import codec, subjects
-from reverie_canary.shared.errors import Rejected, Transient, Undecodable
-from reverie_canary.shared.streams import LOG
+from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.runtime.streams import LOG
 
 
 @dataclass(frozen=True)
