@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import signal
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -25,23 +26,43 @@ from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 @app.command()
 def dashboard(
-    host: Annotated[str, typer.Option(help="address to bind (loopback by default: put an authenticating proxy "
-                                           "in front to show the pages further)")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (loopback by default; beyond loopback only with TLS "
+                                           "and readers in --web-config)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: a free one)")] = 8477,
     cycles: Annotated[int, typer.Option(min=1, max=200, help="cycles per row of the fleet matrix")] = 48,
+    web_config: Annotated[Optional[Path], typer.Option(
+        "--web-config", envvar="CANARY_WEB_CONFIG",
+        help="TLS and readers: Prometheus's web configuration file (tls_server_config, basic_auth_users with "
+             "bcrypt hashes) plus bearer_tokens (reader: sha256 of its token); read again when it changes")] = None,
+    insecure_beyond_loopback: Annotated[bool, typer.Option(
+        "--insecure-beyond-loopback",
+        help="serve beyond loopback without TLS or without readers: anyone who reaches the port reads every "
+             "provider, reason and operator")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Serve the read-only operator dashboard (fleet, provider, notices, look-back) until Ctrl-C.
+    """Serve the read-only operator dashboard (fleet, provider, notices, look-back) and the quality feed until Ctrl-C.
 
     Reads the judge's state (Redis), the ignore list (KV bucket) and the log; new
-    cycles appear without a reload (server-sent events).  Exit status 1 when a
-    source cannot be read at start (the message says which), 2 for bad settings.
+    cycles appear without a reload (server-sent events).  The quality feed is
+    ``/api/v1/quality`` (OpenAPI document at ``/api/v1/openapi.json``), the
+    positive controls' series ``/metrics``.  With ``--web-config`` every page
+    and API needs a user's password or a reader's token (``canary web-user``,
+    ``canary web-token`` make them) and, with ``tls_server_config``, HTTPS.
+    Exit status 1 when a source cannot be read at start (the message says
+    which), 2 for bad settings or a web configuration that cannot be used
+    (among them: beyond loopback without TLS and readers).
     """
+    from reverie_canary.services.dashboard.auth import WebConfigError, WebConfigSource
     from reverie_canary.services.dashboard.sources import SourceError
     from reverie_canary.services.dashboard.web import serve_dashboard
 
     settings = _settings(config)
     _logging(settings)
+    try:
+        web = WebConfigSource(web_config)
+    except WebConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -49,13 +70,21 @@ def dashboard(
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop.set)
-        async with serve_dashboard(settings, host=host, port=port, cycles=cycles) as url:
-            print(f"canary dashboard: {url} (read-only, as NATS user {settings.nats_user or '(none)'}); "
+        async with serve_dashboard(settings, host=host, port=port, cycles=cycles, web=web,
+                                   insecure_beyond_loopback=insecure_beyond_loopback) as url:
+            current = web.current()
+            who = (f"{len(current.users)} user(s), {len(current.tokens)} token(s) from {web_config}"
+                   if current.authenticates else "no authentication: loopback only" if not insecure_beyond_loopback
+                   else "NO AUTHENTICATION (--insecure-beyond-loopback)")
+            print(f"canary dashboard: {url} (read-only, as NATS user {settings.nats_user or '(none)'}; {who}); "
                   "Ctrl-C stops", flush=True)
             await stop.wait()
 
     try:
         asyncio.run(main())
+    except WebConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except SourceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -64,6 +93,62 @@ def dashboard(
         raise typer.Exit(1) from exc
     except KeyboardInterrupt:
         pass
+
+
+@app.command("web-user")
+def web_user(
+    name: Annotated[str, typer.Argument(help="the user name (no ':')")],
+    password_file: Annotated[Optional[Path], typer.Option(
+        "--password-file", help="read the password from this file (its first line) instead of asking")] = None,
+) -> None:
+    """Print a ``basic_auth_users`` line for the dashboard's web configuration: NAME and the bcrypt hash of a password.
+
+    Asks for the password twice (nothing is echoed), or reads it from
+    ``--password-file``; prints ``  NAME: $2b$10$...`` to paste under
+    ``basic_auth_users:``.  The password itself is printed nowhere.  Exit
+    status 2 for an empty password, one over 72 bytes (bcrypt reads no more),
+    two entries that differ, or a name with ``:``.
+    """
+    from reverie_canary.services.dashboard.auth import READER_NAME, hash_password
+
+    if not READER_NAME.match(name):
+        typer.echo("error: a user name has 1..256 characters, no ':' and no control character", err=True)
+        raise typer.Exit(2)
+    if password_file is not None:
+        try:
+            password = password_file.read_text("utf-8").splitlines()[0] if password_file.stat().st_size else ""
+        except OSError as exc:
+            typer.echo(f"error: cannot read {password_file}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    else:
+        password = typer.prompt("password", hide_input=True, confirmation_prompt=True, err=True)
+    try:
+        hashed = hash_password(password)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    print(f"  {json.dumps(name)}: {json.dumps(hashed)}")
+
+
+@app.command("web-token")
+def web_token(
+    reader: Annotated[str, typer.Argument(help="who holds the token (a system reading the quality feed)")],
+) -> None:
+    """Make a bearer token for a reader of the dashboard or the quality feed.
+
+    Prints the ``bearer_tokens`` line (``  READER: sha256:...``) on standard
+    output, for the web configuration, and the token itself once on standard
+    error, for the reader (``Authorization: Bearer <token>``): the file keeps
+    only its SHA-256, so a lost token is replaced, never recovered.
+    """
+    from reverie_canary.services.dashboard.auth import READER_NAME, new_token
+
+    if not READER_NAME.match(reader):
+        typer.echo("error: a reader name has 1..256 characters, no ':' and no control character", err=True)
+        raise typer.Exit(2)
+    token, digest = new_token()
+    typer.echo(f"token for {reader} (shown once; give it to the reader): {token}", err=True)
+    print(f"  {json.dumps(reader)}: {json.dumps(digest)}")
 
 
 def _cells_text(cells) -> str:

@@ -320,10 +320,13 @@ class Pipeline:
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
                  passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
                  dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None, *,
-                 gateway: Any = None, faults: tuple[Any, ...] = ()) -> None:
+                 gateway: Any = None, faults: tuple[Any, ...] = (), dashboard_login: DashboardLogin | None = None
+                 ) -> None:
         self.settings = settings
         #: the read-only dashboard's URL (``None``: not started)
         self.dashboard_url = dashboard_url
+        #: the dashboard's generated reader (``None``: not started)
+        self.dashboard_login = dashboard_login
         self.observer = observer
         self.gateway_url = gateway_url
         self.scenario = scenario
@@ -376,6 +379,45 @@ class Pipeline:
     async def judge_record(self) -> JudgeRecord:
         """The judge's stored record of the demo's model."""
         return await judge_record(self.settings, self.settings.models[0])
+
+
+class DashboardLogin(msgspec.Struct, frozen=True, kw_only=True):
+    """The demo dashboard's one reader: its user name, and the files with its password and the web configuration.
+
+    The password is random (24 bytes), written only to ``password_file``
+    (mode 0600) and kept in this object for the tests' browser; the output
+    names the file, never the password.
+    """
+
+    user: str
+    password_file: Path
+    web_config: Path
+
+    @property
+    def password(self) -> str:
+        """The password, read from its file."""
+        return self.password_file.read_text("utf-8").strip()
+
+
+#: The demo dashboard's user name.
+DEMO_DASHBOARD_USER = "demo"
+
+
+def write_dashboard_login(directory: Path, user: str = DEMO_DASHBOARD_USER) -> DashboardLogin:
+    """Make the demo dashboard's reader: a random password in ``dashboard.password`` and a web configuration
+    (``dashboard-web.yml``, Prometheus's format) with its bcrypt hash, both mode 0600 in ``directory``."""
+    from reverie_canary.services.dashboard.auth import hash_password
+
+    password = secrets.token_urlsafe(24)
+    files = {"dashboard.password": password + "\n",
+             "dashboard-web.yml": "# the demo dashboard's reader (canary demo); its password is in dashboard.password\n"
+                                  f"basic_auth_users:\n  {json.dumps(user)}: {json.dumps(hash_password(password))}\n"}
+    for name, text in files.items():
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    return DashboardLogin(user=user, password_file=directory / "dashboard.password",
+                          web_config=directory / "dashboard-web.yml")
 
 
 def _readable(handler):
@@ -478,19 +520,23 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                             observer.print("metrics (/healthz and /readyz beside each): "
                                            + "  ".join(f"{name} {url}" for name, url in urls.items()))
                         async with contextlib.AsyncExitStack() as stack:
-                            dashboard_url = None
+                            dashboard_url = login = None
                             if dashboard:
+                                from reverie_canary.services.dashboard.auth import WebConfigSource
                                 from reverie_canary.services.dashboard.web import serve_dashboard
 
+                                login = write_dashboard_login(workdir)
                                 dashboard_url = await stack.enter_async_context(serve_dashboard(
                                     settings.replace(nats_user="dashboard", nats_password=passwords["dashboard"],
                                                      redis_url=redis_url_for(redis_server.url, "reader",
                                                                              redis_passwords["reader"])),
-                                    poll_s=0.5))
+                                    poll_s=0.5, web=WebConfigSource(login.web_config)))
                                 observer.print(f"dashboard (read-only, live): {dashboard_url}")
+                                observer.print(f"dashboard login: user {login.user}, password in "
+                                               f"{login.password_file}")
                             yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
                                            redis_passwords, gateway=gateway.state.gateway,
-                                           faults=tuple(gateway_faults))
+                                           faults=tuple(gateway_faults), dashboard_login=login)
                 finally:
                     if driver is not None:
                         driver.cancel()
@@ -573,7 +619,7 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
             completed = await p.wait_cycles(cycles, stop)
             if keep and completed and not stop.is_set():
                 files = write_env_files(p, Path(tmp))
-                _print_keep(out, files, p.metrics_urls, p.dashboard_url, p.settings.models[0])
+                _print_keep(out, files, p.metrics_urls, p.dashboard_url, p.settings.models[0], p.dashboard_login)
                 await stop.wait()
                 stop.clear()
             await asyncio.sleep(0.5)  # let the last decisions reach the router
@@ -618,7 +664,7 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
 
 
 def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str] | None = None,
-                dashboard_url: str | None = None, model: str = "MODEL") -> None:
+                dashboard_url: str | None = None, model: str = "MODEL", login: DashboardLogin | None = None) -> None:
     exe = sys.argv[0] if Path(sys.argv[0]).name == "canary" else "canary"  # as this demo was started
     lines = [
         "",
@@ -632,6 +678,9 @@ def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str
     ]
     if dashboard_url:
         lines.insert(1, f"dashboard (read-only, live): {dashboard_url}")
+        if login is not None:
+            lines.insert(2, f"  user {login.user}, password in {login.password_file}; the quality feed: "
+                            f"curl -su {login.user}:\"$(cat {login.password_file})\" {dashboard_url}api/v1/quality")
     for name, url in (metrics_urls or {}).items():
         lines.append(f"  curl -s {url} | grep ^canary_      # {name}; /healthz and /readyz beside it")
     print("\n".join(lines), file=out, flush=True)

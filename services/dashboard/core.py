@@ -443,7 +443,8 @@ class SpendEntry(Struct, frozen=True, array_like=True):
 
 
 class ProviderFacts(Struct, kw_only=True):
-    """What the log said about one provider: its last verdict, its recent first-token times, its decisions."""
+    """What the log said about one provider: its last verdict, its recent first-token times, its decisions,
+    the time of its last probe result (UTC)."""
 
     verdict: ProviderVerdict | None = None
     verdict_cycle: str | None = None
@@ -451,6 +452,7 @@ class ProviderFacts(Struct, kw_only=True):
     verdict_at: datetime | None = None
     ttft: list[tuple[str, float | None]] = []  # (cycle, ms or None: no first token)
     decisions: list[DecisionView] = []
+    last_probe_at: datetime | None = None
 
 
 class ModelWindow(Struct, kw_only=True):
@@ -621,6 +623,8 @@ def _result(mw: ModelWindow, event: ProbeResult) -> None:
             facts.failures.append(failed_probe(event))
     if not event.control and event.outcome != "not_applicable":
         pf = mw.providers.setdefault(event.provider, ProviderFacts())
+        if pf.last_probe_at is None or event.at > pf.last_probe_at:
+            pf.last_probe_at = event.at
         pf.ttft = [*pf.ttft, (event.cycle, event.reply.ttft_ms)]
         cycles = list(dict.fromkeys(c for c, _ in pf.ttft))[-TTFT_CYCLES:]
         pf.ttft = [(c, ms) for c, ms in pf.ttft if c in cycles]

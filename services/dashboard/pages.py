@@ -109,6 +109,7 @@ class ModelMatrix(Struct, frozen=True, kw_only=True):
     status: ModelStatus
     columns: list[CycleColumn]
     rows: list[MatrixRow]
+    controls: list = []  # the positive controls per kind over the same cycles (feed.ControlRow)
 
 
 class TimelineItem(Struct, frozen=True, kw_only=True):

@@ -19,7 +19,16 @@ Routes (every one ``GET``; the app changes nothing anywhere):
 - ``/lookback?model=M&at=T&window=45m``: the look-back form and its answer;
 - ``/events``: the server-sent event stream (``event: cycle`` when a cycle closed,
   a decision or a snapshot arrived);
-- ``/api/fleet``, ``/api/lookback``: the same views as JSON; ``/healthz``.
+- ``/api/fleet``, ``/api/lookback``: the same views as JSON (for the pages: their shape may change);
+- ``/api/v1/quality``: the quality feed for other systems (``?model=M``, repeatable), versioned, described
+  by the OpenAPI document served at ``/api/v1/openapi.json`` (:mod:`~reverie_canary.services.dashboard.openapi`),
+  with an ETag (``If-None-Match`` answers 304) and a cache of :data:`FEED_MAX_AGE_S` seconds: many
+  readers cost one read of the sources per change or per that many seconds;
+- ``/metrics``: the dashboard's Prometheus series (the positive controls per kind);
+- ``/healthz``: whether the sources are read (the only path open without credentials).
+
+Who may read them: :mod:`~reverie_canary.services.dashboard.auth` (TLS, basic-auth users and bearer
+tokens from a Prometheus-style web configuration file; loopback only without them).
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
+import uvicorn
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -41,7 +52,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from reverie_canary.services.dashboard import feed as feeds
 from reverie_canary.services.dashboard import pages
+from reverie_canary.services.dashboard.auth import WebAuth, WebConfigSource, check_bind
 from reverie_canary.services.dashboard.core import (
     LogWindow,
     ModelStatus,
@@ -52,13 +65,14 @@ from reverie_canary.services.dashboard.core import (
 from reverie_canary.services.dashboard.sources import REFRESH_ON, FleetReader, SourceError
 from reverie_canary.services.judge.core import Policy
 from reverie_canary.shared.runtime import clock
+from reverie_canary.shared.runtime.metrics import ServiceMetrics
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 log = structlog.get_logger("reverie_canary.dashboard")
 
-#: The default address: loopback only (the pages name every provider and reason; put a proxy with
-#: authentication in front to show them further).
+#: The default address: loopback only (the pages name every provider and reason; beyond loopback the
+#: server needs TLS and readers, :func:`~reverie_canary.services.dashboard.auth.check_bind`).
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8477
 #: The most cycles one row may show, and the most server-sent event streams at once (beyond: 503).
@@ -69,6 +83,11 @@ POLL_S = 1.0
 KEEPALIVE_S = 15.0
 #: Rows of the notices page.
 NOTICES_LIMIT = 100
+#: How long one build of the quality feed is served to every reader (s), unless a cycle closes, a decision or a
+#: snapshot arrives first (those build it again at the next request).
+FEED_MAX_AGE_S = 5.0
+#: Distinct ``?model=`` selections the feed cache keeps (oldest out).
+FEED_CACHE_ENTRIES = 64
 
 _PACKAGE = resources.files("reverie_canary.services.dashboard")
 
@@ -147,7 +166,8 @@ def _templates() -> Jinja2Templates:
     env.filters["age"] = age_text
     env.filters["clock"] = lambda at: utc_text(at, precision="clock", missing="-")
     env.filters["tojson_pretty"] = lambda v: json.dumps(to_builtins(v), indent=1, ensure_ascii=False, default=str)
-    env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline, cells_html=cells_html)
+    env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline, cells_html=cells_html,
+                       control_letters=feeds.CONTROL_LETTERS, control_meanings=feeds.CONTROL_MEANINGS)
     env.trim_blocks = env.lstrip_blocks = True
     return t
 
@@ -176,6 +196,10 @@ class Dashboard:
         self.problem: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self.feed_cache = FeedCache(FEED_MAX_AGE_S)
+        #: the dashboard's own series (``/metrics``): the positive controls, computed at each scrape
+        self.metrics = ServiceMetrics("dashboard")
+        self.metrics.add_source(self.control_samples)
 
     async def __aenter__(self) -> Dashboard:
         await self.reader.__aenter__()
@@ -185,6 +209,7 @@ class Dashboard:
         except BaseException:
             await self.reader.__aexit__(None, None, None)
             raise
+        self.metrics.set("ready", 1)
         self._task = asyncio.create_task(self._follow(), name="dashboard-follow")
         return self
 
@@ -207,10 +232,12 @@ class Dashboard:
                 if self.problem:
                     log.info("dashboard_reads_again")
                 self.problem = None
+                self.metrics.set("ready", 1)
             except SourceError as exc:
                 if str(exc) != self.problem:
                     log.warning("dashboard_cannot_read", error=str(exc))
                 self.problem = str(exc)
+                self.metrics.set("ready", 0)
                 continue
             if any(type(e).__name__ in REFRESH_ON for e in events):
                 async with self.changed:
@@ -223,8 +250,34 @@ class Dashboard:
         """One :class:`~reverie_canary.services.dashboard.pages.ModelMatrix` per model (default: every configured)."""
         async with self._lock:
             status = await self.reader.status(models)
-            return [pages.model_matrix(m, self.reader.window.models.get(m.model), cycles or self.cycles)
+            n = cycles or self.cycles
+            return [msgspec.structs.replace(pages.model_matrix(m, self.reader.window.models.get(m.model), n),
+                                            controls=self.controls(m.model, n))
                     for m in status.models]
+
+    def controls(self, model: str, cycles: int | None = None) -> list[feeds.ControlRow]:
+        """The model's positive controls per closed cycle (the last ``cycles``) from the window read so far."""
+        return feeds.control_rows(self.reader.window.models.get(model), dict(self.settings.controls), cycles)
+
+    def control_samples(self):
+        """The ``canary_control_*`` samples of every configured model (a metrics source: sync, at each scrape)."""
+        for model in self.settings.models:
+            yield from feeds.control_samples(model, self.controls(model))
+
+    async def feed(self, models: list[str]) -> tuple[bytes, str]:
+        """The quality feed of ``models`` as JSON bytes and its ETag, from the cache while it holds.
+
+        Raises:
+            SourceError: a source could not be read (nothing is cached then).
+        """
+        async def build() -> bytes:
+            async with self._lock:
+                status = await self.reader.status(models)
+                views = [feeds.feed_model(m, self.reader.window.models.get(m.model), kinds=list(self.settings.kinds),
+                                          controls=dict(self.settings.controls)) for m in status.models]
+            return to_json(feeds.Feed(models=views))
+
+        return await self.feed_cache.get(tuple(models), self.version, build)
 
     async def model_status(self, model: str) -> ModelStatus:
         async with self._lock:
@@ -288,8 +341,6 @@ async def read_lookback(settings: Settings, model: str, at: datetime, window_s: 
 
 
 def _with_problem(view: pages.Lookback, problem: str) -> pages.Lookback:
-    import msgspec
-
     return msgspec.structs.replace(view, problems=[*view.problems, problem])
 
 
@@ -297,8 +348,74 @@ def _with_problem(view: pages.Lookback, problem: str) -> pages.Lookback:
 LOOKBACK_CYCLES = 2000
 
 
-def create_app(dashboard: Dashboard) -> Starlette:
-    """The Starlette app of a started :class:`Dashboard` (read-only: every route is a GET)."""
+class FeedCache:
+    """Builds of the quality feed, shared by every reader: one build per selection, version and ``max_age_s``.
+
+    A build is reused while the dashboard's version (it moves when a cycle
+    closes, a decision or a snapshot arrives) is the one it was built at and
+    it is younger than ``max_age_s``; readers that ask while a build runs wait
+    for that build instead of starting their own.  A failed build is not kept.
+    """
+
+    def __init__(self, max_age_s: float, entries: int = FEED_CACHE_ENTRIES) -> None:
+        self.max_age_s = max_age_s
+        self.entries = entries
+        self.builds = 0
+        self._done: dict[tuple, tuple[int, float, bytes, str]] = {}
+        self._running: dict[tuple, asyncio.Future] = {}
+
+    async def get(self, key: tuple, version: int, build) -> tuple[bytes, str]:
+        """The body and ETag for ``key`` at ``version``, built by ``await build()`` when none holds."""
+        import time
+
+        hit = self._done.get(key)
+        if hit is not None and hit[0] == version and time.monotonic() - hit[1] < self.max_age_s:
+            return hit[2], hit[3]
+        running = self._running.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._running[key] = future
+        try:
+            body = await build()
+            result = body, etag_of(body)
+            self.builds += 1
+            self._done.pop(key, None)
+            self._done[key] = (version, time.monotonic(), *result)
+            while len(self._done) > self.entries:
+                self._done.pop(next(iter(self._done)))
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a build nobody else waited for must not warn
+            raise
+        finally:
+            self._running.pop(key, None)
+
+
+def etag_of(body: bytes) -> str:
+    """A strong ETag of a response body: the first 128 bits of its SHA-256, quoted."""
+    import hashlib
+
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def none_match(header: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (or ``*``): the weak comparison RFC 9110 asks for."""
+    if not header:
+        return False
+    bare = etag.removeprefix("W/")
+    for candidate in header.split(","):
+        candidate = candidate.strip()
+        if candidate == "*" or candidate.removeprefix("W/") == bare:
+            return True
+    return False
+
+
+def create_app(dashboard: Dashboard, web: WebConfigSource | None = None) -> Any:
+    """The app of a started :class:`Dashboard` (read-only: every route is a GET), behind
+    :class:`~reverie_canary.services.dashboard.auth.WebAuth` with ``web``'s readers (``None``: no readers)."""
     templates = _templates()
     settings = dashboard.settings
 
@@ -424,11 +541,37 @@ def create_app(dashboard: Dashboard) -> Starlette:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    async def api_quality(request: Request) -> Response:
+        asked = request.query_params.getlist("model")
+        unknown = [m for m in asked if m not in settings.models]
+        if unknown:
+            return JSONResponse({"error": f"not a watched model: {', '.join(unknown)[:400]}; one of "
+                                          f"{', '.join(settings.models)}"}, status_code=404)
+        models = list(dict.fromkeys(asked)) or list(settings.models)
+        try:
+            body, etag = await dashboard.feed(models)
+        except SourceError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        headers = {"ETag": etag, "Cache-Control": f"private, max-age={FEED_MAX_AGE_S:g}"}
+        if none_match(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+    async def openapi(request: Request) -> Response:
+        from reverie_canary.services.dashboard.openapi import document_bytes
+
+        return Response(document_bytes(), media_type="application/json")
+
+    async def scrape(request: Request) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(dashboard.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": dashboard.problem is None, "problem": dashboard.problem,
                              "version": dashboard.version}, status_code=200 if dashboard.problem is None else 503)
 
-    return Starlette(routes=[
+    app = Starlette(routes=[
         Route("/", fleet),
         Route("/fragment/model", fragment),
         Route("/provider", provider),
@@ -437,27 +580,96 @@ def create_app(dashboard: Dashboard) -> Starlette:
         Route("/events", events),
         Route("/api/fleet", api_fleet),
         Route("/api/lookback", api_lookback),
+        Route("/api/v1/quality", api_quality),
+        Route("/api/v1/openapi.json", openapi),
+        Route("/metrics", scrape),
         Route("/healthz", healthz),
         Mount("/static", app=StaticFiles(directory=str(asset_dir("static"))), name="static"),
     ])
+    return WebAuth(app, web or WebConfigSource(), on_refused=lambda path: dashboard.metrics.inc("web_refused"))
 
 
 @contextlib.asynccontextmanager
 async def serve_dashboard(settings: Settings, *, host: str = DEFAULT_HOST, port: int = 0,
-                          cycles: int = pages.DEFAULT_CYCLES, poll_s: float = POLL_S):
-    """Start the dashboard (reader + HTTP server); yield its URL (``http://host:port/``).
+                          cycles: int = pages.DEFAULT_CYCLES, poll_s: float = POLL_S,
+                          web: WebConfigSource | None = None, insecure_beyond_loopback: bool = False):
+    """Start the dashboard (reader + HTTP(S) server); yield its URL (``http://host:port/`` or ``https://``).
+
+    Args:
+        settings: the deployment's settings (the ``dashboard`` credential).
+        host, port: where to listen (port 0: a free one).
+        cycles: cycles per row of the fleet matrix.
+        poll_s: how often to look for new log events (s).
+        web: TLS and readers (``None``: neither; loopback only).
+        insecure_beyond_loopback: serve beyond loopback without TLS or readers all the same.
 
     Raises:
+        WebConfigError: ``host`` is beyond loopback without TLS and readers (and
+            ``insecure_beyond_loopback`` is not set), or the TLS files cannot be loaded.
         SourceError: NATS, the bucket or Redis could not be read at start.
         OSError: the address cannot be bound.
     """
-    from reverie_canary.simulator.server import serve
-
+    web = web or WebConfigSource()
+    config = web.current()
+    check_bind(host, config, insecure_beyond_loopback=insecure_beyond_loopback)
+    context = config.tls.context() if config.tls is not None else None  # a bad certificate: refused before reading
     async with Dashboard(settings, cycles=cycles, poll_s=poll_s) as dashboard:
-        async with serve(create_app(dashboard), host=host, port=port, shutdown_timeout_s=1.0) as url:
+        async with serve_app(create_app(dashboard, web), host=host, port=port, tls=context) as url:
             try:
-                yield url.removesuffix("/api/v1") + "/"
+                yield url
             finally:  # end the live streams first, or the server waits for them on its way out
                 dashboard.closing = True
                 async with dashboard.changed:
                     dashboard.changed.notify_all()
+
+
+class _QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves the process's signals to the process: ``canary dashboard`` and ``canary
+    demo`` install their own handlers and leave the block (uvicorn's would raise the signal again, once stopped,
+    under a handler that may do nothing, and the program would wait forever)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: Any, *, host: str, port: int, tls: Any = None, shutdown_timeout_s: float = 1.0):
+    """Run an ASGI ``app`` with uvicorn on ``host:port`` (HTTPS with the :class:`ssl.SSLContext` ``tls``);
+    yield its base URL (``https://127.0.0.1:8477/``).
+
+    Raises:
+        OSError: the address cannot be bound.
+        RuntimeError: uvicorn stopped during start-up.
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    # log_config=None: uvicorn's records go to the process's logging; its access log has no headers
+    config = uvicorn.Config(app, host=host, port=bound, log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=shutdown_timeout_s, log_config=None,
+                            ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None)
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("uvicorn stopped during start-up")
+            await asyncio.sleep(0.005)
+        url_host = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
+        yield f"{'https' if tls is not None else 'http'}://{url_host}:{bound}/"
+    finally:
+        server.should_exit = True
+        try:
+            await task
+        finally:
+            sock.close()

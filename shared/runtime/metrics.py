@@ -59,7 +59,7 @@ MAX_LABEL_CHARS = 160
 LABEL_BUDGET: dict[str, int] = {"model": 200, "provider": 4000, "reason": 256, "durable": 32, "stream": 16,
                                 "channel": 64, "action": 32, "verdict": 8, "outcome": 8, "kind": 16,
                                 "layer": 8, "severity": 8, "type": 8, "dependency": 4, "label": 32, "streak": 4,
-                                "version": 4}
+                                "version": 4, "result": 4}
 OTHER = "_other"
 
 Kind = Literal["counter", "gauge", "histogram", "state"]
@@ -210,6 +210,17 @@ FAMILIES: tuple[Family, ...] = (
            "Time of the model's current IgnoreSnapshot, Unix seconds (UTC)", ("model",), ("router",)),
     Family("snapshots_published", "canary_snapshots_published_total", "counter",
            "IgnoreSnapshots written and published", ("model",), ("router",)),
+    # -- dashboard (computed from the log it reads, at each scrape of its /metrics) ----------------
+    Family("control_result", "canary_control_result", "state",
+           "1 for the result of the kind's positive control in the model's last closed cycle (failed: as it "
+           "should; passed: the probe was too weak; not_probed), 0 for the other two",
+           ("model", "kind", "result"), ("dashboard",)),
+    Family("control_cycles_without_failure", "canary_control_cycles_without_failure", "state",
+           "Closed cycles since the kind's positive control last failed (0: it failed in the last one)",
+           ("model", "kind"), ("dashboard",)),
+    Family("web_refused", "canary_web_requests_refused_total", "counter",
+           "Requests to the dashboard or the quality feed refused for want of valid credentials (401)",
+           (), ("dashboard",)),
     # -- notifier ---------------------------------------------------------------------------------
     Family("notices", "canary_notices_total", "counter",
            "Notice deliveries by channel, outcome (delivered; failed: an attempt failed and is retried on the "

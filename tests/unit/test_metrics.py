@@ -32,7 +32,7 @@ def test_the_table_names_each_series_once_with_bounded_labels():
         assert set(fam.labels) - {"service"} <= set(metrics.LABEL_BUDGET), fam.name
         assert "task_id" not in fam.labels and "cycle" not in fam.labels
         if fam.kind == "state":
-            assert set(fam.services) <= {"judge", "router"}, fam.name
+            assert set(fam.services) <= {"judge", "router", "dashboard"}, fam.name
     assert metrics.FAMILY["ttft"].buckets[-1] == 60
 
 
