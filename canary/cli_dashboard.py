@@ -133,21 +133,39 @@ def web_user(
 @app.command("web-token")
 def web_token(
     reader: Annotated[str, typer.Argument(help="who holds the token (a system reading the quality feed)")],
+    token_file: Annotated[Optional[Path], typer.Option(
+        "--token-file", help="the token exists already in this file (its first line): print its line only")] = None,
 ) -> None:
     """Make a bearer token for a reader of the dashboard or the quality feed.
 
     Prints the ``bearer_tokens`` line (``  READER: sha256:...``) on standard
-    output, for the web configuration, and the token itself once on standard
-    error, for the reader (``Authorization: Bearer <token>``): the file keeps
-    only its SHA-256, so a lost token is replaced, never recovered.
+    output, for the web configuration, and a new token itself once on
+    standard error, for the reader (``Authorization: Bearer <token>``): the
+    file keeps only its SHA-256, so a lost token is replaced, never
+    recovered.  With ``--token-file`` the token is read, not made, and
+    printed nowhere.  Exit status 2 for a bad name or an unreadable or
+    short (under 32 characters) token file.
     """
-    from reverie_canary.services.dashboard.auth import READER_NAME, new_token
+    from reverie_canary.services.dashboard.auth import READER_NAME, new_token, token_digest
 
     if not READER_NAME.match(reader):
         typer.echo("error: a reader name has 1..256 characters, no ':' and no control character", err=True)
         raise typer.Exit(2)
-    token, digest = new_token()
-    typer.echo(f"token for {reader} (shown once; give it to the reader): {token}", err=True)
+    if token_file is not None:
+        try:
+            lines = token_file.read_text("utf-8").splitlines()
+        except OSError as exc:
+            typer.echo(f"error: cannot read {token_file}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        token = lines[0].strip() if lines else ""
+        if len(token) < 32:
+            typer.echo(f"error: the token in {token_file} is shorter than 32 characters (make one with "
+                       "canary web-token)", err=True)
+            raise typer.Exit(2)
+        digest = token_digest(token)
+    else:
+        token, digest = new_token()
+        typer.echo(f"token for {reader} (shown once; give it to the reader): {token}", err=True)
     print(f"  {json.dumps(reader)}: {json.dumps(digest)}")
 
 

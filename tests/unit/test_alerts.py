@@ -35,15 +35,16 @@ def test_promtool_checks_the_alert_rules():
 
 
 def test_the_main_alerts_fire_when_they_should_and_only_then():
-    """`promtool test rules`: no cycle closed, blind, floor held, dead-lettered notices, readiness, backlog, and the
-    first expired task or dead letter after a start (series created at 0 fire; a series born at 2 would not)."""
+    """`promtool test rules`: no cycle closed, blind, floor held, dead-lettered notices, readiness, backlog, a positive
+    control that stopped failing, and the first expired task or dead letter after a start (series created at 0 fire;
+    a series born at 2 would not)."""
     done = run("test", "rules", ALERT_TESTS.name, cwd=ALERT_TESTS.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     tested = {t["alertname"] for test in yaml.safe_load(ALERT_TESTS.read_text())["tests"]
               for t in test["alert_rule_test"]}
     assert {"CanaryNoCycleClosed", "CanaryBlind", "CanaryFloorHeld", "CanaryNoticesDeadLettered",
             "CanaryServiceNotReady", "CanaryDependencyUnreachable", "CanaryConsumerBacklogGrowing",
-            "CanaryTasksExpiredUnprobed", "CanaryMessagesDeadLettered"} <= tested
+            "CanaryTasksExpiredUnprobed", "CanaryMessagesDeadLettered", "CanaryPositiveControlNotFailing"} <= tested
 
 
 def test_a_broken_rule_is_refused_by_promtool(tmp_path):
@@ -103,7 +104,22 @@ def test_metric_names_reads_promql_as_prometheus_does():
     assert metric_names('min_over_time(p[15m]) > 0 and deriv(p[15m]) > 1e3') == {"p"}
 
 
-def test_promtool_accepts_the_prometheus_configuration_and_its_rule_file():
-    """monitoring/prometheus/prometheus.yml (compose's monitoring profile) is a valid configuration."""
-    done = run("check", "config", str(ALERTS.parent / "prometheus.yml"))
+def test_promtool_accepts_the_prometheus_configuration_and_its_rule_file(tmp_path):
+    """monitoring/prometheus/prometheus.yml (compose's monitoring profile) is a valid configuration, its files
+    present as compose mounts them (the dashboard job's token is a secret under /run/secrets: here, a copy)."""
+    import shutil
+
+    config = yaml.safe_load((ALERTS.parent / "prometheus.yml").read_text())
+    (dashboard,) = [job for job in config["scrape_configs"] if job["job_name"] == "canary-dashboard"]
+    secret = dashboard["authorization"]["credentials_file"]
+    assert secret == "/run/secrets/dashboard_metrics_token"  # compose.yaml's secret, mounted in the prometheus container
+    token = tmp_path / "dashboard_metrics_token"
+    token.write_text("x" * 43 + "\n")
+    folder = tmp_path / "prometheus"
+    shutil.copytree(ALERTS.parent, folder)
+    text = (folder / "prometheus.yml").read_text()
+    (folder / "prometheus.yml").write_text(text.replace(secret, str(token)))
+    done = run("check", "config", str(folder / "prometheus.yml"))
     assert done.returncode == 0, done.stdout + done.stderr
+    token.unlink()
+    assert run("check", "config", str(folder / "prometheus.yml")).returncode == 1  # the file is checked too

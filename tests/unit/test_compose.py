@@ -64,10 +64,18 @@ def test_every_service_serves_its_metrics_on_its_standard_port_and_is_health_che
 
 
 def test_prometheus_scrapes_each_service_on_its_standard_port():
-    """monitoring/prometheus/prometheus.yml: one canary-<service> job per service, the probers found by DNS."""
+    """monitoring/prometheus/prometheus.yml: one canary-<service> job per service, the probers found by DNS; the
+    dashboard's job reads its /metrics with the bearer token both containers get as one compose secret."""
     config = yaml.safe_load((ROOT / "monitoring" / "prometheus" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert set(jobs) == {f"canary-{name}" for name in SERVICES}
+    assert set(jobs) == {f"canary-{name}" for name in SERVICES} | {"canary-dashboard"}
+    dashboard = jobs["canary-dashboard"]
+    assert dashboard["static_configs"] == [{"targets": ["dashboard:8477"]}]
+    assert dashboard["authorization"] == {"type": "Bearer", "credentials_file": "/run/secrets/dashboard_metrics_token"}
+    services = _compose()["services"]
+    assert "dashboard_metrics_token" in services["prometheus"]["secrets"]
+    assert "dashboard_metrics_token" in services["dashboard"]["secrets"]
+    assert "--token-file /run/secrets/dashboard_metrics_token" in services["dashboard"]["command"][0]
     for name in SERVICES:
         job = jobs[f"canary-{name}"]
         if name == "prober":
