@@ -74,7 +74,47 @@ def browser(demo):
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(30)
     try:
+        log_in(driver, demo)
         yield driver
+    finally:
+        driver.quit()
+
+
+def log_in(driver, demo) -> None:
+    """Sign in as the demo's reader the way a person does: the URL with the user and password once, then plain
+    URLs (the browser keeps the credentials for the origin: pages, fetch and the event stream use them)."""
+    login = demo.p.dashboard_login
+    parts = urllib.parse.urlsplit(demo.p.dashboard_url)
+    secret = urllib.parse.quote(login.password, safe="")
+    driver.get(parts._replace(netloc=f"{login.user}:{secret}@{parts.netloc}").geturl())
+    # then the plain URL: a page opened with credentials in its URL may not fetch() relative URLs (Fetch standard)
+    driver.get(demo.p.dashboard_url)
+    assert "data-provider" in driver.page_source, driver.page_source[:300]
+
+
+def test_without_credentials_the_browser_gets_no_page(demo):
+    """A fresh browser that gives no password sees no provider anywhere; with the URL's user, the page and its fetch."""
+    os.environ.setdefault("SE_OFFLINE", "true")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(60)
+    try:
+        for path in ("/", "/api/v1/quality", "/provider?model=x&provider=y"):
+            driver.get(url(demo, path))  # headless Chromium cancels the password prompt: an empty page
+            source = driver.page_source
+            assert "deepinfra" not in source and "data-provider" not in source, (path, source[:300])
+        log_in(driver, demo)
+        assert driver.find_elements("css selector", 'tr[data-provider="deepinfra/fp8"]')
+        feed = driver.execute_async_script("""const done = arguments[0];
+            fetch('/api/v1/quality').then(r => r.json().then(b => done([r.status, b.models.length])))
+              .catch(e => done(String(e)));""")
+        assert feed == [200, 1], feed  # the same origin's fetch carries the credentials
     finally:
         driver.quit()
 
@@ -141,6 +181,59 @@ def test_the_fleet_matrix_shows_every_provider_and_cycle_with_the_verdicts_of_th
         assert states[provider] == "suspended", (provider, states[provider])
     page = browser.find_element("css selector", "section.model").text
     assert f"v{summary['snapshot_version']}" in page or "ignore list v" in page
+
+
+def test_the_positive_controls_show_each_kind_per_cycle_as_the_feed_has_them(demo, browser):
+    """One row per control kind under the matrix, one lettered cell per column: failed as it should, passed (the
+    probe too weak) or not probed; the same last result and count as the quality feed."""
+    import httpx
+
+    browser.get(url(demo, "/", live="0"))
+    rows = browser.execute_script("""return Array.from(document.querySelectorAll('table.controls tbody tr')).map(r =>
+        [r.dataset.kind, r.dataset.control, r.dataset.last, Number(r.dataset.withoutFailure),
+         Array.from(r.querySelectorAll('td.ccell')).map(c => [Number(c.dataset.cycleNo), c.textContent,
+           Array.from(c.classList).find(k => k.startsWith('c-')), c.getAttribute('aria-label')])]);""")
+    columns = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.controls thead th.cyc')).length;")
+    matrix_columns = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.matrix:not(.controls) thead th.cyc')).length;")
+    screenshot(browser, "fleet-controls")
+    login = demo.p.dashboard_login
+    feed = httpx.get(url(demo, "/api/v1/quality"), auth=(login.user, login.password), timeout=30).json()
+    (control,) = [c for c in feed["models"][0]["controls"] if c["kind"] == "refusal"]
+    (row,) = [r for r in rows if r[0] == "refusal"]
+    kind, provider, last, without, cells = row
+    assert provider == "control-filter/strict" and columns == matrix_columns == len(cells) and len(cells) >= 3
+    letters = {"c-failed": "F", "c-passed": "P", "c-not_probed": "N"}
+    for number, letter, cls, label in cells:
+        assert letters[cls] == letter and label.startswith(f"refusal control (control-filter/strict), cycle #{number}")
+    # each cell is what the log says of the control's probe in that cycle (a loaded machine loses some to the
+    # short demo cycles' deadlines: those are not probed, never passed)
+    logged = demo.call(control_results(demo))
+    for number, _, cls, _ in cells:
+        outcomes = logged.get(number, [])
+        want = "passed" if "pass" in outcomes else "failed" if "fail" in outcomes else "not_probed"
+        assert cls == f"c-{want}", (number, cls, outcomes)
+    if (control["last_cycle_no"], control["last"]) == (cells[-1][0], last):  # no cycle closed between the reads
+        assert without == control["cycles_without_failure"]
+
+
+async def control_results(demo) -> dict[int, list[str]]:
+    """Cycle number -> the outcomes of the refusal control's probes the log holds (planned, answered or not)."""
+    from reverie_canary.shared.contract.events import EndpointsDiscovered, ProbeResult
+
+    nc = await nats_connect(demo.p.settings)
+    try:
+        events = [e.event for e in await read_log(nc.jetstream(), judge_only=False)]
+    finally:
+        await nc.close()
+    planned = {t.task_id: e.cycle_no for e in events if isinstance(e, EndpointsDiscovered) for t in e.planned
+               if t.control and t.kind == "refusal"}
+    out: dict[int, list[str]] = {n: [] for n in planned.values()}
+    for e in events:
+        if isinstance(e, ProbeResult) and e.task_id in planned:
+            out[planned[e.task_id]].append(e.outcome)
+    return out
 
 
 def test_a_new_cycle_appears_without_a_reload(demo, browser):

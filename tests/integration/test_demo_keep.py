@@ -91,17 +91,21 @@ async def test_status_against_a_kept_demo_names_every_provider_with_the_summarys
             progress.append(text)
             return text
 
-        dashboard_url = None
+        dashboard_url = login = None
         while operator_env is None:
             text = await line()
             if text.strip().endswith("this demo's settings") and "operator.env" in text:
                 operator_env = text.split()[1]
             if text.startswith("dashboard (read-only, live): "):
                 dashboard_url = text.split()[-1]
+            if text.startswith("dashboard login: user "):
+                login = (text.split()[3].rstrip(","), Path(text.split()[-1]))
         import httpx
 
         async with httpx.AsyncClient(timeout=30) as http:  # before the cycle the status is compared on
-            page = await http.get(dashboard_url) if dashboard_url else None
+            refused = await http.get(dashboard_url) if dashboard_url else None
+            password, mode = login[1].read_text().strip(), login[1].stat().st_mode & 0o777
+            page = await http.get(dashboard_url, auth=(login[0], password)) if dashboard_url else None
         dashboard_env = read_env(Path(operator_env).with_name("dashboard.env"))
         incident = await asyncio.to_thread(CliRunner().invoke, app, [
             "incident", "--model", "deepseek/deepseek-chat-v3.1", "--at", time.strftime("%H:%M:%S", time.gmtime()),
@@ -131,6 +135,8 @@ async def test_status_against_a_kept_demo_names_every_provider_with_the_summarys
     assert model["ignore_list"]["ignored"] == summary["ignore"]
     # the kept demo printed its dashboard's URL; the page names every provider; incident reads as the dashboard user
     assert dashboard_url and dashboard_url.startswith("http://127.0.0.1:"), "".join(progress[-30:])
+    assert refused.status_code == 401 and login[0] == "demo" and mode == 0o600
+    assert password not in "".join(progress) + err.decode()  # the output names the file, never the password
     assert page.status_code == 200 and all(f'data-provider="{p}"' in page.text for p in summary["providers"])
     assert dashboard_env["NATS_USER"] == "dashboard"
     assert incident.exit_code == 0, incident.output
