@@ -31,6 +31,18 @@ boundary and the reader asks its caller to stop (``Reply.cut``,
 ``Reply.output_bytes`` say what was cut).  Line and body caps are the
 caller's (they are about bytes on the wire).
 
+**Tool calls** (tool-calls.md §1.3): streamed ``delta.tool_calls`` are assembled by
+``index``: ``id``, ``type`` and ``function.name`` are taken from the first delta that carries
+them, ``function.arguments`` fragments are appended in order and kept exactly as received
+(never parsed here: parsing is the checks' job, after the stream ended); a call delivered
+whole in one chunk is accepted.  Unstreamed ``message.tool_calls`` entries are calls whose
+index is their place in the list.  What goes wrong on the way is recorded as facts
+(``Reply.tool_faults``: a new id at a used index, a repeated or missing id, a name sent again
+or in pieces, a delta without an index, fragments after the finish reason ...), never
+repaired.  Bounded: at most :data:`~reverie_canary.client.reply.MAX_TOOL_CALLS` calls kept,
+each with at most ``TOOL_ARGUMENTS_MAX_BYTES`` of arguments (the rest counted), ids and names
+cut; a hostile stream of endless fragments or indexes costs counters, not memory.
+
 **Speed** (issue 13 §3): each line is decoded once by msgspec into the Structs
 below (unknown fields skipped without building them); no dict is built per
 chunk.  A chunk whose JSON is valid but whose types are not (``"content":
@@ -47,27 +59,45 @@ import msgspec
 from msgspec import Struct
 
 from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
-from reverie_canary.client.reply import Reply
+from reverie_canary.client.reply import (
+    MAX_TOOL_CALLS,
+    MAX_TOOL_FAULTS,
+    TOOL_ARGUMENTS_MAX_BYTES,
+    TOOL_CALL_NAME_CHARS,
+    TOOL_FAULT_CHARS,
+    TOOL_ID_CHARS,
+    Reply,
+    ToolCall,
+)
 
 #: Tool names kept per reply, and the length of each (evidence stays bounded).
 MAX_TOOL_NAMES = 8
 TOOL_NAME_CHARS = 64
 #: Characters of a non-JSON data line or body kept as evidence.
 EVIDENCE_CHARS = 300
+#: Distinct tool-call indexes (or ids) counted per reply.
+MAX_TOOL_INDEXES = 1024
 
 
 class ToolFunction(Struct, frozen=True):
-    """``tool_calls[].function``: only the name is read."""
+    """``tool_calls[].function``: the name and the arguments (a JSON-encoded string on the wire)."""
 
     name: str | None = None
+    arguments: str | None = None
 
 
 class ToolCallDelta(Struct, frozen=True):
-    """One ``delta.tool_calls`` entry; streamed calls repeat their ``index``."""
+    """One ``delta.tool_calls`` (or ``message.tool_calls``) entry; streamed calls repeat their ``index``.
+
+    ``arguments_not_string`` is never on the wire: the lenient reading sets it when
+    ``function.arguments`` came as an object instead of a JSON string.
+    """
 
     index: int | None = None
     id: str | None = None
+    type: str | None = None
     function: ToolFunction | None = None
+    arguments_not_string: bool = False
 
 
 class Delta(Struct, frozen=True):
@@ -97,6 +127,34 @@ class Chunk(Struct, frozen=True):
     choices: list[Choice] | None = None
     usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+
+
+class _Call:
+    """One tool call being assembled (bounded: arguments past the cap are counted, not kept)."""
+
+    __slots__ = ("index", "id", "name", "parts", "kept", "received", "fragments")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id: str | None = None
+        self.name: str | None = None
+        self.parts: list[str] = []
+        self.kept = 0
+        self.received = 0
+        self.fragments = 0
+
+    def add(self, piece: str) -> None:
+        size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+        self.received += size
+        self.fragments += 1
+        room = TOOL_ARGUMENTS_MAX_BYTES - self.kept
+        if room <= 0:
+            return
+        if size > room:
+            piece = _prefix_within(piece, room)
+            size = _utf8_len(piece)
+        self.parts.append(piece)
+        self.kept += size
 
 
 _decode_chunk = msgspec.json.Decoder(Chunk).decode
@@ -139,6 +197,7 @@ class ChunkReader:
         "ttft_ms", "first_content_ms", "first_reasoning_ms", "finish_reason", "native_finish_reason",
         "served_by", "generation_id", "usage", "error", "transport_error", "done", "keepalives",
         "tool_indexes", "tool_names", "cut", "invalid_utf8", "last_ms", "data_lines",
+        "calls", "tool_faults", "last_tool_index",
     )
 
     def __init__(self, *, reply_max_bytes: int | None = None, lenient: bool = False) -> None:
@@ -160,8 +219,11 @@ class ChunkReader:
         self.transport_error: str | None = None
         self.done = False
         self.keepalives = 0
-        self.tool_indexes: set[int | str] = set()
+        self.tool_indexes: set[int] = set()
         self.tool_names: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.tool_faults: list[str] = []
+        self.last_tool_index: int | None = None
         self.cut: str | None = None
         self.invalid_utf8 = 0
         self.last_ms: float | None = None
@@ -263,7 +325,7 @@ class ChunkReader:
                     if reasoning:
                         go_on = self._add_reasoning(reasoning, t_ms) and go_on
                     if delta.tool_calls:
-                        self._add_tools(delta.tool_calls)
+                        self.add_tool_calls(delta.tool_calls, whole=choice.delta is None)
                 if choice.finish_reason:
                     self.finish_reason = label(choice.finish_reason, TOKEN_CHARS)
                 if choice.native_finish_reason:
@@ -309,14 +371,92 @@ class ChunkReader:
         self.reasoning.append(piece)
         return room
 
-    def _add_tools(self, calls: list[ToolCallDelta]) -> None:
-        for i, call in enumerate(calls):
-            key: int | str = call.index if call.index is not None else (call.id or f"#{len(self.tool_indexes) + i}")
-            if key not in self.tool_indexes and len(self.tool_indexes) < 1024:
-                self.tool_indexes.add(key)
-            name = call.function.name if call.function is not None else None
+    def add_tool_calls(self, calls: list[ToolCallDelta], *, whole: bool = False) -> None:
+        """Assemble tool-call entries: streamed deltas (``whole=False``) or ``message.tool_calls``.
+
+        Streamed entries are keyed by ``index`` (an entry without one continues the call its
+        ``id`` names, else the last call, else opens one, and is an ``index_missing`` fact);
+        ``id``, ``type`` and ``name`` are taken once, later values are facts (``*_resent``,
+        ``*_changed``); arguments are appended.  Whole entries (``whole=True``) are one call
+        each, at the next free index.  Facts: :attr:`reverie_canary.client.reply.Reply.tool_faults`.
+        """
+        after_finish = not whole and self.finish_reason is not None
+        for call in calls:
+            fn = call.function
+            if not whole and not after_finish and call.id is None and call.type is None and \
+                    (fn is None or fn.name is None) and not call.arguments_not_string:
+                acc = self.calls.get(call.index)  # type: ignore[arg-type]
+                if acc is not None:  # the common delta: more arguments for a call already open
+                    self.last_tool_index = acc.index
+                    piece = fn.arguments if fn is not None else None
+                    if piece:
+                        size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+                        if acc.kept + size <= TOOL_ARGUMENTS_MAX_BYTES:
+                            acc.parts.append(piece)
+                            acc.kept += size
+                            acc.received += size
+                            acc.fragments += 1
+                        else:
+                            acc.add(piece)
+                    continue
+            if whole:
+                index = len(self.tool_indexes)
+                while index in self.calls:
+                    index += 1
+            else:
+                index = call.index if call.index is not None else self._index_of(call.id)
+            fresh = index not in self.tool_indexes
+            if fresh and len(self.tool_indexes) < MAX_TOOL_INDEXES:
+                self.tool_indexes.add(index)
+            self.last_tool_index = index
+            if after_finish:
+                self._fault("after_finish", index)
+            if call.index is None and not whole:
+                self._fault("index_missing", index)
+            name = fn.name if fn is not None else None
             if name and len(self.tool_names) < MAX_TOOL_NAMES and name[:TOOL_NAME_CHARS] not in self.tool_names:
                 self.tool_names.append(name[:TOOL_NAME_CHARS])
+            acc = self.calls.get(index)
+            if acc is None:
+                if len(self.calls) >= MAX_TOOL_CALLS:
+                    continue  # counted in tool_indexes, not kept
+                acc = self.calls[index] = _Call(index)
+            if call.type is not None and call.type != "function":
+                self._fault("type_invalid", index)
+            if call.id:
+                ident = call.id[:TOOL_ID_CHARS]
+                if acc.id is None:
+                    if any(other.id == ident for other in self.calls.values()):
+                        self._fault("id_duplicate", index)
+                    acc.id = ident
+                else:
+                    self._fault("id_resent" if ident == acc.id else "id_changed", index)
+            if name:
+                name = name[:TOOL_CALL_NAME_CHARS]
+                if acc.name is None:
+                    acc.name = name
+                else:
+                    self._fault("name_resent" if name == acc.name else "name_changed", index)
+            if call.arguments_not_string:
+                self._fault("arguments_not_string", index)
+            if fn is not None and fn.arguments:
+                acc.add(fn.arguments)
+
+    def _index_of(self, call_id: str | None) -> int:
+        """The index a streamed entry without ``index`` continues: its id's call, else the last, else a new one."""
+        if call_id:
+            for acc in self.calls.values():
+                if acc.id == call_id[:TOOL_ID_CHARS]:
+                    return acc.index
+            return max(self.tool_indexes, default=-1) + 1
+        if self.last_tool_index is not None:
+            return self.last_tool_index
+        return 0
+
+    def _fault(self, fact: str, index: int) -> None:
+        entry = f"{fact}@{index}"[:TOOL_FAULT_CHARS]
+        if len(self.tool_faults) < MAX_TOOL_FAULTS and entry not in self.tool_faults:
+            self.tool_faults.append(entry)
 
     # -- output --------------------------------------------------------------------
 
@@ -325,8 +465,31 @@ class ChunkReader:
         """Tool calls seen so far (distinct ``index`` values)."""
         return len(self.tool_indexes)
 
+    def tool_calls_kept(self) -> tuple[tuple[ToolCall, ...], tuple[str, ...]]:
+        """The calls assembled so far (in the order they opened) and the assembly facts.
+
+        A call that never got an id or a name adds ``id_missing`` / ``name_missing`` here,
+        once the reply is complete.
+        """
+        if not self.calls:
+            return (), tuple(self.tool_faults)
+        faults = self.tool_faults
+        calls = []
+        for acc in self.calls.values():
+            calls.append(ToolCall(index=acc.index, id=acc.id, name=acc.name, arguments="".join(acc.parts),
+                                  arguments_bytes=acc.received, fragments=acc.fragments))
+            if acc.id is None or acc.name is None:
+                if faults is self.tool_faults:
+                    faults = list(faults)
+                for fact, missing in (("id_missing", acc.id is None), ("name_missing", acc.name is None)):
+                    entry = f"{fact}@{acc.index}"
+                    if missing and len(faults) < MAX_TOOL_FAULTS and entry not in faults:
+                        faults.append(entry)
+        return tuple(calls), tuple(faults)
+
     def reply(self, **fields: Any) -> Reply:
         """The :class:`Reply` read so far; ``fields`` add what the caller knows (status, times, errors)."""
+        calls, faults = self.tool_calls_kept()
         values: dict[str, Any] = {
             "text": "".join(self.text),
             "reasoning_text": "".join(self.reasoning),
@@ -344,6 +507,9 @@ class ChunkReader:
             "done": self.done,
             "tool_calls": self.tool_calls_seen,
             "tool_names": tuple(self.tool_names),
+            "calls": calls,
+            "tool_faults": faults,
+            "streamed": self.data_lines > 0,
             "output_bytes": self.output_bytes,
             "cut": self.cut,
             "invalid_utf8": self.invalid_utf8,
@@ -406,10 +572,11 @@ def _lenient_chunk(value: Any) -> Chunk | None:
             calls = delta.get("tool_calls")
             d = Delta(content=_str(delta.get("content")), reasoning=_str(delta.get("reasoning")),
                       reasoning_content=_str(delta.get("reasoning_content")),
-                      tool_calls=[ToolCallDelta(index=call.get("index") if isinstance(call.get("index"), int) else None,
-                                                id=_str(call.get("id")))
-                                  for call in calls if isinstance(call, dict)] if isinstance(calls, list) else None)
-        choices.append(Choice(delta=d, finish_reason=_str(c.get("finish_reason")),
+                      tool_calls=[lenient_tool_call(call) for call in calls if isinstance(call, dict)]
+                      if isinstance(calls, list) else None)
+        streamed = isinstance(c.get("delta"), dict)  # else a body's message: its calls are whole
+        choices.append(Choice(delta=d if streamed else None, message=None if streamed else d,
+                              finish_reason=_str(c.get("finish_reason")),
                               native_finish_reason=_str(c.get("native_finish_reason")),
                               error=c.get("error") if isinstance(c.get("error"), dict) else None))
     return Chunk(id=_str(value.get("id")), provider=_str(value.get("provider")), choices=choices,
@@ -419,6 +586,30 @@ def _lenient_chunk(value: Any) -> Chunk | None:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def lenient_tool_call(call: dict[str, Any]) -> ToolCallDelta:
+    """A :class:`ToolCallDelta` from untyped JSON: wrong types dropped, never guessed.
+
+    ``function.arguments`` that is not a string (an object sent as is, where the wire wants a
+    JSON-encoded string) is kept as its compact JSON text and marked ``arguments_not_string``:
+    a client that decodes the string it was promised breaks on it.
+    """
+    index = call.get("index")
+    fn = call.get("function")
+    name = arguments = None
+    not_string = False
+    if isinstance(fn, dict):
+        name = _str(fn.get("name"))
+        raw = fn.get("arguments")
+        if isinstance(raw, str) or raw is None:
+            arguments = raw
+        else:
+            not_string = True
+            arguments = msgspec.json.encode(raw).decode()
+    return ToolCallDelta(index=index if isinstance(index, int) and not isinstance(index, bool) else None,
+                         id=_str(call.get("id")), type=_str(call.get("type")),
+                         function=ToolFunction(name=name, arguments=arguments), arguments_not_string=not_string)
 
 
 def error_body(raw: bytes) -> dict[str, Any]:

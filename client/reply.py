@@ -13,6 +13,58 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
+#: Tool calls a reply keeps, in the order of their first delta (more are counted in
+#: ``Reply.tool_calls`` only): a probe asks for one call, a chat turn makes a handful.
+MAX_TOOL_CALLS = 4
+#: UTF-8 bytes of one call's ``function.arguments`` kept (the probe's calls take about 200);
+#: the rest is counted in :attr:`ToolCall.arguments_bytes`, never kept (a hostile stream cannot
+#: grow the reader's memory).
+TOOL_ARGUMENTS_MAX_BYTES = 4096
+#: Characters kept of a call's ``id`` and of its ``function.name`` (OpenAI caps names at 64).
+TOOL_ID_CHARS = 128
+TOOL_CALL_NAME_CHARS = 128
+#: Distinct stream-assembly facts a reply keeps (:attr:`Reply.tool_faults`).
+MAX_TOOL_FAULTS = 16
+#: Characters of one assembly fact (``id_changed@0``).
+TOOL_FAULT_CHARS = 64
+
+
+class ToolCall(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One tool call as the client assembled it, bounded; also the wire's form of it in the evidence.
+
+    A streamed call is keyed by its ``index``: ``id``, ``type`` and ``function.name`` are taken
+    from the first delta that carries them, ``function.arguments`` fragments are appended in
+    order; a call delivered whole in one chunk is one fragment (tool-calls.md §1.3, OpenAI's
+    assembly rule).  An unstreamed ``message.tool_calls`` entry is one call whose ``index`` is its
+    place in the list.
+
+    Attributes:
+        index: the call's ``index`` on the wire, or its place in ``message.tool_calls``.
+        id: the call's ``id`` as first received (cut to :data:`TOOL_ID_CHARS`); ``None`` when none
+            came or it was empty.
+        name: ``function.name`` as first received (cut to :data:`TOOL_CALL_NAME_CHARS`); ``None``
+            when none came.
+        arguments: ``function.arguments`` exactly as received (fragments concatenated, never
+            parsed or repaired), up to :data:`TOOL_ARGUMENTS_MAX_BYTES` UTF-8 bytes, cut at a
+            character boundary.
+        arguments_bytes: UTF-8 bytes of arguments received, those past the cap included: more
+            than ``arguments`` holds means the arguments were cut (:attr:`arguments_cut`).
+        fragments: deltas that carried argument text (1 for an unstreamed or whole call).
+    """
+
+    index: int
+    id: Annotated[str, Meta(max_length=TOOL_ID_CHARS)] | None = None
+    name: Annotated[str, Meta(max_length=TOOL_CALL_NAME_CHARS)] | None = None
+    arguments: Annotated[str, Meta(max_length=TOOL_ARGUMENTS_MAX_BYTES)] = ""
+    arguments_bytes: Annotated[int, Meta(ge=0)] = 0
+    fragments: Annotated[int, Meta(ge=0)] = 0
+
+    @property
+    def arguments_cut(self) -> bool:
+        """Whether arguments past :data:`TOOL_ARGUMENTS_MAX_BYTES` were received and not kept."""
+        kept = self.arguments
+        return self.arguments_bytes > (len(kept) if kept.isascii() else len(kept.encode("utf-8", "surrogatepass")))
+
 
 class Reply(Struct, frozen=True, kw_only=True):
     """A finished reply as the client assembled it.
@@ -42,7 +94,22 @@ class Reply(Struct, frozen=True, kw_only=True):
         done: the reply ended as a whole: ``data: [DONE]`` came, or a complete
             JSON body was read (a finish reason alone also ends a reply).
         tool_calls: tool calls the reply made (``delta.tool_calls`` entries by
-            index); ``tool_names`` their function names (at most 8, 64 chars each).
+            index, ``message.tool_calls`` entries; counted up to 1024); ``tool_names`` their
+            function names (at most 8, 64 chars each).
+        calls: the calls themselves as assembled (:class:`ToolCall`: index, id, name, the raw
+            arguments), the first :data:`MAX_TOOL_CALLS`; a reply with more says so by
+            ``tool_calls`` above ``len(calls)``.
+        tool_faults: what the reader saw go wrong while it assembled the calls, each
+            ``<fact>@<index>`` (at most :data:`MAX_TOOL_FAULTS` distinct):
+            ``id_missing`` (no id, or an empty one), ``id_duplicate`` (an id another call has),
+            ``id_changed`` (a new id at a used index: another call reusing the index),
+            ``id_resent`` (the same id again), ``name_missing``, ``name_changed`` (another name
+            at a used index, or a name sent in pieces), ``name_resent`` (the same name again),
+            ``index_missing`` (a streamed delta without ``index``), ``after_finish`` (a tool-call
+            delta after the finish reason), ``type_invalid`` (``type`` not ``function``),
+            ``arguments_not_string`` (``function.arguments`` an object, not a JSON string).
+            Which of them fail a probe is the checks' decision (:mod:`.checks.tools`).
+        streamed: the reply came as Server-Sent Events (``False``: one JSON body).
         output_bytes: UTF-8 bytes of text and reasoning received, including
             any beyond ``reply_max_bytes`` in the chunk that crossed it.
         wire_bytes: bytes of the response body read from the network.
@@ -75,6 +142,9 @@ class Reply(Struct, frozen=True, kw_only=True):
     done: bool = False
     tool_calls: int = 0
     tool_names: tuple[str, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
+    tool_faults: tuple[str, ...] = ()
+    streamed: bool = False
     output_bytes: int = 0
     wire_bytes: int = 0
     cut: str | None = None
@@ -83,13 +153,19 @@ class Reply(Struct, frozen=True, kw_only=True):
 
 
 ResponseFormat = Literal["json_schema", "json_object"]
+#: What a tool-call probe asks (:mod:`reverie_canary.services.prober.prompts`): one known call,
+#: unstreamed (``call``) or streamed (``call_stream``); a request no tool fits, text is right
+#: (``no_tool``); the turn after the tool's result, text that uses it is right (``second_turn``).
+ToolVariant = Literal["call", "call_stream", "no_tool", "second_turn"]
+TOOL_VARIANTS: tuple[str, ...] = ("call", "call_stream", "no_tool", "second_turn")
 
 
 class ProbeSpec(Struct, frozen=True, kw_only=True):
     """What the probe asked for: the contract a reply is checked against.
 
     Attributes:
-        kind: probe kind (``ttft``, ``refusal``, ``structured``, ``language``, ``echo``).
+        kind: probe kind (``ttft``, ``refusal``, ``structured``, ``language``, ``echo``,
+            ``tools``).
         language: ISO 639-1 code the reply must be written in, or ``None``.
         prompt: the user prompt, kept as evidence.
         expected_prefix: the first character the probe demanded (``*``), if any.
@@ -101,6 +177,17 @@ class ProbeSpec(Struct, frozen=True, kw_only=True):
             (then one enclosing Markdown fence is tolerated).
         max_tokens: the output budget sent.
         ttft_threshold_ms: latency bar (DESIGN.md, contract 1: 10 000 ms).
+        tools: the OpenAI-format tool definitions offered (``[{"type": "function", "function":
+            {"name", "description", "parameters"}}]``), ``None`` when the request offered none.
+        expected_tool: the tool the prompt calls for; ``None`` when no tool fits and a text
+            answer is right (trigger agreement; the second turn).
+        expected_arguments: the argument values the prompt fixed, a subset the call must
+            contain (nested objects are subsets too), or ``None``.
+        parallel_calls: whether the request allowed more than one call (``parallel_tool_calls``
+            not sent, or ``true``: the default; ``false``: at most one).
+        variant: the tool probe's variant (:data:`ToolVariant`), ``None`` for other kinds.
+        tool_result_value: on the second turn, the value only the tool's result holds; the
+            reply's text must carry it.
     """
 
     kind: str
@@ -113,6 +200,12 @@ class ProbeSpec(Struct, frozen=True, kw_only=True):
     response_format: ResponseFormat | None = None
     max_tokens: int | None = None
     ttft_threshold_ms: float = 10_000.0
+    tools: list[dict[str, Any]] | None = None
+    expected_tool: str | None = None
+    expected_arguments: dict[str, Any] | None = None
+    parallel_calls: bool = True
+    variant: ToolVariant | None = None
+    tool_result_value: str | None = None
 
 
 #: A machine-readable reason code (``ttft_exceeded``); bounded, so that one
