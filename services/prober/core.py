@@ -24,7 +24,7 @@ from datetime import datetime
 from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
-from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import MAX_TOOL_CALLS, MAX_TOOL_FAULTS, TOOL_FAULT_CHARS, ProbeSpec, Reply
 from reverie_canary.shared.contract.events import (
     EVIDENCE_REASONING_CHARS,
     EVIDENCE_TEXT_CHARS,
@@ -115,8 +115,9 @@ def evidence_of(reply: Reply) -> ReplyEvidence:
     Status, finish reasons, timings, the visible text (``first_bytes`` its first
     160 characters, ``text_rest`` the rest, together at most
     ``EVIDENCE_TEXT_CHARS``), the reasoning (``EVIDENCE_REASONING_CHARS``), how
-    much of them was left out (``text_cut``), and the reply's transport facts
-    (issue 12, "An evidence bundle behind every decision").  Every field is
+    much of them was left out (``text_cut``), the reply's transport facts
+    (issue 12, "An evidence bundle behind every decision") and its tool calls
+    as assembled (raw arguments, the reader's facts, whether it streamed).  Every field is
     bounded (finish reasons 64 characters, labels 128, ``error`` 300, the error
     object and ``usage`` the wire's free-JSON bounds, ``usage`` the token counts,
     reasoning tokens and cost), whatever the reply's size.  What a read cap cut
@@ -157,6 +158,9 @@ def evidence_of(reply: Reply) -> ReplyEvidence:
         wire_bytes=reply.wire_bytes,
         cut=label(reply.cut, TOKEN_CHARS),
         invalid_utf8=reply.invalid_utf8,
+        calls=list(reply.calls[:MAX_TOOL_CALLS]),
+        tool_faults=[fact[:TOOL_FAULT_CHARS] for fact in reply.tool_faults[:MAX_TOOL_FAULTS]],
+        streamed=reply.streamed,
     )
 
 

@@ -26,7 +26,12 @@ probe's verdict by the prober's majority rule.  Each line carries:
   ``canary check`` applies the prober's pin rule);
 - ``meta.probe``: the task, cycle, try, the probe's verdict, the generation id,
   the quantization the listing gave, the prompt and checks versions, and the
-  checks' verdicts (``[check, outcome, reason]``).
+  checks' verdicts (``[check, outcome, reason]``);
+- for a tool probe (kind ``tools``): the request's ``tools``, ``expected_tool``,
+  ``expected_arguments``, ``meta.variant``, ``meta.tool_result_value``; the reply's
+  ``tool_calls`` (index, id, name, the raw arguments as kept, ``arguments_bytes``
+  received), ``meta.stream`` and ``meta.reply.tool_faults`` / ``streamed`` (what the
+  reader saw while it assembled them), so that ``canary check`` judges the same calls.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from reverie_canary.shared.contract.events import Endpoint, ProbeResult, ReplyEv
 #: Probe kind -> the field-case kind that ``canary check`` maps back to it
 #: (:data:`reverie_canary.services.prober.recorded.KIND_MAP`; ``corruption`` with the echo prompt is ``echo``).
 CASE_KIND: dict[str, str] = {"ttft": "latency", "refusal": "refusal", "structured": "structured",
-                             "language": "language", "echo": "corruption"}
+                             "language": "language", "echo": "corruption", "tools": "tools"}
 
 
 class EvidenceError(ValueError):
@@ -76,13 +81,12 @@ def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: s
     if version != PROMPT_VERSION:
         raise EvidenceError(f"{result.task_id}: prompt version {version}, this code builds {PROMPT_VERSION}")
     threshold_s = (result.ttft_threshold_ms or 10_000.0) / 1000.0
-    request = build(result.kind, result.language or "en", max_tokens=result.max_tokens or 320,
-                    ttft_threshold_s=threshold_s)
-    spec = request.spec
-    tries = ([(a.outcome, a.reason, a.checks, a.reply) for a in result.attempts] if result.attempts
-             else [(result.outcome, result.reason, result.checks, result.reply)])
+    tries = ([(a.outcome, a.reason, a.checks, a.reply, a.variant or result.variant) for a in result.attempts]
+             if result.attempts else [(result.outcome, result.reason, result.checks, result.reply, result.variant)])
     out = []
-    for number, (outcome, reason, checks, reply) in enumerate(tries, 1):
+    for number, (outcome, reason, checks, reply, variant) in enumerate(tries, 1):
+        spec = build(result.kind, result.language or "en", max_tokens=result.max_tokens or 320,
+                     ttft_threshold_s=threshold_s, variant=variant or "call").spec
         meta: dict[str, Any] = {
             "provider": reply.served_by,
             "prompt": spec.prompt,
@@ -119,6 +123,15 @@ def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: s
         }
         if endpoint is not None and endpoint.provider_name:
             meta["pinned"] = {"provider": result.provider, "provider_name": endpoint.provider_name}
+        tool_fields: dict[str, Any] = {}
+        if result.kind == "tools":
+            meta.update(stream=reply.streamed, variant=spec.variant, tool_result_value=spec.tool_result_value)
+            meta["reply"].update(tool_faults=list(reply.tool_faults), streamed=reply.streamed)
+            tool_fields = {
+                "tools": spec.tools, "expected_tool": spec.expected_tool, "expected_arguments": spec.expected_arguments,
+                "tool_calls": [{"index": c.index, "id": c.id, "name": c.name, "arguments": c.arguments,
+                                "arguments_bytes": c.arguments_bytes} for c in reply.calls],
+            }
         out.append({
             "id": f"{result.task_id}#{number}",
             "source": source,
@@ -134,6 +147,7 @@ def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: s
                      + (f"; {reply.text_cut} characters of the reply were not kept: the rerun may differ"
                         if reply.text_cut else "")),
             "meta": meta,
+            **tool_fields,
         })
     return out
 

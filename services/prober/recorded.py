@@ -19,7 +19,20 @@ corruption   behavioural checks; ``echo`` when ``meta.prompt`` is
              ``Repeat exactly: <text>`` (the echo text), else ``corruption``
 transport    ``ttft`` when ``meta.events`` holds SSE lines, else ``transport``
              (transport and generic checks only)
+tools        ``tools``: the tool-call checks (:mod:`reverie_canary.client.checks.tools`)
 ===========  ===============================================================
+
+Tool-call cases (``kind: "tools"``) carry the request's ``tools``, ``expected_tool``,
+``expected_arguments`` and the reply's ``tool_calls`` (``[{"id", "name", "arguments"}]``,
+``arguments`` the raw string as received; optional ``index`` and ``arguments_bytes``), optional
+``stream_deltas`` (the ``delta.tool_calls`` entries in stream order), ``http_status`` and
+``error_body`` (the raw body of a non-200 answer), and in ``meta``: ``stream`` (the reply was
+streamed), ``variant``, ``tool_result_value`` (the second turn's value), ``parallel_tool_calls``
+(``false``: at most one call).  The calls go through the one wire reader
+(:class:`~reverie_canary.client.chunks.ChunkReader`): ``stream_deltas`` are fed as the deltas of
+an SSE stream (the raw evidence: they win over ``tool_calls``), ``tool_calls`` as an unstreamed
+``message.tool_calls``; so a recorded call is assembled, bounded and its faults found exactly as
+a live one.
 """
 
 from __future__ import annotations
@@ -34,9 +47,9 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 from reverie_canary.client.checks import evaluate
-from reverie_canary.client.chunks import ChunkReader
+from reverie_canary.client.chunks import ChunkReader, error_body
+from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec, Reply, ToolCall
 from reverie_canary.services.prober.prompts import SENTINEL
-from reverie_canary.client.reply import ProbeSpec, Reply
 
 KIND_MAP = {
     "latency": "ttft",
@@ -46,6 +59,7 @@ KIND_MAP = {
     "encoding": "language",
     "corruption": "corruption",
     "transport": "transport",
+    "tools": "tools",
 }
 
 _ECHO_PROMPT = re.compile(r"^\s*Repeat exactly(?:,? without any other text)?\s*:\s*(?P<text>.+?)\s*$", re.S | re.I)
@@ -117,6 +131,101 @@ def _raw_body(text: str) -> ChunkReader:
     return reader
 
 
+@dataclass(frozen=True)
+class _ToolCase:
+    """The tool-call fields of a case, read (:func:`_tool_fields`)."""
+
+    tools: list[dict[str, Any]] | None = None
+    expected_tool: str | None = None
+    expected_arguments: dict[str, Any] | None = None
+    calls: tuple[ToolCall, ...] = ()
+    faults: tuple[str, ...] = ()
+    seen: int = 0
+    names: tuple[str, ...] = ()
+    streamed: bool | None = None
+
+
+def _tool_fields(obj: dict[str, Any], meta: dict[str, Any]) -> _ToolCase:
+    """Read ``tools``, ``expected_tool``, ``expected_arguments``, ``tool_calls``, ``stream_deltas``.
+
+    The calls are assembled by the one wire reader (module docstring).
+
+    Raises:
+        CaseError: a field of the wrong type.
+    """
+    tools = obj.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        raise CaseError("'tools' must be a list of tool objects or null")
+    expected_tool = obj.get("expected_tool")
+    if expected_tool is not None and not isinstance(expected_tool, str):
+        raise CaseError("'expected_tool' must be a string or null")
+    expected_arguments = obj.get("expected_arguments")
+    if expected_arguments is not None and not isinstance(expected_arguments, dict):
+        raise CaseError("'expected_arguments' must be an object or null")
+    calls = obj.get("tool_calls")
+    if calls is None:
+        calls = []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise CaseError("'tool_calls' must be a list of {id, name, arguments}")
+    deltas = obj.get("stream_deltas")
+    if deltas is not None and not (isinstance(deltas, list) and all(isinstance(d, dict) for d in deltas)):
+        raise CaseError("'stream_deltas' must be a list of delta objects")
+    reader = ChunkReader()
+    if deltas:
+        for delta in deltas:
+            line = json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]}, ensure_ascii=False)
+            reader.line(b"data: " + line.encode("utf-8", "surrogatepass"), None)
+    elif calls:
+        entries = []
+        for call in calls:
+            arguments = call.get("arguments")
+            if arguments is not None and not isinstance(arguments, str):
+                raise CaseError("tool_calls[].arguments must be the raw string as received")
+            entries.append({"id": call.get("id"), "type": call.get("type", "function"),
+                            "function": {"name": call.get("name"), "arguments": arguments}})
+        body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": entries}}]},
+                          ensure_ascii=False)
+        reader.body(body.encode("utf-8", "surrogatepass"), None)
+    assembled, faults = reader.tool_calls_kept()
+    if calls and not deltas:  # the recorded index and the bytes received beyond the cap, when given
+        fixed = []
+        for call, recorded in zip(assembled, calls):
+            index, size = recorded.get("index", call.index), recorded.get("arguments_bytes", call.arguments_bytes)
+            if isinstance(index, bool) or not isinstance(index, int) or isinstance(size, bool) \
+                    or not isinstance(size, int):
+                raise CaseError("tool_calls[].index and arguments_bytes must be integers")
+            fixed.append(msgspec.structs.replace(call, index=index, arguments_bytes=max(size, call.arguments_bytes)))
+        assembled = tuple(fixed)
+    stream = meta.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise CaseError("meta.stream must be a boolean")
+    return _ToolCase(tools=tools, expected_tool=expected_tool, expected_arguments=expected_arguments,
+                     calls=assembled, faults=faults, seen=reader.tool_calls_seen, names=tuple(reader.tool_names),
+                     streamed=True if deltas else stream)
+
+
+def _tool_spec(meta: dict[str, Any], case: _ToolCase) -> dict[str, Any]:
+    """The :class:`ProbeSpec` fields of a tool-call case.
+
+    Raises:
+        CaseError: ``meta.variant``, ``meta.tool_result_value`` or ``meta.parallel_tool_calls`` of the wrong type.
+    """
+    variant = meta.get("variant")
+    if variant is None:
+        variant = ("second_turn" if meta.get("tool_result_value") else
+                   "no_tool" if case.expected_tool is None else "call_stream" if case.streamed else "call")
+    if variant not in TOOL_VARIANTS:
+        raise CaseError(f"unknown meta.variant {variant!r}; known: {list(TOOL_VARIANTS)}")
+    value = meta.get("tool_result_value")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
+        raise CaseError("meta.tool_result_value must be a string or a number")
+    parallel = meta.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise CaseError("meta.parallel_tool_calls must be a boolean")
+    return {"tools": case.tools, "expected_tool": case.expected_tool, "expected_arguments": case.expected_arguments,
+            "variant": variant, "tool_result_value": None if value is None else str(value), "parallel_calls": parallel}
+
+
 def parse_case(obj: Any) -> RecordedCase:
     """Turn one decoded field case into a :class:`RecordedCase`.
 
@@ -183,12 +292,19 @@ def parse_case(obj: Any) -> RecordedCase:
     usage = meta.get("usage") or {}
     if not isinstance(usage, dict):
         raise CaseError("meta.usage must be an object")
-    http_status = meta.get("http_status")
+    http_status = meta.get("http_status", obj.get("http_status"))
     if http_status is not None and (isinstance(http_status, bool) or not isinstance(http_status, int)):
-        raise CaseError("meta.http_status must be an integer")
+        raise CaseError("http_status must be an integer")
     recorded_calls = meta.get("tool_calls") or []
     if not isinstance(recorded_calls, list):
         raise CaseError("meta.tool_calls must be a list")
+    raw_error = obj.get("error_body")
+    if raw_error is not None:
+        if not isinstance(raw_error, str):
+            raise CaseError("'error_body' must be the raw body, a string")
+        if error is None:
+            error = error_body(raw_error.encode("utf-8", "surrogatepass"))
+    tool_case = _tool_fields(obj, meta) if kind == "tools" else _ToolCase()
 
     recorded = meta.get("reply") or {}
     if not isinstance(recorded, dict):
@@ -211,8 +327,11 @@ def parse_case(obj: Any) -> RecordedCase:
         usage=usage,
         keepalives=stream.keepalives if stream is not None else 0,
         done=bool(stream is not None and stream.done),
-        tool_calls=max(len(recorded_calls), stream.tool_calls_seen if stream is not None else 0),
-        tool_names=tuple(stream.tool_names) if stream is not None else (),
+        tool_calls=max(len(recorded_calls), stream.tool_calls_seen if stream is not None else 0, tool_case.seen),
+        tool_names=tuple(stream.tool_names) if stream is not None else tool_case.names,
+        calls=stream.tool_calls_kept()[0] if stream is not None and stream.calls else tool_case.calls,
+        tool_faults=stream.tool_calls_kept()[1] if stream is not None and stream.calls else tool_case.faults,
+        streamed=stream is not None or bool(tool_case.streamed),
         invalid_utf8=stream.invalid_utf8 if stream is not None else 0,
     )
     if recorded:
@@ -249,7 +368,9 @@ def parse_case(obj: Any) -> RecordedCase:
     if pinned is not None and not (isinstance(pinned, dict) and isinstance(pinned.get("provider"), str)
                                    and isinstance(pinned.get("provider_name"), str)):
         raise CaseError("meta.pinned must be {provider, provider_name}")
+    tool_spec = _tool_spec(meta, tool_case) if kind == "tools" else {}
     spec = ProbeSpec(
+        **tool_spec,
         kind=probe_kind,
         language=language,
         prompt=prompt,
@@ -272,6 +393,7 @@ RECORDED_REPLY_FIELDS: dict[str, tuple[type, ...]] = {
     "transport_error": (str,), "timed_out": (bool,), "done": (bool,), "keepalives": (int,),
     "tool_calls": (int,), "tool_names": (list,), "output_bytes": (int,), "wire_bytes": (int,), "cut": (str,),
     "invalid_utf8": (int,), "total_ms": (int, float), "generation_id": (str,),
+    "tool_faults": (list,), "streamed": (bool,),
 }
 
 
@@ -291,7 +413,7 @@ def _with_recorded(reply: Reply, recorded: dict[str, Any]) -> Reply:
             continue
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise CaseError(f"meta.reply.{name} has the wrong type")
-        changes[name] = tuple(str(v) for v in value) if name == "tool_names" else value
+        changes[name] = tuple(str(v) for v in value) if name in ("tool_names", "tool_faults") else value
     return msgspec.structs.replace(reply, **changes)
 
 

@@ -14,7 +14,7 @@ the module-level decoders in :mod:`reverie_canary.shared.contract.codec`, never 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -33,10 +33,14 @@ from reverie_canary.client.wire import (  # noqa: F401  (re-exported)
 # (the prober and the chat backend's reply guard share one implementation).
 from reverie_canary.client.reply import (  # noqa: F401  (re-exported)
     BLIND_STATUS,
+    MAX_TOOL_CALLS,
+    MAX_TOOL_FAULTS,
+    TOOL_FAULT_CHARS,
     CheckResult,
     FreeJson,
     Outcome,
     Reason,
+    ToolCall,
 )
 
 #: An ISO 639-1 code (or a short tag).
@@ -61,9 +65,11 @@ MAX_ATTEMPTS = 4
 #: The most probes one prober may be told to run at once (a task's ``concurrency``).
 MAX_TASK_CONCURRENCY = 4096
 
-#: The probe kinds (DESIGN.md, "The four probe contracts (plus one)").
-#: ``echo`` is the cheap exact-echo probe of behavioural integrity.
-ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo"]
+#: The probe kinds (DESIGN.md, "The probe contracts").
+#: ``echo`` is the cheap exact-echo probe of behavioural integrity.  ``tools`` (contract 6) is a
+#: kind the wire carries; it joins :data:`PROBE_KINDS` (the kinds planned by default) once the
+#: prober sends it.
+ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools"]
 PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo")
 
 #: Reasons of a language probe that are anomalies *of that language*
@@ -302,8 +308,11 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``error_json`` (the error object, bounded), ``timed_out``, ``done``,
     ``keepalives``, ``tool_calls`` / ``tool_names``, ``output_bytes``,
     ``wire_bytes``, ``cut`` (the read cap that stopped the read),
-    ``invalid_utf8`` and the first content / reasoning delta times are the
-    reply's own fields (:class:`reverie_canary.client.reply.Reply`).
+    ``invalid_utf8``, the first content / reasoning delta times, ``calls``
+    (each tool call as assembled: index, id, name, the raw arguments within the
+    reader's cap, the bytes received), ``tool_faults`` (what went wrong while
+    they were assembled) and ``streamed`` are the reply's own fields
+    (:class:`reverie_canary.client.reply.Reply`).
     Fields at their defaults are left out of the JSON.
     """
 
@@ -334,15 +343,24 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True, omit_defaults=True):
     wire_bytes: Annotated[int, Meta(ge=0)] = 0
     cut: Token | None = None
     invalid_utf8: Annotated[int, Meta(ge=0)] = 0
+    calls: Annotated[list[ToolCall], Meta(max_length=MAX_TOOL_CALLS)] = []
+    tool_faults: Annotated[list[Annotated[str, Meta(max_length=TOOL_FAULT_CHARS)]],
+                           Meta(max_length=MAX_TOOL_FAULTS)] = []
+    streamed: bool = False
 
 
 class ProbeAttempt(Struct, frozen=True, kw_only=True):
-    """One request of a probe (the language probe's confirmation makes three)."""
+    """One request of a probe (the language probe's confirmation makes three).
+
+    ``variant``: the tool probe's variant of this request (``call``, ``call_stream``,
+    ``no_tool``, ``second_turn``), ``""`` for other kinds.
+    """
 
     outcome: Outcome
     reason: Reason = ""
     checks: Annotated[list[CheckResult], Meta(max_length=MAX_CHECKS)] = []
     reply: ReplyEvidence = ReplyEvidence()
+    variant: Token = ""
 
 
 class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
@@ -353,6 +371,8 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     from them); ``checks_version`` names the checks that judged it
     (:data:`reverie_canary.client.checks.CHECKS_VERSION`): with the
     replies' evidence, what ``canary evidence`` writes for ``canary check``.
+    ``variant`` is the tool probe's variant (the prompts build its request from
+    kind, language, variant and prompt version), ``""`` for other kinds.
     """
 
     task_id: Slug
@@ -373,6 +393,7 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     max_tokens: Annotated[int, Meta(ge=0)] = 0
     ttft_threshold_ms: Annotated[float, Meta(ge=0)] = 0.0
     checks_version: Token = ""
+    variant: Token = ""
 
 
 # -- judge ---------------------------------------------------------------------
