@@ -29,6 +29,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "salad": ("word_salad", "5. word salad"),
     "short": ("language_switch", "6. a whole short reply in a foreign script"),
     "code": ("", "7. code is not leakage (caught: the token bare in prose)"),
+    "tools": ("tool_markup_in_content", "8. tool-call markup in the visible text (any reply)"),
 }
 
 CAUGHT: dict[str, list[tuple[str, str]]] = {
@@ -40,7 +41,6 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("de", "analysiswe need to continue the story in German.assistantfinalMira hebt die Laterne."),
         ("de", "*Mira hebt die Laterne.* Die Schmuggler weichen zurück.assistantfinalDie Schmuggler weichen zurück."),
         ("es", "Mira alza la lámpara.finalMira alza la lámpara y sonríe."),
-        ("en", "commentary to=functions.lamp_status json{\"lit\": true}"),
         ("fr", "Mira soulève la lanterne et sourit.assistant"),
         ("it", "Mira solleva la lanterna.final"),
         ("en", "finalMira lifts the lamp and waits."),
@@ -69,7 +69,7 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("es", "Mira sonríe.<｜end▁of▁sentence｜>"),
         ("es", "Mira sonríe.<|end▁of▁sentence|>"),
         ("es", "Mira sonríe.<｜end_of_sentence｜>"),
-        ("zh", "好的。<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>lamp"),
+        ("zh", "好的。<｜begin▁of▁sentence｜><｜User｜>继续"),
         ("ru", "Ок.＜｜Assistant｜＞Маяк горит."),
         ("en", "The lamp is lit.<∣im_end∣>"),
         ("pl", "Lampa świeci.<| eot_id |>"),
@@ -120,8 +120,24 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("fr", "نعم"), ("es", "Конечно!"), ("zh", "はい"), ("ko", "はい"), ("ja", "네"), ("ru", "好的"),
         ("ar", "Да, конечно."), ("it", "हाँ"), ("tr", "ใช่"),
     ],
+    "tools": [
+        ("en", "commentary to=functions.lamp_status json{\"lit\": true}"),
+        ("zh", "好的。<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>lamp"),
+        ("en", "Setting up the lamp now.<|tool_calls_section_begin|><|tool_call_begin|>functions.lamp:0"),
+        ("pt", "Vou acender a lanterna.\n<tool_call>\n{\"name\": \"lamp_on\", \"arguments\": {}}\n</tool_call>"),
+        ("de", "<function=lamp_on>\n<parameter=level>\n3\n</parameter>\n</function>"),
+        ("fr", "<minimax:tool_call><invoke name=\"lamp_on\"><parameter name=\"level\">3</parameter></invoke>"),
+        ("es", "[TOOL_CALLS][{\"name\": \"lamp_on\", \"arguments\": {\"level\": 3}}]"),
+        ("ru", "{\"name\": \"lamp_on\", \"parameters\": {\"level\": 3}}"),
+        ("ja", "ランプをつけます。<｜tool▁call▁begin｜>function<｜tool▁sep｜>lamp_on"),
+        ("en", "<|channel|>commentary to=functions.lamp_on <|constrain|>json<|message|>{\"level\":3}<|call|>"),
+        ("it", "Accendo la lanterna. functions.lamp_on:0{\"level\": 3}"),
+        ("en", "[lamp_on(level=3), bell_ring(times=2)]"),
+        ("ko", "```tool_code\nprint(lamp_on(level=3))\n```"),
+    ],
     "code": [
         ("en", "Reasoning models wrap thoughts in `<think>`.<think>Now I answer.</think>"),
+        ("en", "Hermes wraps a call in `<tool_call>`.<tool_call>{\"name\": \"lamp_on\", \"arguments\": {}}</tool_call>"),
         ("pt", "O token `<|im_end|>` fecha a vez.<|im_end|>"),
         ("de", "BERT nutzt `[PAD]` zum Auffüllen. [PAD] [PAD]"),
         ("en", "```\nprint('hi')\n```\nassistantfinalThe code prints hi."),
@@ -195,6 +211,16 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
         ("ar", "OK"), ("ko", "是"), ("en", "π"), ("en", "(ツ)"), ("en", "Mira."), ("zh", "好的"), ("en", "😊👍"),
         ("de", "Ja, 好"),
     ],
+    "tools": [
+        ("en", "Here is the JSON you asked for:\n```json\n{\"name\": \"lamp_on\", \"arguments\": {\"level\": 3}}\n```"),
+        ("en", "Models emit `<tool_call>` tags that the server turns into tool calls."),
+        ("fr", "Mira écrit sur le registre : « nom : Lamp, paramètres : aucun »."),
+        ("en", "The keeper's function was simple: keep the light on (and never let it go out)."),
+        ("de", "Die Funktion lamp_on wird aufgerufen, wenn es dunkel wird."),
+        ("en", "She said {\"name\": \"Mira\"} was written on the crate, nothing more."),
+        ("es", "Mira cuenta: 1) la lámpara, 2) la campana, 3) la puerta [cerrada]."),
+        ("en", "In Python you would write `lamp_on(level=3)` to turn it on."),
+    ],
     "code": [
         ("en", "Reasoning models wrap their thoughts in `<think>` and `</think>`; the client hides them."),
         ("pt", "O token `<|im_end|>` fecha a vez do assistente no formato ChatML."),
@@ -219,6 +245,7 @@ KNOWN_MISSES: dict[str, list[tuple[str, str]]] = {
               ("en", "The lamp, , of stair the ing \\ smugglers wait by the door of the old tower tonight.")],
     "short": [("en", "Oui.")],                                                  # Latin: a switch, but not by script
     "code": [],
+    "tools": [("en", "Calling lamp_on with level 3 now: lamp_on level=3")],   # no syntax left to see
 }
 
 
@@ -249,7 +276,7 @@ def tripped(family: str, lang: str, text: str) -> bool:
     """Whether a trap of ``TRAPS[family]`` is reported with the family's reason (item 7: any leak reason)."""
     outcome, reason = verdict(family, lang, text)
     if family == "code":
-        return reason in ("control_tokens", "reserved_tokens", "channel_leak")
+        return reason in ("control_tokens", "reserved_tokens", "channel_leak", "tool_markup_in_content")
     if family == "short":
         return outcome == "fail"
     return reason == FAMILIES[family][0]

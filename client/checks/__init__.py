@@ -13,10 +13,14 @@ Order in which the checks run:
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply; the
    prose checks (:data:`PROSE_CHECKS`: foreign script, :mod:`.scripts`; word
-   salad, :mod:`.salad`) on every reply but the structured probe's (a JSON
-   value may name a place in its own script, and JSON is all marks);
-3. behavioural integrity (:mod:`.behaviour`) and the size bound
-   (:mod:`.size`) on every reply;
+   salad, :mod:`.salad`) on every reply but the structured and tool probes'
+   (a JSON value may name a place in its own script, and JSON is all marks;
+   a tool call is not prose); the tool probe's checks (:mod:`.tools`:
+   trigger, empty reply, names, arguments JSON, schema, fixed values,
+   assembly, the second turn's result) in place of ``empty_output`` (empty
+   content beside a call is normal);
+3. behavioural integrity (:mod:`.behaviour`, tool-call markup in the text
+   among it) and the size bound (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
    probe (it only means something on intact text) and truncation for the
    filtering probe.
@@ -38,9 +42,10 @@ rank  failing reason                                   why it comes first
 3     ``refusal``                                      a refusal explains a missing closing
                                                        marker, a short reply, a switch to English
 4     ``encoding_broken``, ``bytelevel_tokens``,       damaged bytes, tokens or templates explain
-      ``control_tokens``, ``reserved_tokens``,         failed parsing, language detection, echo
-      ``channel_leak``, ``control_characters``,        and truncation, and a ``tool_calls`` finish
-      ``leading_junk``                                 whose call leaked into the text (FC-11)
+      ``tool_markup_in_content``,                      failed parsing, language detection, echo
+      ``control_tokens``, ``reserved_tokens``,         and truncation, and a ``tool_calls`` finish
+      ``channel_leak``, ``control_characters``,        whose call leaked into the text (FC-11),
+      ``leading_junk``                                 and a call the tool probe missed (TC-01)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
 6     ``repetition``                                   a runaway explains a cut, a broken JSON
@@ -48,15 +53,25 @@ rank  failing reason                                   why it comes first
 7     ``word_salad``                                   a collapsed generation explains the same
                                                        (a repeated unit says more: row 6 first)
 8     ``reply_too_large``                              output past every budget (the prober's
-                                                       cap) explains what the kind finds in it
-9     ``empty_output``                                 nothing visible, and nothing more specific
+                                                       cap; a call's arguments past theirs)
+                                                       explains what the kind finds in it
+9     ``empty_output``, ``tool_empty_reply``           nothing visible, and nothing more specific
                                                        says why
-10    the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
+10    ``tool_stream_assembly``,                        calls that did not assemble explain a bad
+      ``tool_call_malformed``                          name, broken JSON, a lost value (TC-15)
+11    ``tool_not_called``, ``tool_unexpected_call``,   the wrong decision to call explains what
+      ``tool_wrong_tool``, ``tool_too_many_calls``     the calls' contents show
+12    ``tool_unknown_name``                            an unknown tool has no schema to check
+13    ``tool_args_invalid_json``                       no object, no schema to validate
+14    ``tool_args_schema_mismatch``                    a wrong type or a lost required field
+                                                       explains a value that differs (TC-14)
+15    ``tool_args_wrong_value``, ``tool_result_ignored``  the tool contract's last word
+16    the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-11    ``foreign_script``                               a few letters of a foreign script: a mix or
+17    ``foreign_script``                               a few letters of a foreign script: a mix or
                                                        a switch the language check proves says more
-12    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
+18    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
 
 A reply the prober stopped reading at a cap (``Reply.cut``) is not whole:
@@ -80,11 +95,18 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
 ``repetition``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
+the tool-call probe's (:data:`.tools.TOOL_REASONS`: ``tool_not_called``, ``tool_unexpected_call``,
+``tool_wrong_tool``, ``tool_too_many_calls``, ``tool_empty_reply``, ``tool_unknown_name``,
+``tool_args_invalid_json``, ``tool_args_schema_mismatch``, ``tool_args_wrong_value``,
+``tool_stream_assembly``, ``tool_call_malformed``, ``tool_result_ignored``,
+``tool_markup_in_content``; :data:`TOOL_TRIGGER_REASONS` are confirmed by two more tries),
 ``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
 HTTP layer's own (``headers_timeout``, ``stream_timeout``,
-``body_parse``, ``response_too_large``, ``line_too_long`` ...); ``blind``:
+``body_parse``, ``response_too_large``, ``line_too_long`` ...), and for the tool probe
+``tool_capability_error`` (``fail``: 400/422 to a valid tool request) and ``tools_unsupported``
+(``not_applicable``: the gateway found no endpoint that supports tool use); ``blind``:
 ``gateway_auth``, ``gateway_credit``, ``gateway_forbidden``,
 ``gateway_unreachable`` (the canary's own health, never a provider's).
 """
@@ -114,6 +136,11 @@ from reverie_canary.client.checks.salad import check_word_salad
 from reverie_canary.client.checks.scripts import check_foreign_script
 from reverie_canary.client.checks.size import check_reply_size
 from reverie_canary.client.checks.structured import check_structured
+from reverie_canary.client.checks.tools import (  # noqa: F401  (TOOL_TRIGGER_REASONS re-exported)
+    TOOL_CHECKS,
+    TOOL_TRIGGER_REASONS,
+    check_tool_result,
+)
 from reverie_canary.client.checks.transport import check_transport
 from reverie_canary.client.reply import CheckResult, Outcome, ProbeSpec, Reply
 
@@ -153,6 +180,8 @@ KIND_CHECKS: dict[str, tuple[Check, ...]] = {
     "structured": (check_finish, check_empty, check_structured, check_encoding),
     "language": (check_finish, check_empty, check_encoding, check_refusal_phrasing, *PROSE_CHECKS),
     "echo": (check_finish, check_empty, check_encoding, *PROSE_CHECKS),
+    # a tool call is not prose (and the text is often empty): no prose checks, no empty_output
+    "tools": (check_finish, check_encoding, *TOOL_CHECKS),
 }
 #: Checks for a kind not listed above (``transport`` in recorded cases ...).
 DEFAULT_CHECKS: tuple[Check, ...] = (check_finish, check_empty, check_encoding, *PROSE_CHECKS)
@@ -176,8 +205,8 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
     Args:
         reply: the finished reply.
         spec: what the probe asked for (``kind``: ``ttft``, ``refusal``,
-            ``structured``, ``language``, ``echo``; other kinds get the
-            generic checks).
+            ``structured``, ``language``, ``echo``, ``tools``; other kinds get
+            the generic checks).
 
     Returns:
         The folded :class:`Evaluation` (see the module docstring for order and
@@ -223,7 +252,8 @@ def _run_cut(check: Check, reply: Reply, spec: ProbeSpec) -> CheckResult:
 #: / ``reply_cut``.  A new check family that parses or compares the whole reply
 #: adds itself here.
 NEEDS_WHOLE_REPLY: dict[Check, str] = {check_structured: "structured", check_echo: "corruption.echo",
-                                       check_truncation: "refusal.truncation", check_language: "language"}
+                                       check_truncation: "refusal.truncation", check_language: "language",
+                                       check_tool_result: "tools.result"}
 
 #: Failing reasons in order of precedence (module docstring): the first row
 #: that holds a failing check's reason gives the probe's reason.  Reasons not
@@ -232,13 +262,19 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("ttft_exceeded",),
     ("content_filter",),
     ("refusal",),
-    ("encoding_broken", "bytelevel_tokens", "control_tokens", "reserved_tokens", "channel_leak",
-     "control_characters", "leading_junk"),
+    ("encoding_broken", "bytelevel_tokens", "tool_markup_in_content", "control_tokens", "reserved_tokens",
+     "channel_leak", "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
     ("repetition",),
     ("word_salad",),
     ("reply_too_large",),
-    ("empty_output",),
+    ("empty_output", "tool_empty_reply"),
+    ("tool_stream_assembly", "tool_call_malformed"),
+    ("tool_not_called", "tool_unexpected_call", "tool_wrong_tool", "tool_too_many_calls"),
+    ("tool_unknown_name",),
+    ("tool_args_invalid_json",),
+    ("tool_args_schema_mismatch",),
+    ("tool_args_wrong_value", "tool_result_ignored"),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
     ("foreign_script",),
     ("truncated", "echo_mismatch"),

@@ -6,16 +6,20 @@ Faults a provider's engine, template or parser causes whatever the prompt:
   first token (FC-15), a leaked role word before Markdown ``*`` (FC-14), a
   BOM or control character; legitimate openings (``¿``, ``¡``, a dialogue
   dash, Markdown, typographic quotes ``« „ “``) pass (FP-06);
-- leaked control and tool-call tokens (``<|im_end|>``, ``<|tool_call_begin|>``,
-  ``<｜end▁of▁sentence｜>``, ``[INST]``, ``<think>``; FC-11), reserved and
-  placeholder tokens by pattern, channel text whose markers were stripped
-  (:mod:`.tokens`: every bar and spacer spelling, nothing inside code);
+- leaked control tokens (``<|im_end|>``, ``<｜end▁of▁sentence｜>``, ``[INST]``,
+  ``<think>``), reserved and placeholder tokens by pattern, channel text whose
+  markers were stripped (:mod:`.tokens`: every bar and spacer spelling,
+  nothing inside code);
+- tool-call markup in the visible text as a family (``<|tool_call_begin|>``,
+  ``<tool_call>``, ``<function=…>``, ``[TOOL_CALLS]``, a tool-call JSON object
+  or a Harmony recipient as text; FC-11, TC-01 to TC-05): :mod:`.tools`;
 - byte-level tokenizer markers in place of spaces and newlines (``Ġ``/``Ċ``,
   SentencePiece ``▁``; FC-01);
 - control characters (C0 except tab/newline/CR, DEL, C1) and U+FFFD;
 - runaway repetition (legitimate short repetition passes, FP-11);
 - words injected into an exact-echo sentence (FC-17);
-- ``finish_reason: tool_calls`` on a probe that offered no tools (FC-11).
+- ``finish_reason: tool_calls`` or calls on a probe that offered no tools (FC-11; a probe
+  that offered tools has its calls judged by :mod:`.tools`).
 
 Every function here is pure and cheap: together well under a millisecond on
 a 300-token reply (benchmarks/checks_bench.py).
@@ -37,6 +41,7 @@ from reverie_canary.client.checks.tokens import (
     check_reserved_tokens,
     without_tokens,
 )
+from reverie_canary.client.checks.tools import check_tool_markup
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 # -- leading junk --------------------------------------------------------------
@@ -347,11 +352,16 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
 def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail tool calls on a probe that offered no tools (FC-11, issue 16).
 
-    ``finish_reason: tool_calls`` or ``delta.tool_calls`` in the stream: the
-    probes never send ``tools``.  Evidence: ``finish_reason``; with calls
-    seen, ``tool_calls`` (how many) and ``tools`` (their names).
+    ``finish_reason: tool_calls`` or ``delta.tool_calls`` in the stream when
+    the request sent no ``tools``.  A request that offered tools
+    (``spec.tools``) passes here: its calls are judged by the tool-call checks
+    (:mod:`.tools`: a call where none fits is ``tool_unexpected_call``).
+    Evidence: ``finish_reason``; with calls seen, ``tool_calls`` (how many)
+    and ``tools`` (their names).
     """
     name = "corruption.tool_calls"
+    if spec.tools:
+        return CheckResult(check=name, outcome="pass")
     if reply.finish_reason == "tool_calls" or reply.tool_calls:
         evidence: dict = {"finish_reason": reply.finish_reason}
         if reply.tool_calls:
@@ -361,8 +371,10 @@ def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 #: The behavioural checks, in the order they report.
-BEHAVIOUR_CHECKS = (check_leading_junk, check_control_tokens, check_reserved_tokens, check_channel_leak,
-                    check_bytelevel, check_control_chars, check_repetition, check_echo, check_tool_calls)
+#: These are the checks any reply gets, whatever was asked (a chat backend's reply guard runs them).
+BEHAVIOUR_CHECKS = (check_leading_junk, check_tool_markup, check_control_tokens, check_reserved_tokens,
+                    check_channel_leak, check_bytelevel, check_control_chars, check_repetition, check_echo,
+                    check_tool_calls)
 
 
 def behaviour_checks(reply: Reply, spec: ProbeSpec) -> list[CheckResult]:

@@ -19,6 +19,10 @@ encode"; openrouter-api.md §5):
   waiting: ``not_applicable`` / ``no_text``; ``refusal.empty`` calls that reply
   inconclusive, and this check must not turn it into a failure (issue 16).  Empty text that finished
   otherwise is ``not_json`` (and ``empty_output`` names the cause first).
+
+``jsonschema`` is the client distribution's ``schema`` extra: it is imported when a schema is
+validated, so the checks import without it (the schema check then says ``not_applicable`` /
+``validator_missing``).
 """
 
 from __future__ import annotations
@@ -27,9 +31,6 @@ import json
 import re
 from functools import lru_cache
 from typing import Any
-
-import jsonschema
-import referencing.exceptions
 
 from reverie_canary.client.checks.refusal import spent_on_reasoning
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
@@ -53,6 +54,8 @@ def parse_json(text: str) -> Any:
 
 @lru_cache(maxsize=32)
 def _validator(schema_json: str):
+    import jsonschema
+
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -113,6 +116,11 @@ def check_structured(reply: Reply, spec: ProbeSpec) -> CheckResult:
                            evidence={"first_bytes": text[:120], "finish_reason": "length"})
     if spec.schema is None:
         return CheckResult(check=CHECK, outcome="pass")
+    try:
+        import jsonschema
+        import referencing.exceptions
+    except ImportError:
+        return CheckResult(check=CHECK, outcome="not_applicable", reason="validator_missing")
     try:
         validator = validator_for(spec.schema)
         errors = sorted(validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.validator))

@@ -3,9 +3,14 @@
 Three families of leaked tokens (DESIGN.md contract 5; issue 12, items 1-3, 7),
 each found on one *normalised view* of the reply (:func:`token_view`):
 
-- **control tokens** (``control_tokens``): chat-template, end-of-turn,
-  reasoning and tool-call tokens (``<|im_end|>``, ``<|tool_call_begin|>``,
-  ``[INST]``, ``<think>``, SentencePiece byte fallback ``<0x0A>``; FC-11);
+- **control tokens** (``control_tokens``): chat-template, end-of-turn and
+  reasoning tokens (``<|im_end|>``, ``[INST]``, ``<think>``, SentencePiece
+  byte fallback ``<0x0A>``).  Tool-call tokens (``<|tool_call_begin|>``,
+  ``<｜tool▁sep｜>``, ``[TOOL_CALLS]``, ``<tool_call>``, Harmony's
+  ``<|constrain|>`` and ``<|call|>``; :data:`TOOL_TOKEN`) are found by the same
+  scan but belong to the tool-call markup family
+  (:func:`reverie_canary.client.checks.tools.check_tool_markup`,
+  ``tool_markup_in_content``): one defect, one check;
 - **reserved and placeholder tokens** (``reserved_tokens``): vocabulary slots
   no model should ever sample, recognised by their *pattern*, numbered or
   not (Gemma ``<unused123>``, T5 ``<extra_id_7>``, Llama 3
@@ -20,7 +25,8 @@ each found on one *normalised view* of the reply (:func:`token_view`):
   tokens but kept the channel's text leaves the channel names glued to the
   words around them (``analysisThe user wants a scene…assistantfinalMira
   lifts the lamp``; gpt-oss's Harmony format, channels ``analysis``,
-  ``commentary``, ``final``).
+  ``commentary``, ``final``).  A stripped tool-call header
+  (``commentary to=functions.x``) is tool-call markup, not channel text.
 
 The view makes one pattern cover every spelling of a delimiter:
 
@@ -40,6 +46,7 @@ is passed after one scan per trigger character (benchmarks/checks_bench.py).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
@@ -76,6 +83,9 @@ def mask_code(text: str) -> str:
 def token_view(text: str) -> str:
     """The view of ``text`` that the token patterns read: code blanked, delimiters in ASCII.
 
+    The last few texts' views are kept: the checks of one reply (control,
+    reserved and tool-call markup) read the same view.
+
     Args:
         text: the reply's visible text.
 
@@ -84,6 +94,13 @@ def token_view(text: str) -> str:
         and fenced blocks replaced by spaces (:func:`mask_code`), then the
         characters of :data:`CONFUSABLES` replaced by their ASCII forms.
     """
+    if "`" not in text and "~~~" not in text and not any(ch in text for ch in _CONFUSABLE_CHARS):
+        return text
+    return _token_view(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _token_view(text: str) -> str:
     view = mask_code(text)
     if any(ch in view for ch in _CONFUSABLE_CHARS):
         view = view.translate(CONFUSABLES)
@@ -120,20 +137,44 @@ CONTROL_TOKEN = re.compile(
     r"|<(?:start|end)_of_turn>",
 )
 
-#: Either kind; the reserved alternatives first, so that a token is classified once.
-_ANY_TOKEN = re.compile(f"(?P<reserved>{RESERVED_TOKEN.pattern})|(?P<control>{CONTROL_TOKEN.pattern})")
+#: Tool-call tokens of every serving family, read on the view (tool-calls.md §4): Kimi's
+#: ``<|tool_calls_section_begin|>`` ``<|tool_call_begin|>`` ``<|tool_call_argument_begin|>``,
+#: DeepSeek's ``<｜tool▁calls▁begin｜>`` ``<｜tool▁sep｜>`` (any ``<|tool…|>`` or ``<|function…|>``),
+#: Llama's ``<|python_tag|>`` ``<|python_start|>``, Harmony's ``<|constrain|>`` ``<|call|>``,
+#: InternLM's ``<|action_start|>`` ``<|plugin|>``, Mistral's ``[TOOL_CALLS]`` ``[ARGS]``
+#: ``[CALL_ID]`` ``[TOOL_RESULTS]`` ``[AVAILABLE_TOOLS]``, Hermes/Qwen's ``<tool_call>``
+#: ``<tool_response>``, ``<function_call>``.
+TOOL_TOKEN = re.compile(
+    r"<\|\s?(?:tool|function)[\w.-]{0,44}\s?\|>"
+    r"|<\|\s?(?:python_tag|python_start|python_end|constrain|call|plugin|interpreter|action_start|action_end)\s?\|>"
+    r"|\[/?(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|TOOL_CONTENT|ARGS|CALL_ID)\]"
+    r"|</?(?:tool_calls?|tool_response|tool_use|function_calls?)>"
+)
+
+#: Every kind; reserved first, then tool-call tokens, so that a token is classified once.
+_ANY_TOKEN = re.compile(f"(?P<reserved>{RESERVED_TOKEN.pattern})|(?P<tool>{TOOL_TOKEN.pattern})"
+                        f"|(?P<control>{CONTROL_TOKEN.pattern})")
 _OPENER = re.compile(r"[<\[]")
 
 
-def find_tokens(text: str) -> list[tuple[str, int, int]]:
-    """Every leaked template or reserved token of ``text`` outside code.
+def find_tokens(text: str) -> tuple[tuple[str, int, int], ...]:
+    """Every leaked template, tool-call or reserved token of ``text`` outside code.
+
+    The scan is shared by the checks of the three families (control, reserved,
+    tool-call markup): the last few texts' results are kept, so one reply is
+    scanned once whatever the number of checks asking.
 
     Returns:
-        ``[(kind, start, end), ...]`` in order, ``kind`` ``reserved`` or
-        ``control``; offsets index ``text`` (the view keeps them).
+        ``((kind, start, end), ...)`` in order, ``kind`` ``reserved``, ``tool``
+        or ``control``; offsets index ``text`` (the view keeps them).
     """
     if not _has_trigger(text):
-        return []
+        return ()
+    return _find_tokens(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _find_tokens(text: str) -> tuple[tuple[str, int, int], ...]:
     view = token_view(text)
     out: list[tuple[str, int, int]] = []
     end = 0
@@ -145,7 +186,7 @@ def find_tokens(text: str) -> list[tuple[str, int, int]]:
         if m is not None:
             out.append((m.lastgroup, m.start(), m.end()))
             end = m.end()
-    return out
+    return tuple(out)
 
 
 def _token_result(name: str, reason: str, kind: str, reply: Reply) -> CheckResult:
@@ -160,7 +201,9 @@ def _token_result(name: str, reason: str, kind: str, reply: Reply) -> CheckResul
 
 
 def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail leaked template, end-of-turn, reasoning and tool-call tokens outside code (FC-11).
+    """Fail leaked template, end-of-turn and reasoning tokens outside code (FC-11's family).
+
+    Tool-call tokens are left to the tool-call markup check (``tool_markup_in_content``).
 
     Every bar and spacer spelling counts (:func:`token_view`: ``<｜User｜>``,
     ``<|tool▁calls▁begin|>``); a token in an inline code span or a fenced
@@ -200,13 +243,11 @@ _OPENERS = r"(?:we|the|user|let|i|so|okay|ok|first|now|here|this|they)\b"
 #:   (``…so answer.assistantfinalMira…``);
 #: - ``after_stop``: a channel name glued between a sentence's end and the
 #:   next capital (``…scene.finalMira…``);
-#: - ``recipient``: a tool-call header (``commentary to=functions.search``);
 #: - ``end``: a role or channel name glued to the last sentence's stop.
 CHANNEL_LEAK = re.compile(
     rf"(?P<start>\A\s*(?:assistant)?{_CH}(?={_GLUE}|{_OPENERS}))"
     rf"|(?P<role_channel>assistant{_CH})"
     rf"|(?P<after_stop>(?<=[.!?…。！？\"”’)\]]){_CH}(?={_GLUE}))"
-    rf"|(?P<recipient>\b(?:commentary|analysis)\s?to=[A-Za-z_][\w.]*)"
     rf"|(?P<end>(?<=[.!?…。！？\"”’)\]])(?:assistant)?(?:{_CH}|assistant)\s*\Z)"
 )
 #: Where a :data:`CHANNEL_LEAK` match can begin besides the text's start: every
@@ -240,8 +281,9 @@ def check_channel_leak(reply: Reply, spec: ProbeSpec) -> CheckResult:
     (``analysis``, ``commentary``, ``final``), alone or after ``assistant``,
     glued without a space to the reply's first word, to a capital or a
     letter of another script after a sentence's end, to the end of the last
-    sentence; ``assistant`` glued to a channel name anywhere; a Harmony
-    recipient (``commentary to=functions.x``).  Natural text never glues a
+    sentence; ``assistant`` glued to a channel name anywhere (a Harmony
+    recipient, ``commentary to=functions.x``, is tool-call markup:
+    :mod:`.tools`).  Natural text never glues a
     lower-case word to a capital or another script: ``Analysis: …``,
     ``the final answer``, ``finalmente``, ``finale`` pass.
     Evidence: ``kind`` (the group above), ``marker``, ``offset``, ``span``

@@ -15,6 +15,14 @@ One exception is a quality ``fail``: a ``403`` moderation refusal of the
 benign canary prompt (openrouter-api.md §6, "Moderation (403)") is a filter
 stopping supported traffic, reason ``content_filter``.
 
+The tool-call probe (``spec.kind == "tools"``) is sent only to endpoints that list ``tools``
+among their supported parameters, with ``require_parameters`` (DESIGN.md, contract 6): a
+``400`` or ``422`` to that valid request is the endpoint failing the capability it advertises,
+a quality ``fail`` / ``tool_capability_error`` (TC-17: Novita's "function calling not support"),
+not a transport error; the gateway's own ``404`` "No endpoints found that support tool use" (or
+"… the provided 'tool_choice' value") says no endpoint can take the request:
+``not_applicable`` / ``tools_unsupported`` (tool-calls.md §2).
+
 Answers about the canary itself are ``blind``, never a provider's transport
 error (DESIGN.md, "The canary's own health"): ``401`` (``gateway_auth``: the
 key is missing or revoked), ``402`` (``gateway_credit``: no credit left), any
@@ -26,6 +34,7 @@ connection the canary cannot open is always the gateway's.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from reverie_canary.client.reply import BLIND_STATUS, CheckResult, ProbeSpec, Reply
@@ -39,6 +48,11 @@ UNREACHABLE = frozenset({"connect_error", "connect_timeout"})
 #: Substrings of a native finish reason that mean the upstream failed
 #: (``network_error``, ``error``, ``provider_error`` ...; FC-28).
 ERROR_NATIVE = ("error", "timeout", "abort", "cancel", "interrupted", "overloaded", "unavailable")
+
+#: The gateway's own answer when no endpoint of the model takes a tool request (tool-calls.md §2).
+NO_TOOL_ENDPOINT = re.compile(r"No endpoints found that support (?:tool use|the provided 'tool_choice')", re.I)
+#: Statuses that refuse a valid tool request: the endpoint fails the capability it lists.
+TOOL_REFUSAL_STATUS = frozenset({400, 422})
 
 #: ``error.metadata.error_type`` values that are a filter, not a breakage.
 FILTER_ERROR_TYPES = frozenset({"content_policy_violation", "refusal", "moderation"})
@@ -55,6 +69,15 @@ def _is_moderation(error: dict[str, Any] | None) -> bool:
     return kind in FILTER_ERROR_TYPES or (isinstance(meta, dict) and "flagged_input" in meta)
 
 
+def _message(error: dict[str, Any] | None) -> str:
+    """The ``message`` of an error object (``{"error": {...}}`` or the inner object), else ``""``."""
+    if not isinstance(error, dict):
+        return ""
+    inner = error.get("error", error)
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return message[:2000] if isinstance(message, str) else ""
+
+
 def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
     """Decide whether the exchange itself broke.
 
@@ -67,7 +90,9 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         ``pass``; ``transport_error`` with reason ``<transport_error>``,
         ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
         ``native_finish_reason_error``, ``stream_cut`` or ``stream_stalled``;
-        ``fail`` / ``content_filter`` for a 403 moderation refusal; ``blind``
+        ``fail`` / ``content_filter`` for a 403 moderation refusal; for the tool
+        probe ``fail`` / ``tool_capability_error`` (400, 422) and ``not_applicable``
+        / ``tools_unsupported`` (the gateway's 404 for no tool endpoint); ``blind``
         with ``gateway_auth`` (401), ``gateway_credit`` (402),
         ``gateway_forbidden`` (another 403) or ``gateway_unreachable``.
     """
@@ -90,6 +115,12 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         evidence = {"http_status": status, "error": reply.error}
         if status == 403 and _is_moderation(reply.error):
             return CheckResult(check=CHECK, outcome="fail", reason="content_filter", evidence=evidence)
+        if spec is not None and spec.kind == "tools":
+            if status in TOOL_REFUSAL_STATUS:
+                return CheckResult(check=CHECK, outcome="fail", reason="tool_capability_error", evidence=evidence)
+            if status == 404 and NO_TOOL_ENDPOINT.search(_message(reply.error)):
+                return CheckResult(check=CHECK, outcome="not_applicable", reason="tools_unsupported",
+                                   evidence=evidence)
         if status in BLIND_STATUS:
             return CheckResult(check=CHECK, outcome="blind", reason=BLIND_STATUS[status], evidence=evidence)
         return CheckResult(check=CHECK, outcome="transport_error", reason=f"http_{status}", evidence=evidence)
@@ -104,13 +135,17 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         return CheckResult(check=CHECK, outcome="transport_error", reason="native_finish_reason_error",
                            evidence={"native_finish_reason": reply.native_finish_reason})
     produced = bool(reply.text or reply.reasoning_text)
-    if reply.timed_out and produced:
+    called = bool(reply.calls or reply.tool_calls)
+    if reply.timed_out and (produced or called):
         first = min((t for t in (reply.ttft_ms, reply.first_content_ms, reply.first_reasoning_ms) if t is not None),
                     default=None)
         if spec is None or first is None or first <= spec.ttft_threshold_ms:
             return CheckResult(check=CHECK, outcome="transport_error", reason="stream_stalled",
                                evidence={"ttft_ms": first, "total_ms": reply.total_ms})
-    elif status == 200 and reply.finish_reason is None and produced and reply.cut is None:
+    elif status == 200 and reply.finish_reason is None and reply.cut is None \
+            and (produced or (called and not reply.done)):
+        # calls that came whole (``[DONE]`` or a complete body) with no finish reason are judged as calls:
+        # the finish reason does not make a call (tool-calls.md §1.2: ``finish_reason: null`` with calls)
         return CheckResult(check=CHECK, outcome="transport_error", reason="stream_cut",
                            evidence={"output_chars": len(reply.text)})
     return CheckResult(check=CHECK, outcome="pass")

@@ -47,7 +47,8 @@ DEFECTS = {
     "bytecove/bf16": ("echo", None, {"bytelevel_tokens"}),
     # mojibake of pure-ASCII text is the text itself: judged on scripts that are never ASCII
     "oldport/fp8": ("language", {"ru", "uk", "ar", "ja", "ko", "zh", "vi"}, {"encoding_broken"}),
-    "toolspill/fp8": ("echo", None, {"control_tokens"}),
+    # its leaked tokens are a tool call left in the text: the tool-call markup family, reported once
+    "toolspill/fp8": ("echo", None, {"tool_markup_in_content"}),
     "echoloop/fp8": ("refusal", None, {"repetition"}),
     "inkwell/fp8": ("echo", None, {"echo_mismatch"}),
     "control-inject/fp8": ("echo", None, {"echo_mismatch"}),

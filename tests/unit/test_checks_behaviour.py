@@ -103,25 +103,22 @@ def test_generic_leading_junk_fails(text, kind):
     assert (result.outcome, result.evidence["kind"]) == ("fail", kind)
 
 
-# -- control and tool-call tokens ---------------------------------------------------
+# -- control tokens (tool-call tokens are the tool-call markup family: test_checks_tools.py) ---------
 
 
 @pytest.mark.parametrize("text", [
-    "Setting up the project folder now.<|tool_calls_section_begin|><|tool_call_begin|>call_7f3a",   # FC-11
     "The lamp is lit.<|im_end|>",
     "The lamp is lit.<|eot_id|><|start_header_id|>user<|end_header_id|>",
     "The lamp is lit.<｜end▁of▁sentence｜>",
-    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function",
     "[INST] continue [/INST] The lamp is lit.",
     "The lamp is lit.</s>",
     "<think>The user wants a scene.</think>The lamp is lit.",
     "<|channel|>analysis<|message|>The lamp is lit.",
     "Line one<0x0A>Line two",
-    "[TOOL_CALLS][{\"name\": \"search\"}]",
     "<start_of_turn>model\nThe lamp is lit.",
 ])
 def test_leaked_control_tokens_fail(text):
-    """Template, end-of-turn, reasoning and tool-call tokens in the visible text fail (FC-11)."""
+    """Template, end-of-turn and reasoning tokens in the visible text fail (FC-11's family)."""
     result = check_control_tokens(Reply(text=text), FREE)
     assert (result.outcome, result.reason) == ("fail", "control_tokens")
     assert result.evidence["count"] >= 1
@@ -143,6 +140,14 @@ def test_tool_calls_finish_without_tools_fails():
     """finish_reason tool_calls on a probe without tools is inconsistent (FC-11)."""
     assert check_tool_calls(Reply(text="x", finish_reason="tool_calls"), FREE).reason == "unexpected_tool_calls"
     assert check_tool_calls(Reply(text="x", finish_reason="stop"), FREE).outcome == "pass"
+
+
+def test_calls_on_a_probe_that_offered_tools_are_the_tool_checks_business():
+    """With tools offered, calls are judged by the tool checks (tool_unexpected_call), never unexpected_tool_calls."""
+    offered = ProbeSpec(kind="tools", language="en", tools=[{"type": "function", "function": {"name": "lamp"}}])
+    reply = Reply(text="", finish_reason="tool_calls", tool_calls=1, tool_names=("lamp",))
+    assert check_tool_calls(reply, offered).outcome == "pass"
+    assert check_tool_calls(reply, FREE).reason == "unexpected_tool_calls"
 
 
 # -- byte-level markers ------------------------------------------------------------------

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 
 import pytest
 
 from reverie_canary.client.checks import KIND_CHECKS, Evaluation, evaluate, fold
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
-from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import ProbeSpec, Reply, ToolCall
 from reverie_canary.shared.contract.events import CheckResult
 
 
@@ -51,8 +52,15 @@ def test_every_probe_kind_passes_a_good_reply(kind):
         "language": "The lighthouse stands alone on the black rocks, its white tower still wet from the rain. "
                     "Below it the sea is grey and restless, and the first gulls are circling over the harbour.",
         "echo": ECHO_TEXT,
+        "tools": "",
     }[kind]
-    reply = Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=800.0)
+    calls = ()
+    if kind == "tools":  # the call the English prompt fixes, unstreamed, content empty beside it
+        arguments = json.dumps(request.spec.expected_arguments)
+        calls = (ToolCall(index=0, id="call_1", name=request.spec.expected_tool, arguments=arguments,
+                          arguments_bytes=len(arguments), fragments=1),)
+    reply = Reply(text=text, finish_reason="tool_calls" if calls else "stop", http_status=200, ttft_ms=800.0,
+                  calls=calls, tool_calls=len(calls))
     result = evaluate(reply, request.spec)
     assert result.outcome == "pass", result
 

@@ -128,7 +128,10 @@ def test_recorded_replies_of_each_case(line, outcome, reason):
 @pytest.mark.parametrize("kind, reply, reason", [
     # FC-11: the tool-call parser gave up, raw tokens in the text: the leak names it, not the finish reason
     ("echo", Reply(text="Setting up.<|tool_calls_section_begin|><|tool_call_begin|>x", finish_reason="tool_calls"),
-     "control_tokens"),
+     "tool_markup_in_content"),
+    # markup beside template tokens: the call the parser missed names the defect
+    ("echo", Reply(text="<|channel|>commentary to=functions.lamp <|constrain|>json<|message|>{}<|call|>",
+                   finish_reason="stop"), "tool_markup_in_content"),
     # a filter stop explains a reply cut before its closing marker
     ("refusal", Reply(text="Mira lifts the lamp and the smugglers", finish_reason="content_filter"),
      "content_filter"),

@@ -14,6 +14,7 @@ from reverie_canary.client.checks.tokens import (
     check_control_tokens,
     check_reserved_tokens,
     find_channel_leak,
+    find_tokens,
     mask_code,
     token_view,
 )
@@ -85,7 +86,7 @@ def test_reserved_token_traps_pass(text):
     "Mira sonríe.<｜end▁of▁sentence｜>",
     "Mira sonríe.<|end▁of▁sentence|>",                  # ASCII bars, U+2581 spacers
     "Mira sonríe.<｜end_of_sentence｜>",                 # full-width bars, ASCII spacers
-    "好的。<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>lamp",
+    "好的。<｜begin▁of▁sentence｜><｜User｜>继续",
     "Ок.＜｜Assistant｜＞Маяк горит.",                     # full-width angle brackets too
     "The lamp is lit.<∣im_end∣>",                        # U+2223 look-alike bars
     "Lampa świeci.<| eot_id |>",                         # spaces inside the bars
@@ -94,6 +95,20 @@ def test_control_tokens_with_any_bars_and_spacers_fail(text):
     """Full-width or look-alike bars and U+2581 spacers spell the same control token."""
     result = check_control_tokens(Reply(text=text), FREE)
     assert (result.outcome, result.reason) == ("fail", "control_tokens"), result
+
+
+@pytest.mark.parametrize("text", [
+    "好的。<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>lamp",
+    "Setting up.<|tool_calls_section_begin|><|tool_call_begin|>functions.lamp:0",
+    "Ok.[TOOL_CALLS][{\"name\": \"lamp\", \"arguments\": {}}]",
+    "<tool_call>\n{\"name\": \"lamp\", \"arguments\": {}}\n</tool_call>",
+])
+def test_tool_call_tokens_are_the_tool_markup_family_not_control_tokens(text):
+    """Tool-call tokens of any bar spelling are found by the one scan and reported once, as tool-call markup."""
+    assert check_control_tokens(Reply(text=text), FREE).outcome == "pass"
+    assert [kind for kind, _, _ in find_tokens(text)][:1] == ["tool"]
+    result = evaluate(Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=300.0), FREE)
+    assert (result.outcome, result.reason) == ("fail", "tool_markup_in_content")
 
 
 def test_the_view_keeps_offsets():
@@ -169,7 +184,6 @@ def test_an_unclosed_fence_runs_to_the_end():
     ("*Mira hebt die Laterne.* Die Schmuggler weichen zurück.assistantfinalDie Schmuggler weichen zurück.",
      "role_channel"),
     ("Mira alza la lámpara.finalMira alza la lámpara y sonríe.", "after_stop"),
-    ("commentary to=functions.lamp_status json{\"lit\": true}", "recipient"),
     ("Mira soulève la lanterne et sourit.assistant", "end"),
     ("Mira solleva la lanterna.final", "end"),
     ("finalMira lifts the lamp and waits.", "start"),
@@ -196,6 +210,15 @@ def test_stripped_channel_headers_fail(text, kind):
 def test_channel_words_in_prose_pass(text):
     """The words analysis, commentary, final and assistant in ordinary prose are not leaks."""
     assert check_channel_leak(Reply(text=text), FREE).outcome == "pass", text
+
+
+def test_a_stripped_recipient_header_is_tool_markup_not_channel_text():
+    """``commentary to=functions.x`` is a tool call left as text: tool_markup_in_content, once (TC-03's kind)."""
+    text = "commentary to=functions.lamp_status json{\"lit\": true}"
+    assert check_channel_leak(Reply(text=text), FREE).outcome == "pass"
+    result = evaluate(Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=300.0), FREE)
+    assert (result.outcome, result.reason) == ("fail", "tool_markup_in_content")
+    assert [c.check for c in result.checks if c.outcome == "fail"] == ["corruption.tool_markup"]
 
 
 def test_channel_leak_names_the_cause_before_the_language():

@@ -1,4 +1,4 @@
-"""Field cases (shared/cases/*.jsonl): every recorded case gets its expected verdict, plus variants per kind."""
+"""Field cases (shared/cases/*.jsonl, tools/*.jsonl): every recorded case gets its expected verdict, plus variants."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from reverie_canary.services.prober.recorded import check_file, check_lines, par
 
 SHARED = Path(os.environ.get("CANARY_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
 CASES_DIR = SHARED / "cases"
-CASE_FILES = sorted(CASES_DIR.glob("*.jsonl")) if CASES_DIR.is_dir() else []
+#: The cases of every kind, and the tool-call cases in their folder.
+CASE_FILES = sorted([*CASES_DIR.glob("*.jsonl"), *CASES_DIR.glob("tools/*.jsonl")]) if CASES_DIR.is_dir() else []
 
 
 def _load() -> list[tuple[str, dict]]:
@@ -37,6 +38,26 @@ def test_field_case(case_id, case):
     [verdict] = list(check_lines([json.dumps(case)]))
     assert verdict["id"] == case_id
     assert verdict["outcome"] in case["accept"], verdict
+
+
+TOOL_CASES = [(cid, case) for cid, case in FIELD if case.get("kind") == "tools"]
+
+
+@needs_cases
+@pytest.mark.parametrize("case_id, case", TOOL_CASES, ids=[cid for cid, _ in TOOL_CASES])
+def test_a_tool_case_names_the_reason_it_expects(case_id, case):
+    """A tool-call case fails with the reason it names (a pass gives none; a transport error its own kind)."""
+    [verdict] = list(check_lines([json.dumps(case)]))
+    if case["expected"] == "pass":
+        assert verdict["reason"] == "", verdict
+    elif case["expected"] != "transport_error":
+        assert verdict["reason"] == case["reason"], verdict
+
+
+@needs_cases
+def test_the_tool_cases_are_read():
+    """The tool-call folder is part of the case files (its cases are judged with the others)."""
+    assert len(TOOL_CASES) >= 20 and any(p.parent.name == "tools" for p in CASE_FILES)
 
 
 @needs_cases
