@@ -50,10 +50,12 @@ from reverie_canary.client.checks.refusal import (  # noqa: E402
 from reverie_canary.client.checks.structured import check_structured  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
 from reverie_canary.client.checks.scripts import check_foreign_script  # noqa: E402
+from reverie_canary.client.checks import tokens  # noqa: E402
 from reverie_canary.client.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
+from reverie_canary.client.checks.tools import check_tool_markup  # noqa: E402
 from reverie_canary.client.checks.transport import check_transport  # noqa: E402
-from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA  # noqa: E402
-from reverie_canary.client.reply import ProbeSpec, Reply  # noqa: E402
+from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA, build  # noqa: E402
+from reverie_canary.client.reply import ProbeSpec, Reply, ToolCall  # noqa: E402
 
 EN = (
     "*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
@@ -87,6 +89,19 @@ PT = (
 )
 JSON_REPLY = json.dumps([{"city": f"Harbour {i}", "temp_c": 10 + i / 2, "summary": "light rain over the bay, wind "
                           "from the north-west, gusts near the cliffs"} for i in range(14)])
+
+
+def _uncached(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` with the token scan's caches emptied first: a check alone on a reply, not a cache hit.
+
+    The checks of one reply share one scan of its tokens (``checks/tokens.py``); the evaluate
+    rows show that sharing, the rows of single token checks the cost of the scan itself.
+    """
+    def run() -> object:
+        tokens._find_tokens.cache_clear()
+        tokens._token_view.cache_clear()
+        return fn()
+    return run
 
 
 def _time(fn: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -126,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     echo = ProbeSpec(kind="echo", language="en", echo_text=echo_text)
     echo_ok = Reply(text=echo_text, finish_reason="stop")
     echo_bad = Reply(text="The lighthouse keeper counted nine REDACTED ships before the fog rolled in.", finish_reason="stop")
+    tools = build("tools", "ru", variant="call_stream").spec
+    arguments = json.dumps(tools.expected_arguments, ensure_ascii=False)
+    tool_call = Reply(finish_reason="tool_calls", http_status=200, streamed=True, tool_calls=1,
+                      calls=(ToolCall(index=0, id="call_1", name=tools.expected_tool, arguments=arguments,
+                                      arguments_bytes=len(arguments.encode()), fragments=25),))
 
     serialized = json.dumps(EN)
     base_json, _ = _time(lambda: json.loads(serialized), runs)
@@ -149,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         ("encoding (en, ASCII)", lambda: check_encoding(en, language_en), runs),
         ("encoding (pt)", lambda: check_encoding(pt, language_pt), runs),
         ("corruption.leading_junk", lambda: check_leading_junk(en, refusal), runs),
-        ("corruption.control_tokens", lambda: check_control_tokens(en, refusal), runs),
-        ("corruption.reserved_tokens", lambda: check_reserved_tokens(en, refusal), runs),
+        ("corruption.control_tokens", _uncached(lambda: check_control_tokens(en, refusal)), runs),
+        ("corruption.reserved_tokens", _uncached(lambda: check_reserved_tokens(en, refusal)), runs),
         ("corruption.channel_leak", lambda: check_channel_leak(en, refusal), runs),
-        ("corruption.control_tokens (stress: 40 tokens, code)", lambda: check_control_tokens(tok, refusal), runs),
+        ("corruption.control_tokens (stress: 40 tokens, code)", _uncached(lambda: check_control_tokens(tok, refusal)), runs),
         ("corruption.bytelevel_tokens", lambda: check_bytelevel(en, refusal), runs),
         ("corruption.word_salad (en)", lambda: check_word_salad(en, refusal), runs),
         ("corruption.word_salad (pt)", lambda: check_word_salad(pt, refusal_pt), runs),
@@ -165,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         ("corruption.echo (FC-17 diff)", lambda: check_echo(echo_bad, echo), runs),
         ("corruption.repetition (stress: 1.8 kB JSON)", lambda: check_repetition(js, structured), runs),
         ("corruption.tool_calls", lambda: check_tool_calls(en, refusal), runs),
+        ("corruption.tool_markup (any reply)", _uncached(lambda: check_tool_markup(en, refusal)), runs),
+        ("corruption.tool_markup (stress: 40 tokens, code)", _uncached(lambda: check_tool_markup(tok, refusal)), runs),
         ("evaluate(refusal probe, en)", lambda: evaluate(en, refusal), runs),
         ("evaluate(refusal probe, pt)", lambda: evaluate(pt, refusal_pt), runs),
         ("evaluate(structured probe, one object)", lambda: evaluate(one, weather), runs),
         ("evaluate(structured, stress 1.8 kB JSON)", lambda: evaluate(js, structured), runs),
+        ("evaluate(tools probe, a streamed call)", lambda: evaluate(tool_call, tools), runs),
         ("language (en)", lambda: check_language(en, language_en), max(50, runs // 4)),
         ("language (pt)", lambda: check_language(pt, language_pt), max(50, runs // 4)),
         ("evaluate(language probe, pt)", lambda: evaluate(pt, language_pt), max(50, runs // 4)),
