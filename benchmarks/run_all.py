@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "checks_bench.py": [],
+    "tool_checks.py": [],
     "language_table.py": ["--limit", "120"],
     "judge_bench.py": [],
     "prober_bench.py": [],
@@ -28,6 +29,7 @@ BENCHMARKS = {
     "fleet_bench.py": [],
 }
 QUICK = {
+    "tool_checks.py": ["--runs", "100", "--no-real-text"],
     "language_table.py": ["--limit", "40"],
     "judge_bench.py": ["--cycles", "12", "--repeat", "2"],
     "prober_bench.py": ["--probes", "200", "--repeat", "1", "--timing-probes", "16"],
