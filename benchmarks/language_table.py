@@ -58,6 +58,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
 from reverie_canary.client.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
 from reverie_canary.client.checks.text import CYRILLIC, SCRIPT_OF, strip_for_detection  # noqa: E402
@@ -284,6 +285,7 @@ FAMILY_CHECKS = {
     "4. foreign_script": (check_foreign_script,),
     "5. word_salad": (check_word_salad,),
     "7. any leaked-token check (code masked)": (check_channel_leak, check_reserved_tokens, check_control_tokens),
+    "8. foreign_letters (another language of the script)": (check_foreign_letters,),
 }
 SHORT_FAMILY = "6. short reply all in a foreign script"
 
@@ -300,20 +302,23 @@ class FamilyTally:
         return 100.0 * self.trips / self.texts if self.texts else 0.0
 
 
-def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int]:
+def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int, int]:
     """Run each family's check on every real sentence and every reply of 2-5 sentences, per language.
 
     Texts the encoding check fails (real mojibake: 1.4 % of the texts, each
     damaged line once alone and once in its reply) are counted
-    apart, as in the language table.  Item 6 is measured on the single words
+    apart, as in the language table; so are texts whose damage the letters
+    check finds (Turkish written in cp1254 and read as cp1252, ``yýlýnda``:
+    243 of the 1000 Turkish lines, reported as ``encoding_broken``).  Item 6
+    is measured on the single words
     and word pairs (the short replies of the data set): how many its rule
     (:func:`short_reply_switch`) would call a switch.
 
     Returns:
-        ``({family: {lang: FamilyTally}}, texts counted apart)``.
+        ``({family: {lang: FamilyTally}}, texts with mojibake apart, texts with code-page damage apart)``.
     """
     out: dict[str, dict[str, FamilyTally]] = {name: {} for name in (*FAMILY_CHECKS, SHORT_FAMILY)}
-    apart = 0
+    apart = codepage = 0
     for lang in LANGUAGES:
         lines = read_lines(data / "sentences" / f"{lang}.txt")
         spec = ProbeSpec(kind="refusal", language=lang)
@@ -323,6 +328,9 @@ def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int
                 apart += 1
                 continue
             reply = Reply(text=text, finish_reason="stop")
+            if check_foreign_letters(reply, spec).reason == "encoding_broken":
+                codepage += 1
+                continue
             for name, checks in FAMILY_CHECKS.items():
                 tally = tallies[name]
                 tally.texts += 1
@@ -342,7 +350,7 @@ def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int
                     if len(short.examples) < 3:
                         short.examples.append(f"[{lang}] {text[:120]}")
         out[SHORT_FAMILY][lang] = short
-    return out, apart
+    return out, apart, codepage
 
 
 def synthetic_rates() -> list[list]:
@@ -528,9 +536,10 @@ def main(argv: list[str] | None = None) -> int:
         for e in examples[:10]:
             print("  " + e)
     t0 = time.perf_counter()
-    families, apart = measure_families(data)
-    print(f"\n## Defect families of issue 12 on real text: false trips per language (%), "
-          f"{time.perf_counter() - t0:.1f} s; {apart} texts with real mojibake counted apart\n")
+    families, apart, codepage = measure_families(data)
+    print(f"\n## Defect families on real text: false trips per language (%), "
+          f"{time.perf_counter() - t0:.1f} s; {apart} texts with real mojibake and {codepage} with code-page "
+          f"damage (letters check: encoding_broken) counted apart\n")
     header = ["family", "texts", *LANGUAGES, "all"]
     rows = []
     for name, per_lang in families.items():
@@ -543,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         for tally in per_lang.values():
             for e in tally.examples:
                 print(f"  false trip ({name}): {e}")
-    print("\n## Defect families of issue 12 on synthetic replies (tests/family_cases.py)\n")
+    print("\n## Defect families on synthetic replies (tests/family_cases.py)\n")
     print_table(["family", "reason", "caught", "caught, known limits included", "languages", "traps tripped"],
                 synthetic_rates())
 

@@ -1,8 +1,11 @@
-"""Synthetic replies for the defect families of issue 12 (items 1-7): what must be caught, and the traps.
+"""Synthetic replies for the defect families: what must be caught, and the traps.
 
-Written for this project (no public text copied): realistic replies to the
-canary's roleplay probes, in several of the 17 languages, each with the
-defect of one family; and traps, replies that look close but are healthy.
+Families 1-7 are issue 12's (leaked tokens, foreign scripts, word salad,
+short switches); 8 on are the third round's (letters of another language
+of a shared script, ...).  Written for this project (no public text copied):
+realistic replies to the canary's roleplay probes, in several of the 17
+languages, each with the defect of one family; and traps, replies that look
+close but are healthy.
 The unit tests (``tests/unit/test_checks_tokens.py``, ``test_checks_scripts.py``,
 ``test_checks_salad.py``) assert every one; ``benchmarks/language_table.py``
 prints each family's catch rate on them beside its false-trip rate on real
@@ -29,6 +32,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "salad": ("word_salad", "5. word salad"),
     "short": ("language_switch", "6. a whole short reply in a foreign script"),
     "code": ("", "7. code is not leakage (caught: the token bare in prose)"),
+    "letters": ("foreign_letters", "8. letters and words of another language of a shared script"),
 }
 
 CAUGHT: dict[str, list[tuple[str, str]]] = {
@@ -120,6 +124,33 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("fr", "نعم"), ("es", "Конечно!"), ("zh", "はい"), ("ko", "はい"), ("ja", "네"), ("ru", "好的"),
         ("ar", "Да, конечно."), ("it", "हाँ"), ("tr", "ใช่"),
     ],
+    "letters": [
+        ("ru", "Мира поднимает фонарь, і контрабандисти відступають вниз по вузьких сходах."),
+        ("ru", "Смотритель маяка молчит. Він дивиться на море і чекає, коли повернеться човен."),
+        ("uk", "Міра піднімає ліхтар. Она смотрит на море и ждёт, когда вернётся лодка."),
+        ("uk", "Доглядач маяка мовчить, потому что ещё не видел такого шторма."),
+        ("ru", "Мира поднимает фонарь. Кријумчари су се повукли, а она је остала сама и чека чамац који долази."),
+        ("ru", "Мира поднимает фонарь. Контрабандистите се оттеглят към вратата, защото това е капан."),
+        ("uk", "Міра піднімає ліхтар. Контрабандистите се оттеглят към вратата, защото това е капан."),
+        ("ko", "등대지기는 燈臺를 지키며 平生을 바다만 바라보았다."),
+        ("ko", "미라는 등불을 들고 密輸꾼들이 階段 아래로 물러나는 것을 지켜보았다."),
+        ("zh", "ミラはランプを掲げ、密輸業者たちは狭い階段を後ずさりした。"),
+        ("ja", "ミラはランプを掲げた。走私者们沿着狭窄的楼梯后退了。"),
+        ("ja", "米拉举起灯，走私者们沿着狭窄的楼梯后退了，海风吹进了灯塔。"),
+        ("pt", "Mira ergue a lanterna. ¿Dónde está el niño? El señor del faro no responde."),
+        ("en", "Mira lifts the lamp and the smugglers cofają się po wąskich schodach."),
+        ("de", "Mira hebt die Laterne, und die Schmuggler weichen zurück, çünkü ışık çok güçlü."),
+        ("fr", "Mira soulève la lanterne et les contrebandiers reculent, họ sợ ánh sáng."),
+        ("it", "Mira solleva la lanterna e i contrabbandieri indietreggiano: não querem a luz, então fogem."),
+        ("es", "Mira levanta la linterna y los contrabandistas retroceden, não querem a luz, então fogem."),
+        ("id", "Mira mengangkat lampu, dan para penyelundup mundur karena họ sợ ánh sáng."),
+        ("tr", "Mira feneri kaldırıyor; kaçakçılar ise ngọn đèn sáng lên trong đêm diye bağırıyor."),
+        ("ar", "ترفع ميرا المصباح، والمهربون مي‌خواهند از پله‌ها پایین بروند."),
+        ("nl", "Mira heft de lamp op en de smokkelaars deinzen terug, ponieważ światło jest zbyt jasne."),
+        ("pl", "Mira podnosi latarnię, a przemytnicy cofają się, denn das Licht ist zu hell für sie, heißt es."),
+        ("vi", "Mira nâng chiếc đèn lên, và những kẻ buôn lậu lùi lại, çünkü ışık çok güçlü."),
+        ("ru", "Мира пiднiмає фонарь i чекає на свiтанок у вiкна."),                 # Latin i for і
+    ],
     "code": [
         ("en", "Reasoning models wrap thoughts in `<think>`.<think>Now I answer.</think>"),
         ("pt", "O token `<|im_end|>` fecha a vez.<|im_end|>"),
@@ -195,6 +226,35 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
         ("ar", "OK"), ("ko", "是"), ("en", "π"), ("en", "(ツ)"), ("en", "Mira."), ("zh", "好的"), ("en", "😊👍"),
         ("de", "Ja, 好"),
     ],
+    "letters": [
+        ("en", "The café on the harbour served crème brûlée, a jalapeño omelette and a very naïve espresso."),
+        ("en", "In Polish, *cześć* means hello and *dziękuję* means thank you."),
+        ("pt", "Nguyễn, Dvořák e Søren chegaram ao farol às nove, com o Ærø ao fundo."),
+        ("ru", "Он прилетел в Киев (укр. Київ) и сразу поехал к маяку."),
+        ("ru", "По-украински «вітаю» значит «здравствуйте», а «дуже дякую» — «большое спасибо»."),
+        ("uk", "Він читав журнал «Киевская старина» і статтю «Пустуха на плоту» до самого ранку."),
+        ("uk", "Для аналізу руху риса-сырца необхідні спеціальні знання у галузі бухгалтерського обліку."),
+        ("uk", "Фактично Таїланд був превращён в напівколонію, і це визнавали навіть його союзники."),
+        ("ko", "대선의 큰 변수(變數)가 될 회담 발표에도 두 진영간의 싸움은 수그러들 것 같지 않다."),
+        ("ko", "途(도)는 길의 뜻으로 道(도)와 통한다."),
+        ("ko", "美 국무부는 北 미사일 발사를 강하게 비판했다."),
+        ("zh", "《ドラゴンボール》是一部很受欢迎的日本漫画。"),
+        ("zh", "他笑着说了一句“ありがとう”，然后离开了。"),
+        ("zh", "米拉笑了 (ﾉ◕ヮ◕)ﾉ 然后举起了灯。"),
+        ("ja", "中国語では「谢谢」と言い、台湾では「謝謝」と書きます。"),
+        ("ja", "東京、大阪、京都、名古屋、福岡、札幌、仙台、広島、神戸、横浜。"),
+        ("de", "Sie bestellte à la carte: ein Soufflé, einen Café crème und ein Glas Rosé."),
+        ("tr", "Kâğıt hâlâ masada duruyor ve fener ışığı denize vuruyor."),
+        ("fr", "Il a mangé une piñata ? Non, un jalapeño, señor."),
+        ("es", "El pingüino mira el faro; su nombre es Ñandú y vive en la Antártida."),
+        ("ar", "و علي هذا الأساس، فإن هذه الرواية تتأکد أکثر من ذلک."),           # Persian-keyboard kaf
+        ("vi", "Tôi uống một ly cà phê và ăn bánh croissant ở quán café gần bến cảng."),
+        ("en", "We ate phở on Tuesday and bánh mì on Friday, both near the harbour."),
+        ("nl", "Na één coördinatievergadering was iedereen het eens over de ideeën."),
+        ("it", "Il würstel e la brioche erano perché il menù era così."),
+        ("ru", "Используйте `print('вітаю, світе')` в коде, а не в тексте ответа."),
+        ("ru", "Мира открыла iPhone и написала в Telegram, что маяк снова работает."),
+    ],
     "code": [
         ("en", "Reasoning models wrap their thoughts in `<think>` and `</think>`; the client hides them."),
         ("pt", "O token `<|im_end|>` fecha a vez do assistente no formato ChatML."),
@@ -219,6 +279,13 @@ KNOWN_MISSES: dict[str, list[tuple[str, str]]] = {
               ("en", "The lamp, , of stair the ing \\ smugglers wait by the door of the old tower tonight.")],
     "short": [("en", "Oui.")],                                                  # Latin: a switch, but not by script
     "code": [],
+    "letters": [
+        ("ru", "Мира поднимает ліхтар и ждёт рассвета у окна."),                  # one word: read as a loan
+        ("ko", "등대지기는 燈臺를 지키며 평생을 보냈다."),                           # one hanja word
+        ("uk", "Міра піднімає ліхтар, а контрабандисты отступают вниз по узкой лестнице."),  # one marked word
+        ("ja", "ミラはランプを掲げた。這些走私者們沿著狹窄的樓梯後退了。"),          # traditional, all in cp932
+        ("pt", "Claro! O horário é das 9h às 18h, pero los sábados abrimos solamente por la mañana."),
+    ],
 }
 
 

@@ -13,7 +13,8 @@ Order in which the checks run:
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply; the
    prose checks (:data:`PROSE_CHECKS`: foreign script, :mod:`.scripts`; word
-   salad, :mod:`.salad`) on every reply but the structured probe's (a JSON
+   salad, :mod:`.salad`; letters of another language of a shared script,
+   :mod:`.letters`) on every reply but the structured probe's (a JSON
    value may name a place in its own script, and JSON is all marks);
 3. behavioural integrity (:mod:`.behaviour`) and the size bound
    (:mod:`.size`) on every reply;
@@ -54,8 +55,10 @@ rank  failing reason                                   why it comes first
 10    the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-11    ``foreign_script``                               a few letters of a foreign script: a mix or
-                                                       a switch the language check proves says more
+11    ``foreign_script``, ``foreign_letters``          a few letters of a foreign script, or words
+                                                       of another language of a shared script: a
+                                                       mix or a switch the language check proves
+                                                       says more
 12    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
 
@@ -76,7 +79,7 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``empty_output``, ``reasoning_budget``, ``budget_exhausted``, ``timed_out``,
 ``truncated``, ``truncated_at_length``, ``refusal``, ``schema_invalid``,
 ``not_json``, ``fenced``, ``language_switch``, ``language_mix``,
-``too_short``, ``foreign_script``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
+``too_short``, ``foreign_script``, ``foreign_letters``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
 ``repetition``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
@@ -104,6 +107,7 @@ from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
 from reverie_canary.client.checks.encoding import check_encoding
 from reverie_canary.client.checks.language import check_language
 from reverie_canary.client.checks.latency import check_ttft
+from reverie_canary.client.checks.letters import check_foreign_letters
 from reverie_canary.client.checks.refusal import (
     check_empty,
     check_finish,
@@ -143,10 +147,10 @@ def _fingerprint() -> str:
 CHECKS_VERSION = _fingerprint()
 
 #: Kind-specific checks, in reporting order; behavioural checks follow.
-#: The prose checks (foreign script, word salad) run on every kind but the
-#: structured probe's: a JSON reply is all marks and may name a place in its
-#: own script.
-PROSE_CHECKS: tuple[Check, ...] = (check_foreign_script, check_word_salad)
+#: The prose checks (foreign script, word salad, letters of another language
+#: of a shared script) run on every kind but the structured probe's: a JSON
+#: reply is all marks and may name a place in its own script and letters.
+PROSE_CHECKS: tuple[Check, ...] = (check_foreign_script, check_word_salad, check_foreign_letters)
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
     "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing, *PROSE_CHECKS),
     "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding, *PROSE_CHECKS),
@@ -240,7 +244,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("reply_too_large",),
     ("empty_output",),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
-    ("foreign_script",),
+    ("foreign_script", "foreign_letters"),
     ("truncated", "echo_mismatch"),
 )
 DEFAULT_RANK = FAIL_PRECEDENCE.index(())

@@ -1,0 +1,335 @@
+"""Letters of another language inside a script the requested language shares with it.
+
+Language detection and the foreign-script check (:mod:`.scripts`) cannot
+see a mix inside one script: Ukrainian ``і ї є`` words in a Russian reply,
+Russian ``ы э ъ ё`` words in a Ukrainian one, Serbian ``ј љ њ`` or a
+Bulgarian ``ъ`` vowel in either, ``ñ`` words in Portuguese, Vietnamese tone
+letters in German, hanja put in place of Hangul words in a Korean reply, a
+Chinese request answered in Japanese (the Han characters are shared: kana
+and the Japanese-only character forms decide), a Japanese one in Chinese
+(``这 们 说``).  This module asks: *does the reply hold words whose letters
+another language of its script writes and it never does?*  It reads the
+table of :mod:`.alphabets`.
+
+Rules, in order (:func:`foreign_words`, :func:`check_foreign_letters`):
+
+1. **Not prose, not judged**: code spans and blocks, URLs, e-mail addresses
+   and HTML tags are blanked (:func:`.scripts.prose`).  In Cyrillic, a
+   Latin look-alike inside a Cyrillic word reads as its Cyrillic letter
+   (``пiдняв`` with a Latin ``i`` is Ukrainian).
+2. **Foreign units**:
+
+   - in an alphabetic home script (Latin, Cyrillic, Arabic): a *lower-case*
+     word holding a letter of that script outside the language's letters
+     and loan letters, or a neighbour's spelling (:attr:`.alphabets.Alphabet.forms`);
+     a punctuation mark only another language of the script writes (``¿``);
+   - Chinese: a run of kana, a Han character only Japanese writes;
+     Japanese: a Han character only Chinese writes, a run of
+     :data:`HAN_CLAUSE` Han characters with no kana (a Chinese clause);
+   - Korean: a run of two Han characters or more (a hanja word).
+
+3. **Exempt**: a capitalised word (a name: ``Dvořák``, ``Київ``, ``España``);
+   a unit in brackets on its line (a gloss or an aside: ``변수(變數)``,
+   ``Киев (укр. Київ)``); a unit in quotes or emphasis that hold at most
+   :data:`QUOTED_LETTERS` letters (a quoted word, name or title:
+   ``«Киевской старины»``; a line of dialogue is longer); a gloss after a
+   colon or dash that ends its sentence; a hanja word read in brackets right
+   after it (``道(도)``); a single hanja (the press's ``美 中 北 男 女``); kana
+   of a kaomoji.
+4. **A loanword passes**: one foreign word is a loan, a cited word or a
+   name written in lower case; the reply fails with :data:`MIN_WORDS`
+   distinct foreign units or more.
+5. **Damage is not a language**: a word whose foreign letters are all the
+   language's own letters in its legacy code page read as cp1252
+   (``yýlýnda``, ``þeref``: Turkish in cp1254; 243 of the 1000 real
+   Turkish sentences) is encoding damage: ``encoding_broken``, not
+   ``foreign_letters``, when every unit is such a word.
+
+Calibration: on the 16 141 real sentences of ``shared/data/lang`` and their
+replies of 2-5 sentences the check never fails, though the real Ukrainian
+text holds a Russian word here and there (``сырца``, ``превращён``: one
+per reply at most) and quotes Russian titles
+(benchmarks/language_table.py, row "foreign letters").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from reverie_canary.client.checks.alphabets import (
+    ARABIC,
+    CYRILLIC,
+    HAN,
+    KANA,
+    LATIN,
+    TABLE,
+    base_letters,
+    codepage_readings,
+    fold,
+    foreign_han,
+    owners,
+    sibling_scripts,
+)
+from reverie_canary.client.checks.scripts import (
+    _BRACKETS,
+    _GLOSS_AFTER,
+    _GLOSS_BEFORE,
+    _QUOTES,
+    SCRIPTS,
+    _enclosed,
+    _kaomoji_part,
+    prose,
+)
+from reverie_canary.client.checks.text import fold_homoglyphs
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
+
+CHECK = "script.foreign_letters"
+REASON = "foreign_letters"
+
+#: Distinct foreign units a reply needs to fail (rule 4).
+MIN_WORDS = 2
+#: A quote or emphasis holding at most this many letters is a quoted word, name or title (rule 3).
+QUOTED_LETTERS = 24
+#: A run of this many Han characters with no kana or punctuation between is a Chinese clause in
+#: Japanese (Japanese prose puts kana between its words; a compound noun this long is rare).
+HAN_CLAUSE = 12
+#: Kana of a kaomoji: at most this many between symbols (rule 3).
+KAOMOJI_LETTERS = 3
+#: Characters of a reply the check reads, and units it reports at most.
+SCAN_CHARS = 16 * 1024
+MAX_UNITS = 64
+MAX_FOUND = 5
+
+_COMBINING = "\u0300-\u036f"
+_JOINERS = "'’ʼ\\-"
+_CASED = frozenset({LATIN, CYRILLIC})
+#: Characters of the Latin class that belong to no language: the ordinal indicators ``ª º`` and the
+#: full-width forms of the ASCII letters (CJK typesetting).
+_NOT_LANGUAGE_LETTERS = "ªº" + "".join(map(chr, range(0xFF21, 0xFF3B))) + "".join(map(chr, range(0xFF41, 0xFF5B)))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One foreign unit: where it is, what it is, whose it is.
+
+    Attributes:
+        start, end: offsets into the reply's text.
+        kind: ``letters`` (a word with foreign letters), ``form`` (a
+            neighbour's spelling), ``word`` (a neighbour's everyday word),
+            ``mark`` (punctuation), ``kana``, ``han`` (a character one
+            sibling writes), ``clause`` (Han without kana), ``hanja``,
+            ``codepage`` (a word whose foreign letters are all its own
+            letters in its legacy code page read as cp1252: damage).
+        languages: who writes it (``uk``, ``bg``, ``ja`` ...; ``other`` when
+            none of the table; the code page for ``codepage``).
+        key: what makes it distinct (the word in lower case).
+    """
+
+    start: int
+    end: int
+    kind: str
+    languages: tuple[str, ...]
+    key: str
+
+
+class _Patterns:
+    """The compiled patterns of one requested language."""
+
+    def __init__(self, lang: str) -> None:
+        entry = TABLE[lang]
+        self.lang = lang
+        self.alphabetic = [s for s in sorted(entry.home) if s in (LATIN, CYRILLIC, ARABIC)]
+        self.allowed = {lang_letter for ch in entry.letters + entry.loans for lang_letter in (ch, ch.upper())}
+        if LATIN in entry.home:
+            self.allowed |= set(_NOT_LANGUAGE_LETTERS)
+        classes = "".join(SCRIPTS[s] for s in self.alphabetic)
+        allowed = re.escape("".join(sorted(self.allowed)))
+        self.script_letter = re.compile(f"[{classes}]") if classes else None
+        #: a letter of the home script the language never writes
+        self.foreign_letter = re.compile(f"(?![{allowed}])[{classes}]") if classes else None
+        self.word = re.compile(f"[{classes}{_COMBINING}]+(?:[{_JOINERS}][{classes}{_COMBINING}]+)*") if classes else None
+        self.forms = [(re.compile(p), who) for p, who in entry.forms]
+        self.words = {w: who for who, words in entry.words for w in words.split()}
+        any_form = [p for p, _ in entry.forms]
+        if self.words:
+            lower = "".join(sorted({ch for w in self.words for ch in w}))
+            alternatives = "|".join(sorted(self.words, key=len, reverse=True))
+            any_form.append(f"(?<![{classes}])(?:{alternatives})(?![{classes}{lower}])")
+        self.form_any = re.compile("|".join(any_form)) if any_form else None
+        sibling_marks = {m: other for other, o in TABLE.items() if other != lang and o.home & entry.home
+                         for m in o.marks if m not in entry.marks}
+        self.marks = sibling_marks
+        self.mark = re.compile(f"[{re.escape(''.join(sibling_marks))}]") if sibling_marks else None
+        kana = KANA in sibling_scripts(lang)
+        self.kana = re.compile(f"[{SCRIPTS[KANA]}]+") if kana else None
+        self.foreign_han = foreign_han(lang)
+        self.han_words = re.compile(f"[{SCRIPTS[HAN]}]{{2,}}") if entry.han_words else None
+        self.cased = bool(_CASED & set(self.alphabetic))
+        self.cyrillic = CYRILLIC in entry.home
+        self.han = re.compile(f"[{SCRIPTS[HAN]}]+") if self.foreign_han else None
+        #: the language writes kana between its Han characters (a long run without any is another's clause)
+        self.kana_script = KANA in entry.home
+        #: letters that are this language's own, in its legacy code page read as cp1252
+        self.codepage = codepage_readings(lang)
+
+
+@lru_cache(maxsize=32)
+def _patterns(lang: str) -> _Patterns:
+    return _Patterns(lang)
+
+
+def _letters(text: str) -> int:
+    return sum(1 for ch in text if ch.isalpha())
+
+
+def _exempt(text: str, start: int, end: int) -> str | None:
+    """Why the unit ``text[start:end]`` is legitimate, or ``None`` (rule 3, position rules)."""
+    if _enclosed(text, start, end, _BRACKETS):
+        return "brackets"
+    quoted = _enclosed(text, start, end, _QUOTES)
+    if quoted and _letters(text[quoted[0] + 1:quoted[1]]) <= QUOTED_LETTERS:
+        return "quoted"
+    before = text[:start].rstrip(" \t")
+    after = text[end:].lstrip(" \t")
+    if before and before[-1] in _GLOSS_BEFORE and (not after or after[0] in _GLOSS_AFTER):
+        return "gloss"
+    return None
+
+
+def _word_units(clean: str, p: _Patterns) -> list[Unit]:
+    """Lower-case words with foreign letters or a neighbour's spelling (rule 2, alphabetic scripts)."""
+    if p.word is None:
+        return []
+    has_letter = p.foreign_letter.search(clean) is not None
+    if not has_letter and (p.form_any is None or not p.form_any.search(clean)):
+        return []
+    out: list[Unit] = []
+    for m in p.word.finditer(clean):
+        word = m.group()
+        if p.cased and word[0].isupper():
+            continue  # a name
+        found = p.foreign_letter.search(word) if has_letter else None
+        languages: set[str] = set()
+        kind = ""
+        if found is not None:
+            letters = {ch for ch in base_letters(word) if ch.isalpha() and fold(ch) not in p.allowed}
+            if letters and letters <= p.codepage.keys():
+                kind = "codepage"
+                languages.add(TABLE[p.lang].codepage)
+            elif letters:
+                kind = "letters"
+                for letter in letters:
+                    languages.update(owners(fold(letter)) or ["other"])
+        if p.forms or p.words:
+            low = word.lower()
+            for pattern, who in p.forms:
+                if pattern.search(low):
+                    kind = kind or "form"
+                    languages.add(who)
+            if low in p.words:
+                kind = kind or "word"
+                languages.add(p.words[low])
+        if not kind:
+            continue
+        languages.discard(p.lang)
+        out.append(Unit(m.start(), m.end(), kind, tuple(sorted(languages or {"other"})), word.lower()))
+        if len(out) >= MAX_UNITS:
+            break
+    return out
+
+
+def _mark_units(clean: str, p: _Patterns) -> list[Unit]:
+    """Punctuation only a sibling language writes (``¿ ¡``), each with the words it opens (rule 2)."""
+    if p.mark is None:
+        return []
+    return [Unit(m.start(), m.end(), "mark", (p.marks[m.group()],), clean[m.start():m.start() + 16].lower())
+            for m in p.mark.finditer(clean)][:MAX_UNITS]
+
+
+def _han_units(clean: str, p: _Patterns) -> list[Unit]:
+    """Kana runs, Han characters only a sibling writes, hanja words (rule 2, Han scripts)."""
+    out: list[Unit] = []
+    if p.kana is not None:
+        for m in p.kana.finditer(clean):
+            if len(m.group()) <= KAOMOJI_LETTERS and _kaomoji_part(clean, m.start(), m.end()):
+                continue
+            out.append(Unit(m.start(), m.end(), "kana", ("ja",), m.group()))
+    if p.han is not None:
+        foreign = p.foreign_han
+        who = ("zh",) if p.lang == "ja" else ("ja",)
+        for m in p.han.finditer(clean):
+            run = m.group()
+            if p.kana_script and len(run) >= HAN_CLAUSE:
+                out.append(Unit(m.start(), m.end(), "clause", who, run))
+            for i, ch in enumerate(run):
+                if ch in foreign:
+                    at = m.start() + i
+                    out.append(Unit(at, at + 1, "han", who, ch))
+    if p.han_words is not None:
+        for m in p.han_words.finditer(clean):
+            if clean[m.end():m.end() + 1] in ("(", "（"):
+                continue  # read in brackets right after it: 道(도)
+            out.append(Unit(m.start(), m.end(), "hanja", ("hanja",), m.group()))
+    return out[:MAX_UNITS]
+
+
+def foreign_words(text: str, lang: str) -> list[Unit]:
+    """The foreign units of ``text`` that no exemption covers (rules 1-3).
+
+    Args:
+        text: the reply's visible text.
+        lang: the requested language (a key of :data:`.alphabets.TABLE`).
+
+    Returns:
+        The units in order of appearance (offsets into ``text``), at most
+        :data:`MAX_UNITS` of each kind examined; ``[]`` for ASCII text or a
+        language outside the table.
+    """
+    if lang not in TABLE or text.isascii():
+        return []
+    p = _patterns(lang)
+    clean = prose(text)
+    if p.cyrillic:
+        clean = fold_homoglyphs(clean)  # one character for one: offsets hold
+    units = _word_units(clean, p) + _mark_units(clean, p) + _han_units(clean, p)
+    return sorted((u for u in units if _exempt(clean, u.start, u.end) is None), key=lambda u: u.start)
+
+
+def check_foreign_letters(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """Fail words of another language of the same script (rule 4: :data:`MIN_WORDS` distinct units).
+
+    Judged on the first :data:`SCAN_CHARS` characters.  When every unit is
+    code-page damage (rule 5) the reason is ``encoding_broken`` (evidence
+    ``defect: codepage``, ``codepage``, ``read_as``, ``words``, ``count``,
+    ``span``).  Otherwise the reason is ``foreign_letters``; evidence: ``words``
+    (up to five distinct units, 40 characters each), ``languages`` (whose
+    letters they are), ``kinds``, ``count`` (distinct units), ``span`` (the
+    text around the first).
+    """
+    lang = spec.language
+    if lang not in TABLE:
+        return CheckResult(check=CHECK, outcome="pass")
+    text = reply.text[:SCAN_CHARS]
+    units = foreign_words(text, lang)
+    distinct: dict[str, Unit] = {}
+    for u in units:
+        distinct.setdefault(u.key, u)
+    if len(distinct) < MIN_WORDS:
+        return CheckResult(check=CHECK, outcome="pass")
+    found = list(distinct.values())
+    first = found[0]
+    if all(u.kind == "codepage" for u in found):
+        entry = TABLE[lang]
+        return CheckResult(check=CHECK, outcome="fail", reason="encoding_broken", evidence={
+            "defect": "codepage", "codepage": entry.codepage, "read_as": "cp1252",
+            "words": [text[u.start:u.end][:40] for u in found[:MAX_FOUND]], "count": len(found),
+            "span": text[max(0, first.start - 30):first.end + 30]})
+    return CheckResult(check=CHECK, outcome="fail", reason=REASON, evidence={
+        "words": [text[u.start:u.end][:40] for u in found[:MAX_FOUND]],
+        "languages": sorted({who for u in found for who in u.languages}),
+        "kinds": sorted({u.kind for u in found}),
+        "count": len(found),
+        "span": text[max(0, first.start - 30):first.end + 30],
+    })
