@@ -29,10 +29,13 @@ research behind the setup):
 - *mojibake*: ftfy's in-the-wild cases (where ftfy's expected fix differs from
   the text) fail ``encoding_broken`` >= 95 %; its negative cases that are not
   damaged are flagged <= 2 %.
-- *defect families* (issue 12, items 1-7): each family's check on every real
-  sentence and every reply of 2-5 sentences (item 6: on the single words and
-  word pairs) must trip 0.00 % in every language; the catch rate on the
-  synthetic replies of ``tests/family_cases.py`` is printed beside it.
+- *defect families* (issue 12, items 1-7; letters of another language of a
+  shared script, a reply or passage sent twice): each family's check on
+  every real sentence and every reply of 2-5 sentences (item 6: on the
+  single words and word pairs) must trip 0.00 % in every language; the
+  catch rate on the synthetic replies of ``tests/family_cases.py`` is
+  printed beside it, and the letters check's on real sentences of two
+  languages of one script (information).
 
 Each detector alone (py3langid-nb, langdetect; the same rule, no second
 opinion) and the combination (the production check) are reported on a
@@ -57,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
 from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
@@ -286,7 +290,14 @@ FAMILY_CHECKS = {
     "5. word_salad": (check_word_salad,),
     "7. any leaked-token check (code masked)": (check_channel_leak, check_reserved_tokens, check_control_tokens),
     "8. foreign_letters (another language of the script)": (check_foreign_letters,),
+    "9. duplicated_text (a reply or passage sent twice)": (check_duplicate,),
 }
+
+#: (requested, other) pairs for the letters check on real sentences: a reply of three sentences with the
+#: middle one in ``other``, and a reply all in ``other`` (neighbours' sentences from ``neighbors/``).
+LETTER_MIXES = (("ru", "uk"), ("uk", "ru"), ("ru", "bg"), ("uk", "bg"), ("ru", "be"), ("uk", "be"),
+                ("ja", "zh"), ("zh", "ja"), ("pl", "sk"), ("en", "vi"), ("de", "tr"), ("en", "pl"),
+                ("es", "pt"), ("id", "vi"))
 SHORT_FAMILY = "6. short reply all in a foreign script"
 
 
@@ -368,6 +379,31 @@ def synthetic_rates() -> list[list]:
                      f"{hits}/{len(CAUGHT[family])} ({100.0 * hits / len(CAUGHT[family]):.1f} %)",
                      f"{all_hits}/{len(cases)} ({100.0 * all_hits / len(cases):.1f} %)", langs,
                      f"{trips}/{len(TRAPS[family])}"])
+    return rows
+
+
+def letter_mixes(data: Path, count: int = 200) -> list[list]:
+    """The letters check on real sentences of two languages of one script (:data:`LETTER_MIXES`).
+
+    Returns:
+        Rows ``[pair, one sentence inside (% caught), whole reply (% caught)]``.  Information, not a
+        target: a real sentence may hold no letter or word only the other language writes (the
+        Leipzig Spanish lost its accents: es/pt shows little).
+    """
+    def lines(lang: str) -> list[str]:
+        path = data / "sentences" / f"{lang}.txt"
+        return read_lines(path if path.is_file() else data / "neighbors" / "sentences" / f"{lang}.txt")
+
+    rows = []
+    for requested, other in LETTER_MIXES:
+        own, theirs = lines(requested), lines(other)
+        spec = ProbeSpec(kind="refusal", language=requested)
+        inside = [" ".join((own[(3 * i) % len(own)], theirs[i % len(theirs)], own[(3 * i + 1) % len(own)]))
+                  for i in range(count)]
+        whole = [" ".join(theirs[(3 * i) % len(theirs):(3 * i) % len(theirs) + 3]) for i in range(count)]
+        caught = [sum(check_foreign_letters(Reply(text=t), spec).reason == "foreign_letters" for t in texts)
+                  for texts in (inside, whole)]
+        rows.append([f"{other} in {requested}", f"{100.0 * caught[0] / count:.1f}", f"{100.0 * caught[1] / count:.1f}"])
     return rows
 
 
@@ -555,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## Defect families on synthetic replies (tests/family_cases.py)\n")
     print_table(["family", "reason", "caught", "caught, known limits included", "languages", "traps tripped"],
                 synthetic_rates())
+    print("\n## foreign_letters on real sentences of two languages of one script (200 replies each; information)\n")
+    print_table(["mix", "one sentence of 3 caught %", "whole reply caught %"], letter_mixes(data))
 
     print("\n## Targets\n")
     results = targets(report, mojibake) + family_targets(families)

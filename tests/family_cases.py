@@ -33,7 +33,17 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "short": ("language_switch", "6. a whole short reply in a foreign script"),
     "code": ("", "7. code is not leakage (caught: the token bare in prose)"),
     "letters": ("foreign_letters", "8. letters and words of another language of a shared script"),
+    "twice": ("duplicated_text", "9. a reply, or a passage of it, sent twice"),
 }
+
+_EN = ("*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
+       "The leader draws a curved knife. \"Give me the lamp, keeper,\" he growls. Mira does not answer at once.")
+_PT = ("*Mira aperta a lanterna de latão enquanto os contrabandistas se amontoam na escada estreita.* "
+       "O líder saca uma faca curva. Mira não responde logo.")
+_ZH = "米拉握紧了黄铜灯，走私者们挤在她下面狭窄的楼梯上。首领拔出一把弯刀。米拉没有立刻回答。"
+_JA = "ミラは真鍮のランプを握りしめ、密輸業者たちは狭い階段に群がった。首領は曲がったナイフを抜いた。"
+_RU = "*Мира крепче сжимает фонарь, пока контрабандисты толпятся на узкой лестнице.* Главарь вынимает нож."
+_DE = "*Mira hebt die Laterne.* Die Schmuggler weichen zurück, und der Anführer senkt langsam sein Messer."
 
 CAUGHT: dict[str, list[tuple[str, str]]] = {
     "channel": [
@@ -151,6 +161,28 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("vi", "Mira nâng chiếc đèn lên, và những kẻ buôn lậu lùi lại, çünkü ışık çok güçlü."),
         ("ru", "Мира пiднiмає фонарь i чекає на свiтанок у вiкна."),                 # Latin i for і
     ],
+    "twice": [
+        ("en", _EN + _EN),                                                     # the answer twice, glued
+        ("en", _EN + "\n\n" + _EN),                                             # twice, a blank line between
+        ("en", _EN[:-23] + _EN),                                               # accumulated text re-sent
+        ("pt", _PT + "\n" + _PT),
+        ("zh", _ZH + _ZH),
+        ("ja", _JA[:-6] + _JA),
+        ("ru", _RU + " " + _RU),
+        ("de", _DE[:-9] + _DE),
+        ("en", '{"city": "Lisbon", "temp_c": 21, "summary": "clear sky"}{"city": "Lisbon", "temp_c": 21, '
+               '"summary": "clear sky"}'),                                      # a JSON reply re-sent
+        ("en", "The storm is close now.\n\nMira lifts the lamp high and waits for the boat to round the reef.\n\n"
+               "Mira lifts the lamp high and waits for the boat to round the reef.\n\nThe smugglers step back."),
+        ("en", "The storm is close. The leader hesitates, his knife still raised toward the lamp. The leader "
+               "hesitates, his knife still raised toward the lamp. Mira waits."),
+        ("fr", "La tempête approche.\n\nMira lève la lanterne au-dessus de sa tête et attend que la petite barque "
+               "de pêche contourne enfin le récif noir.\n\nLes contrebandiers reculent.\n\nMira lève la lanterne "
+               "au-dessus de sa tête et attend que la petite barque de pêche contourne enfin le récif noir.\n\n"
+               "Fin de la scène."),
+        ("es", "Mira levanta la linterna. Los contrabandistas retroceden hacia la puerta sin decir nada. "
+               "Los contrabandistas retroceden hacia la puerta sin decir nada. El mar golpea las rocas."),
+    ],
     "code": [
         ("en", "Reasoning models wrap thoughts in `<think>`.<think>Now I answer.</think>"),
         ("pt", "O token `<|im_end|>` fecha a vez.<|im_end|>"),
@@ -255,6 +287,26 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
         ("ru", "Используйте `print('вітаю, світе')` в коде, а не в тексте ответа."),
         ("ru", "Мира открыла iPhone и написала в Telegram, что маяк снова работает."),
     ],
+    "twice": [
+        ("en", _EN),
+        ("en", "The lighthouse keeper never slept. " + _EN + " The lighthouse keeper never slept."),   # bookend
+        ("en", "Breathe in, hold the light, breathe out slowly now. The boat rocks. Breathe in, hold the light, "
+               "breathe out slowly now."),                                         # a refrain in a short reply
+        ("en", "Happy birthday to you, Happy birthday to you, Happy birthday dear Mira, Happy birthday to you!"),
+        ("en", "Verse one line here\nthe sea is dark tonight\n\nKeep the light on, keep the light on\nthrough the "
+               "storm and through the night\n\nVerse two line here\nthe boats are coming home\n\nKeep the light on, "
+               "keep the light on\nthrough the storm and through the night"),          # a song's chorus
+        ("en", "She waits. She waits. The boat does not come."),
+        ("en", "Output:\n```\nvalue = 1 and some more text to make it long enough\nvalue = 1 and some more text "
+               "to make it long enough\n```\nDone."),                                # repeated output in code
+        ("en", '[{"city": "Harbour", "summary": "light rain over the bay, wind from the north-west"}, '
+               '{"city": "Harbour", "summary": "light rain over the bay, wind from the north-west"}]'),  # data
+        ("pt", "ok ok ok ok ok"),
+        ("en", "| item | state |\n|---|---|\n| lamp | lit |\n| lamp | lit |"),
+        ("it", "Toccaceli terzo nel Campionato Italiano MX2 Under 21 Toccaceli terzo nel Campionato Italiano MX2 "
+               "Under 21 Bryan Toccaceli si conferma tra i giovani più promettenti a livello nazionale."),  # real
+        ("ru", "Мира ждёт. Ветер воет. Мира ждёт. Лодка не приходит, и море становится всё темнее и темнее."),
+    ],
     "code": [
         ("en", "Reasoning models wrap their thoughts in `<think>` and `</think>`; the client hides them."),
         ("pt", "O token `<|im_end|>` fecha a vez do assistente no formato ChatML."),
@@ -285,6 +337,11 @@ KNOWN_MISSES: dict[str, list[tuple[str, str]]] = {
         ("uk", "Міра піднімає ліхтар, а контрабандисты отступают вниз по узкой лестнице."),  # one marked word
         ("ja", "ミラはランプを掲げた。這些走私者們沿著狹窄的樓梯後退了。"),          # traditional, all in cp932
         ("pt", "Claro! O horário é das 9h às 18h, pero los sábados abrimos solamente por la mañana."),
+    ],
+    "twice": [
+        ("en", _EN + " " + _EN[:80]),                           # the answer and only its start again
+        ("en", _EN + " The leader hesitates. The leader hesitates. Mira waits."),  # 18 letters: emphasis?
+        ("en", "The smugglers step back, the smugglers step back down the narrow stairs."),  # not sentence-aligned
     ],
 }
 

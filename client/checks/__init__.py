@@ -16,8 +16,8 @@ Order in which the checks run:
    salad, :mod:`.salad`; letters of another language of a shared script,
    :mod:`.letters`) on every reply but the structured probe's (a JSON
    value may name a place in its own script, and JSON is all marks);
-3. behavioural integrity (:mod:`.behaviour`) and the size bound
-   (:mod:`.size`) on every reply;
+3. behavioural integrity (:mod:`.behaviour`), a reply sent twice
+   (:mod:`.duplicate`) and the size bound (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
    probe (it only means something on intact text) and truncation for the
    filtering probe.
@@ -44,8 +44,9 @@ rank  failing reason                                   why it comes first
       ``leading_junk``                                 whose call leaked into the text (FC-11)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
-6     ``repetition``                                   a runaway explains a cut, a broken JSON
-                                                       value, a failed echo, a reply too large
+6     ``repetition``, ``duplicated_text``              a runaway, or the reply (or a passage) sent
+                                                       twice, explains a cut, a broken JSON value,
+                                                       a failed echo, a reply too large
 7     ``word_salad``                                   a collapsed generation explains the same
                                                        (a repeated unit says more: row 6 first)
 8     ``reply_too_large``                              output past every budget (the prober's
@@ -82,7 +83,7 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``too_short``, ``foreign_script``, ``foreign_letters``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
-``repetition``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
+``repetition``, ``duplicated_text``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
 ``no_text`` and ``reply_cut`` (``not_applicable``); transport:
 ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
 ``native_finish_reason_error``, ``stream_cut``, ``stream_stalled`` and the
@@ -104,6 +105,7 @@ from msgspec import Struct
 
 from reverie_canary.client.bounds import clamp
 from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
+from reverie_canary.client.checks.duplicate import check_duplicate
 from reverie_canary.client.checks.encoding import check_encoding
 from reverie_canary.client.checks.language import check_language
 from reverie_canary.client.checks.latency import check_ttft
@@ -198,7 +200,7 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
         kind_checks = (check_ttft, *kind_checks)
     run = _run if reply.cut is None else _run_cut
     checks = [run(check, reply, spec) for check in kind_checks]
-    checks.extend(run(check, reply, spec) for check in BEHAVIOUR_CHECKS)
+    checks.extend(run(check, reply, spec) for check in (*BEHAVIOUR_CHECKS, check_duplicate))
     checks.append(check_reply_size(reply, spec))
     checks.extend(run(check, reply, spec) for check in LATE_CHECKS.get(spec.kind, ()))
     return fold([_bounded(c) for c in checks])
@@ -239,7 +241,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("encoding_broken", "bytelevel_tokens", "control_tokens", "reserved_tokens", "channel_leak",
      "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
-    ("repetition",),
+    ("repetition", "duplicated_text"),
     ("word_salad",),
     ("reply_too_large",),
     ("empty_output",),

@@ -55,8 +55,12 @@ per reply at most) and quotes Russian titles
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from heapq import merge
+from itertools import chain
+from typing import Iterator
 
 from reverie_canary.client.checks.alphabets import (
     ARABIC,
@@ -97,13 +101,14 @@ QUOTED_LETTERS = 24
 HAN_CLAUSE = 12
 #: Kana of a kaomoji: at most this many between symbols (rule 3).
 KAOMOJI_LETTERS = 3
-#: Characters of a reply the check reads, and units it reports at most.
+#: Characters of a reply the check reads; candidate units it examines and distinct units it finds at most.
 SCAN_CHARS = 16 * 1024
 MAX_UNITS = 64
 MAX_FOUND = 5
 
 _COMBINING = "\u0300-\u036f"
 _JOINERS = "'’ʼ\\-"
+_JOINER_CHARS = "'’ʼ-"
 _CASED = frozenset({LATIN, CYRILLIC})
 #: Characters of the Latin class that belong to no language: the ordinal indicators ``ª º`` and the
 #: full-width forms of the ASCII letters (CJK typesetting).
@@ -145,19 +150,17 @@ class _Patterns:
         if LATIN in entry.home:
             self.allowed |= set(_NOT_LANGUAGE_LETTERS)
         classes = "".join(SCRIPTS[s] for s in self.alphabetic)
-        allowed = re.escape("".join(sorted(self.allowed)))
-        self.script_letter = re.compile(f"[{classes}]") if classes else None
-        #: a letter of the home script the language never writes
-        self.foreign_letter = re.compile(f"(?![{allowed}])[{classes}]") if classes else None
+        #: a letter of the home script the language never writes (one explicit class: a fast scan)
+        foreign = sorted(_expand(classes) - self.allowed)
+        self.foreign_letter = re.compile(f"[{_ranges(foreign)}]") if foreign else _NEVER
         self.word = re.compile(f"[{classes}{_COMBINING}]+(?:[{_JOINERS}][{classes}{_COMBINING}]+)*") if classes else None
         self.forms = [(re.compile(p), who) for p, who in entry.forms]
+        self.form_any = re.compile("|".join(p for p, _ in entry.forms)) if entry.forms else None
+        #: the first character of every form (``ъ``, the apostrophes): no form without one of them
+        self.form_cues = "".join(sorted({ch for p, _ in entry.forms for ch in _first_class(p)}))
         self.words = {w: who for who, words in entry.words for w in words.split()}
-        any_form = [p for p, _ in entry.forms]
-        if self.words:
-            lower = "".join(sorted({ch for w in self.words for ch in w}))
-            alternatives = "|".join(sorted(self.words, key=len, reverse=True))
-            any_form.append(f"(?<![{classes}])(?:{alternatives})(?![{classes}{lower}])")
-        self.form_any = re.compile("|".join(any_form)) if any_form else None
+        #: runs of the script's letters: the reply's words, to meet :attr:`words` by set intersection
+        self.token = re.compile(f"[{classes}]+") if classes else None
         sibling_marks = {m: other for other, o in TABLE.items() if other != lang and o.home & entry.home
                          for m in o.marks if m not in entry.marks}
         self.marks = sibling_marks
@@ -173,6 +176,47 @@ class _Patterns:
         self.kana_script = KANA in entry.home
         #: letters that are this language's own, in its legacy code page read as cp1252
         self.codepage = codepage_readings(lang)
+
+
+_NEVER = re.compile(r"(?!)")
+#: A Latin letter touching a Cyrillic one, or a lone ``i`` between words: the cue for
+#: :func:`.text.fold_homoglyphs` (whose own pattern is slow on long Cyrillic text).
+_LATIN_IN_CYRILLIC = re.compile("[\u0400-\u04ff][A-Za-z]|[A-Za-z][\u0400-\u04ff]| [iI] ")
+_LATIN = re.compile("[A-Za-z]")
+
+
+def _first_class(pattern: str) -> str:
+    """The characters a form's pattern can start with: its first character or first ``[...]`` class."""
+    if pattern.startswith("["):
+        return pattern[1:pattern.index("]")]
+    return pattern[0]
+
+
+def _expand(classes: str) -> set[str]:
+    """The characters of a regular-expression class body made of characters and ``a-b`` ranges."""
+    out: set[str] = set()
+    i = 0
+    while i < len(classes):
+        if i + 2 < len(classes) and classes[i + 1] == "-":
+            out.update(map(chr, range(ord(classes[i]), ord(classes[i + 2]) + 1)))
+            i += 3
+        else:
+            out.add(classes[i])
+            i += 1
+    return out
+
+
+def _ranges(chars: list[str]) -> str:
+    """A class body for sorted ``chars``, consecutive code points as ranges."""
+    parts: list[str] = []
+    i = 0
+    while i < len(chars):
+        j = i
+        while j + 1 < len(chars) and ord(chars[j + 1]) == ord(chars[j]) + 1:
+            j += 1
+        parts.append(re.escape(chars[i]) if i == j else f"{re.escape(chars[i])}-{re.escape(chars[j])}")
+        i = j + 1
+    return "".join(parts)
 
 
 @lru_cache(maxsize=32)
@@ -198,81 +242,108 @@ def _exempt(text: str, start: int, end: int) -> str | None:
     return None
 
 
-def _word_units(clean: str, p: _Patterns) -> list[Unit]:
-    """Lower-case words with foreign letters or a neighbour's spelling (rule 2, alphabetic scripts)."""
+def _word_at(clean: str, p: _Patterns, at: int) -> re.Match[str] | None:
+    """The word of the home script that holds offset ``at`` (joined by apostrophes and hyphens)."""
+    start = at
+    lo = max(0, at - 64)
+    while start > lo and (clean[start - 1].isalpha() or clean[start - 1] in _JOINER_CHARS
+                          or unicodedata.combining(clean[start - 1])):
+        start -= 1
+    while start < at and clean[start] in _JOINER_CHARS:
+        start += 1
+    m = p.word.match(clean, start)
+    return m if m is not None and m.end() > at else None
+
+
+def _judge_word(word: str, p: _Patterns) -> tuple[str, set[str]]:
+    """``(kind, languages)`` of a lower-case word with a foreign letter or spelling; ``("", ...)`` if neither."""
+    languages: set[str] = set()
+    kind = ""
+    letters = {ch for ch in base_letters(word) if ch.isalpha() and fold(ch) not in p.allowed}
+    if letters and letters <= p.codepage.keys():
+        kind = "codepage"
+        languages.add(TABLE[p.lang].codepage)
+    elif letters:
+        kind = "letters"
+        for letter in letters:
+            languages.update(owners(fold(letter)) or ["other"])
+    if p.forms:
+        low = word.lower()
+        for pattern, who in p.forms:
+            if pattern.search(low):
+                kind = kind or "form"
+                languages.add(who)
+    return kind, languages
+
+
+def _word_units(clean: str, p: _Patterns) -> Iterator[Unit]:
+    """Lower-case words with foreign letters or a neighbour's spelling, then its everyday words (rule 2).
+
+    Only the words around a foreign letter or a form are looked at; a
+    neighbour's everyday words (:attr:`.alphabets.Alphabet.words`) support a
+    finding once one such word is found, and never start one.
+    """
     if p.word is None:
-        return []
-    has_letter = p.foreign_letter.search(clean) is not None
-    if not has_letter and (p.form_any is None or not p.form_any.search(clean)):
-        return []
-    out: list[Unit] = []
-    for m in p.word.finditer(clean):
+        return
+    hits = [p.foreign_letter.finditer(clean)]
+    if p.form_any is not None and any(ch in clean for ch in p.form_cues):
+        hits.append(p.form_any.finditer(clean))
+    done = -1
+    found = False
+    for hit in merge(*hits, key=lambda h: h.start()):
+        if hit.start() < done:
+            continue
+        m = _word_at(clean, p, hit.start())
+        if m is None:
+            continue
+        done = m.end()
         word = m.group()
         if p.cased and word[0].isupper():
             continue  # a name
-        found = p.foreign_letter.search(word) if has_letter else None
-        languages: set[str] = set()
-        kind = ""
-        if found is not None:
-            letters = {ch for ch in base_letters(word) if ch.isalpha() and fold(ch) not in p.allowed}
-            if letters and letters <= p.codepage.keys():
-                kind = "codepage"
-                languages.add(TABLE[p.lang].codepage)
-            elif letters:
-                kind = "letters"
-                for letter in letters:
-                    languages.update(owners(fold(letter)) or ["other"])
-        if p.forms or p.words:
-            low = word.lower()
-            for pattern, who in p.forms:
-                if pattern.search(low):
-                    kind = kind or "form"
-                    languages.add(who)
-            if low in p.words:
-                kind = kind or "word"
-                languages.add(p.words[low])
+        kind, languages = _judge_word(word, p)
         if not kind:
             continue
         languages.discard(p.lang)
-        out.append(Unit(m.start(), m.end(), kind, tuple(sorted(languages or {"other"})), word.lower()))
-        if len(out) >= MAX_UNITS:
-            break
-    return out
+        found = True
+        yield Unit(m.start(), m.end(), kind, tuple(sorted(languages or {"other"})), word.lower())
+    if found and p.words:
+        for m in p.word.finditer(clean):
+            who = p.words.get(m.group())
+            if who is not None:
+                yield Unit(m.start(), m.end(), "word", (who,), m.group())
 
 
-def _mark_units(clean: str, p: _Patterns) -> list[Unit]:
+def _mark_units(clean: str, p: _Patterns) -> Iterator[Unit]:
     """Punctuation only a sibling language writes (``¿ ¡``), each with the words it opens (rule 2)."""
-    if p.mark is None:
-        return []
-    return [Unit(m.start(), m.end(), "mark", (p.marks[m.group()],), clean[m.start():m.start() + 16].lower())
-            for m in p.mark.finditer(clean)][:MAX_UNITS]
+    if p.mark is None or not any(mark in clean for mark in p.marks):
+        return
+    for m in p.mark.finditer(clean):
+        yield Unit(m.start(), m.end(), "mark", (p.marks[m.group()],), clean[m.start():m.start() + 16].lower())
 
 
-def _han_units(clean: str, p: _Patterns) -> list[Unit]:
+def _han_units(clean: str, p: _Patterns) -> Iterator[Unit]:
     """Kana runs, Han characters only a sibling writes, hanja words (rule 2, Han scripts)."""
-    out: list[Unit] = []
     if p.kana is not None:
         for m in p.kana.finditer(clean):
             if len(m.group()) <= KAOMOJI_LETTERS and _kaomoji_part(clean, m.start(), m.end()):
                 continue
-            out.append(Unit(m.start(), m.end(), "kana", ("ja",), m.group()))
+            yield Unit(m.start(), m.end(), "kana", ("ja",), m.group())
     if p.han is not None:
         foreign = p.foreign_han
         who = ("zh",) if p.lang == "ja" else ("ja",)
         for m in p.han.finditer(clean):
             run = m.group()
             if p.kana_script and len(run) >= HAN_CLAUSE:
-                out.append(Unit(m.start(), m.end(), "clause", who, run))
+                yield Unit(m.start(), m.end(), "clause", who, run)
             for i, ch in enumerate(run):
                 if ch in foreign:
                     at = m.start() + i
-                    out.append(Unit(at, at + 1, "han", who, ch))
+                    yield Unit(at, at + 1, "han", who, ch)
     if p.han_words is not None:
         for m in p.han_words.finditer(clean):
             if clean[m.end():m.end() + 1] in ("(", "（"):
                 continue  # read in brackets right after it: 道(도)
-            out.append(Unit(m.start(), m.end(), "hanja", ("hanja",), m.group()))
-    return out[:MAX_UNITS]
+            yield Unit(m.start(), m.end(), "hanja", ("hanja",), m.group())
 
 
 def foreign_words(text: str, lang: str) -> list[Unit]:
@@ -283,18 +354,25 @@ def foreign_words(text: str, lang: str) -> list[Unit]:
         lang: the requested language (a key of :data:`.alphabets.TABLE`).
 
     Returns:
-        The units in order of appearance (offsets into ``text``), at most
-        :data:`MAX_UNITS` of each kind examined; ``[]`` for ASCII text or a
-        language outside the table.
+        The units in order of appearance (offsets into ``text``); the search
+        stops at :data:`MAX_FOUND` distinct units or :data:`MAX_UNITS`
+        examined; ``[]`` for ASCII text or a language outside the table.
     """
     if lang not in TABLE or text.isascii():
         return []
     p = _patterns(lang)
     clean = prose(text)
-    if p.cyrillic:
+    if p.cyrillic and _LATIN.search(clean) and _LATIN_IN_CYRILLIC.search(clean):
         clean = fold_homoglyphs(clean)  # one character for one: offsets hold
-    units = _word_units(clean, p) + _mark_units(clean, p) + _han_units(clean, p)
-    return sorted((u for u in units if _exempt(clean, u.start, u.end) is None), key=lambda u: u.start)
+    found: list[Unit] = []
+    keys: set[str] = set()
+    for examined, unit in enumerate(chain(_word_units(clean, p), _mark_units(clean, p), _han_units(clean, p))):
+        if examined >= MAX_UNITS or len(keys) >= MAX_FOUND:
+            break  # bounded work: the verdict is known
+        if _exempt(clean, unit.start, unit.end) is None:
+            found.append(unit)
+            keys.add(unit.key)
+    return sorted(found, key=lambda u: u.start)
 
 
 def check_foreign_letters(reply: Reply, spec: ProbeSpec) -> CheckResult:
