@@ -35,7 +35,9 @@ research behind the setup):
   single words and word pairs) must trip 0.00 % in every language; the
   catch rate on the synthetic replies of ``tests/family_cases.py`` is
   printed beside it, and the letters check's on real sentences of two
-  languages of one script (information).
+  languages of one script (information).  A content filter speaking through
+  an HTTP 4xx has no row: it is judged on error bodies, not on text (its
+  synthetic cases are in the table of synthetic replies).
 
 Each detector alone (py3langid-nb, langdetect; the same rule, no second
 opinion) and the combination (the production check) are reported on a
@@ -60,6 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from reverie_canary.client.checks.behaviour import check_repetition  # noqa: E402
 from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
 from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
@@ -291,6 +294,7 @@ FAMILY_CHECKS = {
     "7. any leaked-token check (code masked)": (check_channel_leak, check_reserved_tokens, check_control_tokens),
     "8. foreign_letters (another language of the script)": (check_foreign_letters,),
     "9. duplicated_text (a reply or passage sent twice)": (check_duplicate,),
+    "10. control_tokens, repetition (markup and output in code pass)": (check_control_tokens, check_repetition),
 }
 
 #: (requested, other) pairs for the letters check on real sentences: a reply of three sentences with the

@@ -14,10 +14,13 @@ text.
 Each case is ``(language, text)``; :func:`verdict` judges one with the whole
 check pipeline (:func:`reverie_canary.client.checks.evaluate`, the
 refusal probe's checks, or the language check for item 6) and says whether
-the family's reason was reported.
+the family's reason was reported.  A case of the filter family is an HTTP
+status and error body in JSON (:func:`_http`).
 """
 
 from __future__ import annotations
+
+import json
 
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.checks.language import assess_language
@@ -34,7 +37,14 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "code": ("", "7. code is not leakage (caught: the token bare in prose)"),
     "letters": ("foreign_letters", "8. letters and words of another language of a shared script"),
     "twice": ("duplicated_text", "9. a reply, or a passage of it, sent twice"),
+    "markup": ("", "10. markup and output that look like tokens and loops (caught: the leak or loop in prose)"),
+    "filter": ("content_filter", "11. a content filter speaking through an HTTP 4xx"),
 }
+
+
+def _http(status: int, body: dict) -> str:
+    """A filter-family case: the HTTP status and error body, as the case's text (:func:`verdict` reads it)."""
+    return json.dumps({"status": status, "body": body}, ensure_ascii=False)
 
 _EN = ("*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
        "The leader draws a curved knife. \"Give me the lamp, keeper,\" he growls. Mira does not answer at once.")
@@ -183,6 +193,37 @@ CAUGHT: dict[str, list[tuple[str, str]]] = {
         ("es", "Mira levanta la linterna. Los contrabandistas retroceden hacia la puerta sin decir nada. "
                "Los contrabandistas retroceden hacia la puerta sin decir nada. El mar golpea las rocas."),
     ],
+    "markup": [
+        ("en", "The lamp is lit and the storm has passed over the harbour.</s>"),          # trailing end token
+        ("en", "<s>The lamp is lit and the storm has passed over the harbour.</s>"),       # wrapped in both
+        ("de", "Die Laterne brennt.</s> Der Sturm zieht über den Hafen."),                  # lone, mid-text
+        ("fr", "<s>La lanterne brûle et la tempête passe sur le port"),                     # never closed
+        ("en", "The sea is calm. " * 40),                                                    # a loop in prose
+        ("en", "Here is the value:\n```\n42\n```\n" + "and again and again " * 30),          # loop after code
+        ("pt", "O farol brilha.</s><s>[INST] continue [/INST]"),                             # a turn leaked
+    ],
+    "filter": [
+        ("en", _http(400, {"error": {"code": "content_filter", "message": "The response was filtered due to the "
+                                     "prompt triggering Azure OpenAI's content management policy.", "status": 400}})),
+        ("en", _http(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                       "message": "Output blocked by content filtering policy"}})),
+        ("en", _http(400, {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "provider_name": "Azure", "raw": '{"error":{"code":"content_filter","message":"filtered"}}'}}})),
+        ("en", _http(400, {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "error_type": "content_policy_violation", "provider_code": "content_filter"}}})),
+        ("zh", _http(400, {"code": "DataInspectionFailed", "message": "Output data may contain inappropriate content."})),
+        ("zh", _http(400, {"error": {"message": "Content Exists Risk", "type": "invalid_request_error"}})),
+        ("zh", _http(400, {"error": {"code": "1301", "message": "系统检测到输入或生成内容可能包含不安全或敏感内容。"}})),
+        ("ko", _http(400, {"error": {"message": "The request was rejected because it was considered high risk",
+                                     "type": "invalid_request_error"}})),
+        ("en", _http(400, {"error": {"message": "Your request was rejected as a result of our safety system.",
+                                     "type": "invalid_request_error", "code": "content_policy_violation"}})),
+        ("en", _http(403, {"error": {"code": 403, "message": "Provider returned error", "metadata": {
+            "provider_name": "Anthropic", "raw": "Output blocked by content filtering policy"}}})),
+        ("ja", _http(422, {"error": {"code": 422, "message": "Response was blocked due to PROHIBITED_CONTENT"}})),
+        ("en", _http(403, {"error": {"code": 403, "message": "Moderation", "metadata": {
+            "reasons": ["violence"], "flagged_input": "Mira lifts the…knife", "provider_name": "Mod"}}})),
+    ],
     "code": [
         ("en", "Reasoning models wrap thoughts in `<think>`.<think>Now I answer.</think>"),
         ("pt", "O token `<|im_end|>` fecha a vez.<|im_end|>"),
@@ -307,6 +348,30 @@ TRAPS: dict[str, list[tuple[str, str]]] = {
                "Under 21 Bryan Toccaceli si conferma tra i giovani più promettenti a livello nazionale."),  # real
         ("ru", "Мира ждёт. Ветер воет. Мира ждёт. Лодка не приходит, и море становится всё темнее и темнее."),
     ],
+    "markup": [
+        ("en", "The old price was <s>$20</s> and the new one is $15."),
+        ("en", "Use <b>bold</b>, <s>strikethrough</s> and <i>italics</i> in the note."),
+        ("de", "Der Plan: <s>Montag</s> Dienstag, <s>Hafen</s> Leuchtturm."),
+        ("fr", "Il a écrit <s> vieux </s> nouveau sur le tableau."),
+        ("en", "The output is:\n```\n" + "0\n" * 60 + "```\nSixty zeros, one per line."),
+        ("en", "Printed:\n```text\n" + "ok ok ok ok ok ok ok ok ok ok\n" * 8 + "```\nThat is what the loop prints."),
+        ("en", "Run `yes` and it prints `y y y y y y y y y y y y y y y y y y` until you stop it."),
+        ("ja", "出力:\n```\n" + "あ\n" * 50 + "```\n以上です。"),
+    ],
+    "filter": [
+        ("en", _http(400, {"error": {"code": 400, "message": "Invalid 'messages[0].content': string too long."}})),
+        ("en", _http(400, {"error": {"code": 400, "message": "This model's maximum context length is 8192 tokens.",
+                                     "metadata": {"error_type": "context_length_exceeded"}}})),
+        ("en", _http(404, {"error": {"code": 404, "message": "No endpoints found matching your data policy",
+                                     "availability": {"code": "privacy_restricted"}}})),
+        ("en", _http(403, {"error": {"code": 403, "message": "Request blocked: provider not in your allowed list"}})),
+        ("en", _http(413, {"error": {"code": 413, "message": "Payload too large"}})),
+        ("en", _http(422, {"error": {"code": 422, "message": "temperature must be between 0 and 2"}})),
+        ("en", _http(400, {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "raw": '{"error":{"message":"max_tokens must be at least 1"}}'}}})),
+        ("en", _http(429, {"error": {"code": 429, "message": "Rate limited upstream, content filter queue busy"}})),
+        ("en", _http(400, {"error": {"code": 400, "message": "response_format: content must match the schema"}})),
+    ],
     "code": [
         ("en", "Reasoning models wrap their thoughts in `<think>` and `</think>`; the client hides them."),
         ("pt", "O token `<|im_end|>` fecha a vez do assistente no formato ChatML."),
@@ -338,6 +403,13 @@ KNOWN_MISSES: dict[str, list[tuple[str, str]]] = {
         ("ja", "ミラはランプを掲げた。這些走私者們沿著狹窄的樓梯後退了。"),          # traditional, all in cp932
         ("pt", "Claro! O horário é das 9h às 18h, pero los sábados abrimos solamente por la mañana."),
     ],
+    "markup": [
+        ("en", "<s>The lamp is lit</s> and the storm has passed."),     # a leaked pair with text after: markup
+    ],
+    "filter": [
+        ("en", _http(400, {"error": {"code": 400, "message": "Provider returned error", "metadata": {
+            "raw": "request rejected (code 1301)"}}})),                  # a filter known only by its number
+    ],
     "twice": [
         ("en", _EN + " " + _EN[:80]),                           # the answer and only its start again
         ("en", _EN + " The leader hesitates. The leader hesitates. Mira waits."),  # 18 letters: emphasis?
@@ -357,6 +429,10 @@ def verdict(family: str, lang: str, text: str) -> tuple[str, str]:
     if family == "short":
         result = assess_language(text, lang)
         return result.outcome, result.reason
+    if family == "filter":
+        case = json.loads(text)
+        result = evaluate(Reply(http_status=case["status"], error=case["body"]), ProbeSpec(kind="refusal", language=lang))
+        return result.outcome, result.reason
     result = evaluate(Reply(text=text, finish_reason="stop", http_status=200, ttft_ms=500.0),
                       ProbeSpec(kind="refusal", language=lang))
     return result.outcome, result.reason
@@ -374,6 +450,8 @@ def tripped(family: str, lang: str, text: str) -> bool:
     outcome, reason = verdict(family, lang, text)
     if family == "code":
         return reason in ("control_tokens", "reserved_tokens", "channel_leak")
+    if family == "markup":
+        return reason in ("control_tokens", "reserved_tokens", "repetition")
     if family == "short":
         return outcome == "fail"
     return reason == FAMILIES[family][0]
