@@ -47,9 +47,11 @@ data and a few derived sets, with no import beyond the standard library.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 LATIN, CYRILLIC, ARABIC, HAN, KANA, HANGUL, BOPOMOFO = "latin", "cyrillic", "arabic", "han", "kana", "hangul", "bopomofo"
 
@@ -179,8 +181,7 @@ _GRIDS: dict[str, tuple[range | list[int], range | list[int]]] = {
 }
 
 
-def _is_han(ch: str) -> bool:
-    return "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+_HAN = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
 
 
 @lru_cache(maxsize=None)
@@ -191,8 +192,8 @@ def han_of(codec: str) -> frozenset[str]:
     invalid code from shifting the next); a few milliseconds, once per process.
     """
     leads, trails = _GRIDS[codec]
-    data = b" ".join(bytes((a, b)) for a in leads for b in trails)
-    return frozenset(ch for ch in data.decode(codec, errors="ignore") if _is_han(ch))
+    data = bytes(chain.from_iterable((a, b, 0x20) for a in leads for b in trails))
+    return frozenset(_HAN.findall(data.decode(codec, errors="ignore")))
 
 
 @lru_cache(maxsize=None)

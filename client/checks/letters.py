@@ -13,8 +13,8 @@ table of :mod:`.alphabets`.
 
 Rules, in order (:func:`foreign_words`, :func:`check_foreign_letters`):
 
-1. **Not prose, not judged**: code spans and blocks, URLs, e-mail addresses
-   and HTML tags are blanked (:func:`.scripts.prose`).  In Cyrillic, a
+1. **Not prose, not judged**: code spans and blocks, URLs, e-mail addresses,
+   HTML tags and the probe's closing marker are blanked (:func:`.scripts.prose`).  In Cyrillic, a
    Latin look-alike inside a Cyrillic word reads as its Cyrillic letter
    (``пiдняв`` with a Latin ``i`` is Ukrainian).
 2. **Foreign units**:
@@ -86,7 +86,7 @@ from reverie_canary.client.checks.scripts import (
     _kaomoji_part,
     prose,
 )
-from reverie_canary.client.checks.text import fold_homoglyphs
+from reverie_canary.client.checks.text import SENTINEL_RE, fold_homoglyphs
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 CHECK = "script.foreign_letters"
@@ -172,17 +172,34 @@ class _Patterns:
         self.cased = bool(_CASED & set(self.alphabetic))
         self.cyrillic = CYRILLIC in entry.home
         self.han = re.compile(f"[{SCRIPTS[HAN]}]+") if self.foreign_han else None
-        #: the language writes kana between its Han characters (a long run without any is another's clause)
-        self.kana_script = KANA in entry.home
+        self.han_codecs = entry.han
+        #: the language writes kana between its Han characters: a long run without any is another's clause
+        self.han_clause = re.compile(f"[{SCRIPTS[HAN]}]{{{HAN_CLAUSE},}}") if KANA in entry.home else None
         #: letters that are this language's own, in its legacy code page read as cp1252
         self.codepage = codepage_readings(lang)
 
 
 _NEVER = re.compile(r"(?!)")
-#: A Latin letter touching a Cyrillic one, or a lone ``i`` between words: the cue for
-#: :func:`.text.fold_homoglyphs` (whose own pattern is slow on long Cyrillic text).
-_LATIN_IN_CYRILLIC = re.compile("[\u0400-\u04ff][A-Za-z]|[A-Za-z][\u0400-\u04ff]| [iI] ")
-_LATIN = re.compile("[A-Za-z]")
+_LATIN_RUN = re.compile("[A-Za-z]+")
+#: Every byte but the ASCII letters: what ``bytes.translate`` deletes to see whether any Latin letter is left.
+_NOT_ASCII_LETTERS = bytes(b for b in range(256) if not (65 <= b <= 90 or 97 <= b <= 122))
+
+
+def _latin_in_cyrillic(text: str) -> bool:
+    """A Latin letter touching a Cyrillic one, or a lone ``i`` between words.
+
+    The cue for :func:`.text.fold_homoglyphs`, whose own pattern is slow on
+    long Cyrillic text: one scan for Latin runs (few in Russian or Ukrainian
+    prose), each looked at once.
+    """
+    for m in _LATIN_RUN.finditer(text):
+        before = text[m.start() - 1] if m.start() else " "
+        after = text[m.end()] if m.end() < len(text) else " "
+        if "\u0400" <= before <= "\u04ff" or "\u0400" <= after <= "\u04ff":
+            return True
+        if m.group() in ("i", "I") and before == " " and after == " ":
+            return True
+    return False
 
 
 def _first_class(pattern: str) -> str:
@@ -321,6 +338,21 @@ def _mark_units(clean: str, p: _Patterns) -> Iterator[Unit]:
         yield Unit(m.start(), m.end(), "mark", (p.marks[m.group()],), clean[m.start():m.start() + 16].lower())
 
 
+def _encodes(text: str, codecs: tuple[str, ...]) -> bool:
+    """Whether one of the language's own character sets encodes ``text``: then no Han character is foreign.
+
+    A C-level pass that stops at the first character the set lacks; a
+    Japanese reply is almost always all in cp932, a Chinese one in GB2312 or Big5.
+    """
+    for codec in codecs:
+        try:
+            text.encode(codec)
+        except UnicodeEncodeError:
+            continue
+        return True
+    return False
+
+
 def _han_units(clean: str, p: _Patterns) -> Iterator[Unit]:
     """Kana runs, Han characters only a sibling writes, hanja words (rule 2, Han scripts)."""
     if p.kana is not None:
@@ -331,14 +363,17 @@ def _han_units(clean: str, p: _Patterns) -> Iterator[Unit]:
     if p.han is not None:
         foreign = p.foreign_han
         who = ("zh",) if p.lang == "ja" else ("ja",)
-        for m in p.han.finditer(clean):
-            run = m.group()
-            if p.kana_script and len(run) >= HAN_CLAUSE:
-                yield Unit(m.start(), m.end(), "clause", who, run)
-            for i, ch in enumerate(run):
-                if ch in foreign:
-                    at = m.start() + i
-                    yield Unit(at, at + 1, "han", who, ch)
+        if p.han_clause is not None:
+            for m in p.han_clause.finditer(clean):
+                yield Unit(m.start(), m.end(), "clause", who, m.group())
+        if not _encodes(clean, p.han_codecs) and not foreign.isdisjoint(clean):  # the runs only on a hit
+            for m in p.han.finditer(clean):
+                run = m.group()
+                if foreign.isdisjoint(run):
+                    continue
+                for i, ch in enumerate(run):
+                    if ch in foreign:
+                        yield Unit(m.start() + i, m.start() + i + 1, "han", who, ch)
     if p.han_words is not None:
         for m in p.han_words.finditer(clean):
             if clean[m.end():m.end() + 1] in ("(", "（"):
@@ -362,7 +397,9 @@ def foreign_words(text: str, lang: str) -> list[Unit]:
         return []
     p = _patterns(lang)
     clean = prose(text)
-    if p.cyrillic and _LATIN.search(clean) and _LATIN_IN_CYRILLIC.search(clean):
+    if "[" in clean:
+        clean = SENTINEL_RE.sub(lambda m: " " * len(m.group()), clean)  # the probe's closing marker
+    if p.cyrillic and clean.encode("ascii", "ignore").translate(None, _NOT_ASCII_LETTERS) and _latin_in_cyrillic(clean):
         clean = fold_homoglyphs(clean)  # one character for one: offsets hold
     found: list[Unit] = []
     keys: set[str] = set()
