@@ -38,7 +38,9 @@ from reverie_canary.client.checks.behaviour import (  # noqa: E402
     check_repetition,
     check_tool_calls,
 )
+from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import check_encoding  # noqa: E402
+from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.language import check_language, warm_up  # noqa: E402
 from reverie_canary.client.checks.latency import check_ttft  # noqa: E402
 from reverie_canary.client.checks.refusal import (  # noqa: E402
@@ -87,6 +89,17 @@ PT = (
     "contasse os degraus até a porta. *Mira sobe mais um degrau, sem tirar o feixe da água,* e espera para "
     "ver se o medo ou a ganância vai vencer a discussão que ela lê no rosto do líder. "
 )
+RU = (
+    "*Мира крепче сжимает латунный фонарь, пока контрабандисты толпятся на узкой лестнице под ней.* "
+    "Главарь, высокий мужчина в просоленном плаще со шрамом на подбородке, вынимает изогнутый нож и "
+    "ведёт светом фонаря по его лезвию. «Отдай фонарь, смотритель, или я сам брошу его в море», — рычит "
+    "он, и двое его людей смеются где-то в темноте. Мира не отвечает сразу. Она слушает ветер, который "
+    "давит на старые окна, волны, что разбиваются о скалы далеко внизу, и медленный скрип железных перил "
+    "под тяжестью сапог. Потом она поднимает фонарь выше, и луч скользит по воде, пока не находит парус "
+    "рыбацкой лодки, которой не следовало выходить в море в такую ночь. «Если я погашу этот свет, — тихо "
+    "говорит она, — лодка разобьётся о риф до полуночи, и вся гавань узнает, кто это сделал». Главарь "
+    "колеблется. На мгновение слышен только шорох дождя по стеклу и далёкий колокол буя у фарватера. "
+)
 JSON_REPLY = json.dumps([{"city": f"Harbour {i}", "temp_c": 10 + i / 2, "summary": "light rain over the bay, wind "
                           "from the north-west, gusts near the cliffs"} for i in range(14)])
 
@@ -126,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     en = Reply(text=EN + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
     pt = Reply(text=PT + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
     mixed = Reply(text=PT.replace(" e ", " 的 ", 20), finish_reason="stop")
+    twice = Reply(text=EN + "\n\n" + EN, finish_reason="stop")
+    ru = Reply(text=RU + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=640.0)
+    uk_mixed = Reply(text=RU.replace("Мира", "Міра").replace(" и ", " і "), finish_reason="stop")
+    named = Reply(text=EN.replace("Mira", "Mirá Dvořák"), finish_reason="stop")
     tok = Reply(text=EN + "`<think>` " * 20 + "<｜tool▁call▁begin｜>lamp<|im_end|>" * 20, finish_reason="stop")
     js = Reply(text=JSON_REPLY, finish_reason="stop", http_status=200, ttft_ms=640.0)
     one = Reply(text='{"city": "Lisbon", "temp_c": 21.5, "summary": "clear sky over the harbour"}',
@@ -133,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     weather = ProbeSpec(kind="structured", language="en", response_format="json_schema", schema=WEATHER_SCHEMA)
     refusal = ProbeSpec(kind="refusal", language="en", sentinel=SENTINEL, expected_prefix="*")
     refusal_pt = ProbeSpec(kind="refusal", language="pt", sentinel=SENTINEL, expected_prefix="*")
+    refusal_ru = ProbeSpec(kind="refusal", language="ru", sentinel=SENTINEL, expected_prefix="*")
     language_en = ProbeSpec(kind="language", language="en")
     language_pt = ProbeSpec(kind="language", language="pt")
     structured = ProbeSpec(kind="structured", language="en", response_format="json_schema",
@@ -179,8 +197,17 @@ def main(argv: list[str] | None = None) -> int:
         ("script.foreign_runs (en, ASCII)", lambda: check_foreign_script(en, refusal), runs),
         ("script.foreign_runs (pt)", lambda: check_foreign_script(pt, refusal_pt), runs),
         ("script.foreign_runs (stress: pt with 20 foreign runs)", lambda: check_foreign_script(mixed, refusal_pt), runs),
+        ("script.foreign_letters (en, ASCII)", lambda: check_foreign_letters(en, refusal), runs),
+        ("script.foreign_letters (pt)", lambda: check_foreign_letters(pt, refusal_pt), runs),
+        ("script.foreign_letters (ru)", lambda: check_foreign_letters(ru, refusal_ru), runs),
+        ("script.foreign_letters (en, names with diacritics)", lambda: check_foreign_letters(named, refusal), runs),
+        ("script.foreign_letters (stress: ru with Ukrainian words)", lambda: check_foreign_letters(uk_mixed, refusal_ru),
+         runs),
         ("corruption.control_chars", lambda: check_control_chars(pt, refusal), runs),
         ("corruption.repetition", lambda: check_repetition(en, refusal), runs),
+        ("corruption.duplicate (en)", lambda: check_duplicate(en, refusal), runs),
+        ("corruption.duplicate (pt)", lambda: check_duplicate(pt, refusal_pt), runs),
+        ("corruption.duplicate (stress: the reply twice)", lambda: check_duplicate(twice, refusal), runs),
         ("corruption.echo (exact echo)", lambda: check_echo(echo_ok, echo), runs),
         ("corruption.echo (FC-17 diff)", lambda: check_echo(echo_bad, echo), runs),
         ("corruption.repetition (stress: 1.8 kB JSON)", lambda: check_repetition(js, structured), runs),
@@ -189,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         ("corruption.tool_markup (stress: 40 tokens, code)", _uncached(lambda: check_tool_markup(tok, refusal)), runs),
         ("evaluate(refusal probe, en)", lambda: evaluate(en, refusal), runs),
         ("evaluate(refusal probe, pt)", lambda: evaluate(pt, refusal_pt), runs),
+        ("evaluate(refusal probe, ru)", lambda: evaluate(ru, refusal_ru), runs),
         ("evaluate(structured probe, one object)", lambda: evaluate(one, weather), runs),
         ("evaluate(structured, stress 1.8 kB JSON)", lambda: evaluate(js, structured), runs),
         ("evaluate(tools probe, a streamed call)", lambda: evaluate(tool_call, tools), runs),

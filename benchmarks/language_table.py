@@ -29,10 +29,15 @@ research behind the setup):
 - *mojibake*: ftfy's in-the-wild cases (where ftfy's expected fix differs from
   the text) fail ``encoding_broken`` >= 95 %; its negative cases that are not
   damaged are flagged <= 2 %.
-- *defect families* (issue 12, items 1-7): each family's check on every real
-  sentence and every reply of 2-5 sentences (item 6: on the single words and
-  word pairs) must trip 0.00 % in every language; the catch rate on the
-  synthetic replies of ``tests/family_cases.py`` is printed beside it.
+- *defect families* (issue 12, items 1-7; letters of another language of a
+  shared script, a reply or passage sent twice): each family's check on
+  every real sentence and every reply of 2-5 sentences (item 6: on the
+  single words and word pairs) must trip 0.00 % in every language; the
+  catch rate on the synthetic replies of ``tests/family_cases.py`` is
+  printed beside it, and the letters check's on real sentences of two
+  languages of one script (information).  A content filter speaking through
+  an HTTP 4xx has no row: it is judged on error bodies, not on text (its
+  synthetic cases are in the table of synthetic replies).
 
 Each detector alone (py3langid-nb, langdetect; the same rule, no second
 opinion) and the combination (the production check) are reported on a
@@ -57,7 +62,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from reverie_canary.client.checks.behaviour import check_repetition  # noqa: E402
+from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
 from reverie_canary.client.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
 from reverie_canary.client.checks.text import CYRILLIC, SCRIPT_OF, strip_for_detection  # noqa: E402
@@ -284,7 +292,16 @@ FAMILY_CHECKS = {
     "4. foreign_script": (check_foreign_script,),
     "5. word_salad": (check_word_salad,),
     "7. any leaked-token check (code masked)": (check_channel_leak, check_reserved_tokens, check_control_tokens),
+    "8. foreign_letters (another language of the script)": (check_foreign_letters,),
+    "9. duplicated_text (a reply or passage sent twice)": (check_duplicate,),
+    "10. control_tokens, repetition (markup and output in code pass)": (check_control_tokens, check_repetition),
 }
+
+#: (requested, other) pairs for the letters check on real sentences: a reply of three sentences with the
+#: middle one in ``other``, and a reply all in ``other`` (neighbours' sentences from ``neighbors/``).
+LETTER_MIXES = (("ru", "uk"), ("uk", "ru"), ("ru", "bg"), ("uk", "bg"), ("ru", "be"), ("uk", "be"),
+                ("ja", "zh"), ("zh", "ja"), ("pl", "sk"), ("en", "vi"), ("de", "tr"), ("en", "pl"),
+                ("es", "pt"), ("id", "vi"))
 SHORT_FAMILY = "6. short reply all in a foreign script"
 
 
@@ -300,20 +317,23 @@ class FamilyTally:
         return 100.0 * self.trips / self.texts if self.texts else 0.0
 
 
-def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int]:
+def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int, int]:
     """Run each family's check on every real sentence and every reply of 2-5 sentences, per language.
 
     Texts the encoding check fails (real mojibake: 1.4 % of the texts, each
     damaged line once alone and once in its reply) are counted
-    apart, as in the language table.  Item 6 is measured on the single words
+    apart, as in the language table; so are texts whose damage the letters
+    check finds (Turkish written in cp1254 and read as cp1252, ``yýlýnda``:
+    243 of the 1000 Turkish lines, reported as ``encoding_broken``).  Item 6
+    is measured on the single words
     and word pairs (the short replies of the data set): how many its rule
     (:func:`short_reply_switch`) would call a switch.
 
     Returns:
-        ``({family: {lang: FamilyTally}}, texts counted apart)``.
+        ``({family: {lang: FamilyTally}}, texts with mojibake apart, texts with code-page damage apart)``.
     """
     out: dict[str, dict[str, FamilyTally]] = {name: {} for name in (*FAMILY_CHECKS, SHORT_FAMILY)}
-    apart = 0
+    apart = codepage = 0
     for lang in LANGUAGES:
         lines = read_lines(data / "sentences" / f"{lang}.txt")
         spec = ProbeSpec(kind="refusal", language=lang)
@@ -323,6 +343,9 @@ def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int
                 apart += 1
                 continue
             reply = Reply(text=text, finish_reason="stop")
+            if check_foreign_letters(reply, spec).reason == "encoding_broken":
+                codepage += 1
+                continue
             for name, checks in FAMILY_CHECKS.items():
                 tally = tallies[name]
                 tally.texts += 1
@@ -342,7 +365,7 @@ def measure_families(data: Path) -> tuple[dict[str, dict[str, FamilyTally]], int
                     if len(short.examples) < 3:
                         short.examples.append(f"[{lang}] {text[:120]}")
         out[SHORT_FAMILY][lang] = short
-    return out, apart
+    return out, apart, codepage
 
 
 def synthetic_rates() -> list[list]:
@@ -360,6 +383,31 @@ def synthetic_rates() -> list[list]:
                      f"{hits}/{len(CAUGHT[family])} ({100.0 * hits / len(CAUGHT[family]):.1f} %)",
                      f"{all_hits}/{len(cases)} ({100.0 * all_hits / len(cases):.1f} %)", langs,
                      f"{trips}/{len(TRAPS[family])}"])
+    return rows
+
+
+def letter_mixes(data: Path, count: int = 200) -> list[list]:
+    """The letters check on real sentences of two languages of one script (:data:`LETTER_MIXES`).
+
+    Returns:
+        Rows ``[pair, one sentence inside (% caught), whole reply (% caught)]``.  Information, not a
+        target: a real sentence may hold no letter or word only the other language writes (the
+        Leipzig Spanish lost its accents: es/pt shows little).
+    """
+    def lines(lang: str) -> list[str]:
+        path = data / "sentences" / f"{lang}.txt"
+        return read_lines(path if path.is_file() else data / "neighbors" / "sentences" / f"{lang}.txt")
+
+    rows = []
+    for requested, other in LETTER_MIXES:
+        own, theirs = lines(requested), lines(other)
+        spec = ProbeSpec(kind="refusal", language=requested)
+        inside = [" ".join((own[(3 * i) % len(own)], theirs[i % len(theirs)], own[(3 * i + 1) % len(own)]))
+                  for i in range(count)]
+        whole = [" ".join(theirs[(3 * i) % len(theirs):(3 * i) % len(theirs) + 3]) for i in range(count)]
+        caught = [sum(check_foreign_letters(Reply(text=t), spec).reason == "foreign_letters" for t in texts)
+                  for texts in (inside, whole)]
+        rows.append([f"{other} in {requested}", f"{100.0 * caught[0] / count:.1f}", f"{100.0 * caught[1] / count:.1f}"])
     return rows
 
 
@@ -528,9 +576,10 @@ def main(argv: list[str] | None = None) -> int:
         for e in examples[:10]:
             print("  " + e)
     t0 = time.perf_counter()
-    families, apart = measure_families(data)
-    print(f"\n## Defect families of issue 12 on real text: false trips per language (%), "
-          f"{time.perf_counter() - t0:.1f} s; {apart} texts with real mojibake counted apart\n")
+    families, apart, codepage = measure_families(data)
+    print(f"\n## Defect families on real text: false trips per language (%), "
+          f"{time.perf_counter() - t0:.1f} s; {apart} texts with real mojibake and {codepage} with code-page "
+          f"damage (letters check: encoding_broken) counted apart\n")
     header = ["family", "texts", *LANGUAGES, "all"]
     rows = []
     for name, per_lang in families.items():
@@ -543,9 +592,11 @@ def main(argv: list[str] | None = None) -> int:
         for tally in per_lang.values():
             for e in tally.examples:
                 print(f"  false trip ({name}): {e}")
-    print("\n## Defect families of issue 12 on synthetic replies (tests/family_cases.py)\n")
+    print("\n## Defect families on synthetic replies (tests/family_cases.py)\n")
     print_table(["family", "reason", "caught", "caught, known limits included", "languages", "traps tripped"],
                 synthetic_rates())
+    print("\n## foreign_letters on real sentences of two languages of one script (200 replies each; information)\n")
+    print_table(["mix", "one sentence of 3 caught %", "whole reply caught %"], letter_mixes(data))
 
     print("\n## Targets\n")
     results = targets(report, mojibake) + family_targets(families)

@@ -21,6 +21,7 @@ import ftfy
 from msgspec import Struct
 
 from reverie_canary.client.checks.encoding import REPLACEMENT_MOJIBAKE
+from reverie_canary.client.checks.letters import foreign_words
 
 #: ISO 639-1 codes of the 17 languages (DESIGN.md, contract 4).
 LANGUAGES: tuple[str, ...] = (
@@ -288,17 +289,21 @@ _C1 = re.compile(r"[\x80-\x9f]")
 MIN_LETTERS = 20
 
 
-def is_clean(line: str) -> bool:
+def is_clean(line: str, language: str | None = None) -> bool:
     """Tell whether a provider in good health could have sent ``line``.
 
     A clean line has no U+FFFD (nor its bytes read as a code page, ``пїЅ``:
     the encoding check's ``replacement_mojibake``), no C0 control other than
     ``\\n`` and ``\\t``, no C1 control (U+0080-U+009F), nothing
-    ``ftfy.fix_encoding`` would change (mojibake) and at least 20 letters.
+    ``ftfy.fix_encoding`` would change (mojibake) and at least 20 letters;
+    with ``language``, no word of it in its old code page read as cp1252
+    (Turkish ``yýlýnda``: the letters check's code-page damage).
     """
     if "\ufffd" in line or _C0.search(line) or _C1.search(line) or REPLACEMENT_MOJIBAKE.search(line):
         return False
     if ftfy.fix_encoding(line) != line:
+        return False
+    if language is not None and any(unit.kind == "codepage" for unit in foreign_words(line, language)):
         return False
     return sum(1 for ch in line if ch.isalpha()) >= MIN_LETTERS
 
@@ -332,7 +337,7 @@ class TextSource:
                 text = path.read_text(encoding="utf-8", errors="replace")
                 lines = tuple(
                     unicodedata.normalize("NFC", s) for s in (raw.strip() for raw in text.splitlines())
-                    if s and is_clean(s)
+                    if s and is_clean(s, language)
                 ) or None
             self._lines[language] = lines
         return self._lines[language]

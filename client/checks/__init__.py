@@ -13,14 +13,16 @@ Order in which the checks run:
    empty-output check first; the encoding check (a few µs) runs on every
    reply, not only the language probe's: mojibake breaks any reply; the
    prose checks (:data:`PROSE_CHECKS`: foreign script, :mod:`.scripts`; word
-   salad, :mod:`.salad`) on every reply but the structured and tool probes'
+   salad, :mod:`.salad`; letters of another language of a shared script,
+   :mod:`.letters`) on every reply but the structured and tool probes'
    (a JSON value may name a place in its own script, and JSON is all marks;
    a tool call is not prose); the tool probe's checks (:mod:`.tools`:
    trigger, empty reply, names, arguments JSON, schema, fixed values,
    assembly, the second turn's result) in place of ``empty_output`` (empty
    content beside a call is normal);
 3. behavioural integrity (:mod:`.behaviour`, tool-call markup in the text
-   among it) and the size bound (:mod:`.size`) on every reply;
+   among it), a reply sent twice (:mod:`.duplicate`) and the size bound
+   (:mod:`.size`) on every reply;
 4. late checks (:data:`LATE_CHECKS`): language detection for the language
    probe (it only means something on intact text) and truncation for the
    filtering probe.
@@ -48,8 +50,9 @@ rank  failing reason                                   why it comes first
       ``leading_junk``                                 and a call the tool probe missed (TC-01)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
                                                        empty or cut text (issue 16)
-6     ``repetition``                                   a runaway explains a cut, a broken JSON
-                                                       value, a failed echo, a reply too large
+6     ``repetition``, ``duplicated_text``              a runaway, or the reply (or a passage) sent
+                                                       twice, explains a cut, a broken JSON value,
+                                                       a failed echo, a reply too large
 7     ``word_salad``                                   a collapsed generation explains the same
                                                        (a repeated unit says more: row 6 first)
 8     ``reply_too_large``                              output past every budget (the prober's
@@ -69,8 +72,10 @@ rank  failing reason                                   why it comes first
 16    the kind's contract: ``schema_invalid``,         what the probe was sent to find; a reason
       ``not_json``, ``fenced``, ``language_switch``,   not in this table ranks here
       ``language_mix`` ... (any other reason)
-17    ``foreign_script``                               a few letters of a foreign script: a mix or
-                                                       a switch the language check proves says more
+17    ``foreign_script``, ``foreign_letters``          a few letters of a foreign script, or words
+                                                       of another language of a shared script: a
+                                                       mix or a switch the language check proves
+                                                       says more
 18    ``truncated``, ``echo_mismatch``                 consequences of many defects: last
 ====  ===============================================  ==========================================
 
@@ -91,10 +96,11 @@ Reason codes (stable): ``ttft_exceeded``, ``no_timing``, ``content_filter``,
 ``empty_output``, ``reasoning_budget``, ``budget_exhausted``, ``timed_out``,
 ``truncated``, ``truncated_at_length``, ``refusal``, ``schema_invalid``,
 ``not_json``, ``fenced``, ``language_switch``, ``language_mix``,
-``too_short``, ``foreign_script``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
+``too_short``, ``foreign_script``, ``foreign_letters``, ``neighbour``, ``ambiguous``, ``detectors_disagree``,
 ``unsupported_language``, ``encoding_broken``, ``leading_junk``,
 ``control_tokens``, ``reserved_tokens``, ``channel_leak``, ``bytelevel_tokens``, ``control_characters``,
-``repetition``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``, ``reply_too_large``,
+``repetition``, ``duplicated_text``, ``word_salad``, ``echo_mismatch``, ``unexpected_tool_calls``,
+``reply_too_large``,
 the tool-call probe's (:data:`.tools.TOOL_REASONS`: ``tool_not_called``, ``tool_unexpected_call``,
 ``tool_wrong_tool``, ``tool_too_many_calls``, ``tool_empty_reply``, ``tool_unknown_name``,
 ``tool_args_invalid_json``, ``tool_args_schema_mismatch``, ``tool_args_wrong_value``,
@@ -123,9 +129,11 @@ from msgspec import Struct
 
 from reverie_canary.client.bounds import clamp
 from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
+from reverie_canary.client.checks.duplicate import check_duplicate
 from reverie_canary.client.checks.encoding import check_encoding
 from reverie_canary.client.checks.language import check_language
 from reverie_canary.client.checks.latency import check_ttft
+from reverie_canary.client.checks.letters import check_foreign_letters
 from reverie_canary.client.checks.refusal import (
     check_empty,
     check_finish,
@@ -170,10 +178,10 @@ def _fingerprint() -> str:
 CHECKS_VERSION = _fingerprint()
 
 #: Kind-specific checks, in reporting order; behavioural checks follow.
-#: The prose checks (foreign script, word salad) run on every kind but the
-#: structured probe's: a JSON reply is all marks and may name a place in its
-#: own script.
-PROSE_CHECKS: tuple[Check, ...] = (check_foreign_script, check_word_salad)
+#: The prose checks (foreign script, word salad, letters of another language
+#: of a shared script) run on every kind but the structured probe's: a JSON
+#: reply is all marks and may name a place in its own script and letters.
+PROSE_CHECKS: tuple[Check, ...] = (check_foreign_script, check_word_salad, check_foreign_letters)
 KIND_CHECKS: dict[str, tuple[Check, ...]] = {
     "ttft": (check_ttft, check_finish, check_empty, check_encoding, check_refusal_phrasing, *PROSE_CHECKS),
     "refusal": (check_finish, check_empty, check_refusal_phrasing, check_encoding, *PROSE_CHECKS),
@@ -223,7 +231,7 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
         kind_checks = (check_ttft, *kind_checks)
     run = _run if reply.cut is None else _run_cut
     checks = [run(check, reply, spec) for check in kind_checks]
-    checks.extend(run(check, reply, spec) for check in BEHAVIOUR_CHECKS)
+    checks.extend(run(check, reply, spec) for check in (*BEHAVIOUR_CHECKS, check_duplicate))
     checks.append(check_reply_size(reply, spec))
     checks.extend(run(check, reply, spec) for check in LATE_CHECKS.get(spec.kind, ()))
     return fold([_bounded(c) for c in checks])
@@ -265,7 +273,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("encoding_broken", "bytelevel_tokens", "tool_markup_in_content", "control_tokens", "reserved_tokens",
      "channel_leak", "control_characters", "leading_junk"),
     ("unexpected_tool_calls",),
-    ("repetition",),
+    ("repetition", "duplicated_text"),
     ("word_salad",),
     ("reply_too_large",),
     ("empty_output", "tool_empty_reply"),
@@ -276,7 +284,7 @@ FAIL_PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("tool_args_schema_mismatch",),
     ("tool_args_wrong_value", "tool_result_ignored"),
     (),  # the kind's contract: schema_invalid, not_json, fenced, language_* ... and any unlisted reason
-    ("foreign_script",),
+    ("foreign_script", "foreign_letters"),
     ("truncated", "echo_mismatch"),
 )
 DEFAULT_RANK = FAIL_PRECEDENCE.index(())

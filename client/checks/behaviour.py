@@ -39,6 +39,7 @@ from reverie_canary.client.checks.tokens import (
     check_channel_leak,
     check_control_tokens,
     check_reserved_tokens,
+    mask_code,
     without_tokens,
 )
 from reverie_canary.client.checks.tools import check_tool_markup
@@ -289,10 +290,15 @@ REPETITION_SCAN_CHARS = 16 * 1024
 def check_repetition(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail runaway repetition (:func:`find_repetition`) in the first :data:`REPETITION_SCAN_CHARS` characters.
 
-    Short requested repetition passes (FP-11).
+    Short requested repetition passes (FP-11).  Code is output, not a loop:
+    inline code and fenced blocks are not read (a printed list of equal
+    values, ``0 0 0 0 …`` in a block, passes), except a fence left open by a
+    reply cut at its budget (``finish_reason: length`` or a read cap), whose
+    content may be the runaway that spent it; a loop in the prose is a loop.
     """
     name = "corruption.repetition"
-    found = find_repetition(reply.text[:REPETITION_SCAN_CHARS])
+    text = reply.text[:REPETITION_SCAN_CHARS]
+    found = find_repetition(mask_code(text, unclosed=reply.finish_reason != "length" and reply.cut is None))
     if found is None:
         return CheckResult(check=name, outcome="pass")
     return CheckResult(check=name, outcome="fail", reason="repetition", evidence=found)

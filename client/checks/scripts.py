@@ -10,8 +10,8 @@ use.  Scripts are cheap and exact, so this module asks a narrower question:
 
 Rules, in order (:func:`foreign_runs`, :func:`check_foreign_script`):
 
-1. **Which scripts a language uses** (:data:`ALLOWED`): its own script
-   (:data:`HOME`) plus Latin for every non-Latin language (names, brands,
+1. **Which scripts a language uses** (:data:`ALLOWED`, from the table of
+   :mod:`.alphabets`): its own script (:data:`HOME`) plus Latin for every non-Latin language (names, brands,
    units, acronyms: ``iPhone`` in Russian, ``Google`` in Japanese), Han for
    Korean (hanja) and Japanese, kana for Japanese only, bopomofo for
    Chinese.  Letters of scripts outside :data:`SCRIPTS` (Cherokee,
@@ -55,6 +55,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from reverie_canary.client.checks.alphabets import TABLE, scripts_of
 from reverie_canary.client.checks.tokens import mask_code
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
@@ -79,18 +80,12 @@ SCRIPTS: dict[str, str] = {
     "bopomofo": "\u3105-\u312f\u31a0-\u31bf",
 }
 
-#: The script each of the 17 languages is written in (its letters must hold most of a judged reply).
-HOME: dict[str, frozenset[str]] = {
-    **{lang: frozenset({"latin"}) for lang in ("en", "es", "pt", "fr", "de", "it", "nl", "pl", "tr", "id", "vi")},
-    "ru": frozenset({"cyrillic"}), "uk": frozenset({"cyrillic"}), "ar": frozenset({"arabic"}),
-    "ja": frozenset({"han", "kana"}), "zh": frozenset({"han"}), "ko": frozenset({"hangul"}),
-}
+#: The script each of the 17 languages is written in (its letters must hold most of a judged reply),
+#: from the one table of letters and scripts (:data:`.alphabets.TABLE`).
+HOME: dict[str, frozenset[str]] = {lang: entry.home for lang, entry in TABLE.items()}
 
 #: Scripts a reply in the language may hold besides its home script (rule 1 of the module docstring).
-ALLOWED: dict[str, frozenset[str]] = {
-    lang: home | {"latin"} | {"ja": {"han", "kana"}, "zh": {"han", "bopomofo"}, "ko": {"han"}}.get(lang, set())
-    for lang, home in HOME.items()
-}
+ALLOWED: dict[str, frozenset[str]] = {lang: scripts_of(lang) for lang in TABLE}
 
 #: A judged reply holds at least this many letters of its home script (rule 4).
 MIN_HOME_LETTERS = 12
@@ -110,7 +105,6 @@ SHARE_CHARS = 4 * 1024
 _SCRIPT_OF_GROUP = re.compile("|".join(f"(?P<{name}>[{cls}])" for name, cls in SCRIPTS.items()))
 
 
-@lru_cache(maxsize=32)
 @lru_cache(maxsize=32)
 def _patterns(lang: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """(any foreign letter, a foreign run) for ``lang``."""
@@ -156,7 +150,8 @@ def prose(text: str) -> str:
 
 
 _BRACKETS = {"(": ")", "（": "）", "[": "]", "【": "】"}
-_QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "‹": "›", "「": "」", "『": "』", "‘": "’", "*": "*", "_": "_"}
+_QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "‹": "›", "「": "」", "『": "』", "《": "》", "〈": "〉",
+           "‘": "’", "*": "*", "_": "_"}
 _GLOSS_BEFORE = ":：—–=→"
 _GLOSS_AFTER = ".!?。！？;\n"
 

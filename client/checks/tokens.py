@@ -38,7 +38,10 @@ The view makes one pattern cover every spelling of a delimiter:
 - **code is not leakage** (issue 12, item 7): inline code spans and fenced
   blocks (CommonMark: an unclosed fence runs to the end) are blanked, so a
   reply that explains what ``<think>`` does in backticks passes and the same
-  token bare in the prose still fails.
+  token bare in the prose still fails;
+- **markup is not leakage**: HTML's strikethrough ``<s>…</s>`` spells like
+  the SentencePiece sequence tokens; a pair inside a line with text after it
+  is markup, a lone or trailing ``</s>`` a leak (:func:`strikethrough_end`).
 
 Every function is pure; a reply without ``<``, ``[`` or their full-width forms
 is passed after one scan per trigger character (benchmarks/checks_bench.py).
@@ -69,15 +72,22 @@ _CODE = re.compile(r"(?P<fence>```+|~~~+).*?(?:(?P=fence)|\Z)|(?P<tick>`+)[^`\n]
                    re.DOTALL)
 
 
-def mask_code(text: str) -> str:
+#: The same, with only fences that close (a fence left open is not matched as a block).
+_CLOSED_CODE = re.compile(r"(?P<fence>```+|~~~+).*?(?P=fence)|(?P<tick>`+)[^`\n](?:[^\n]*?[^`\n])?(?P=tick)(?!`)",
+                          re.DOTALL)
+
+
+def mask_code(text: str, *, unclosed: bool = True) -> str:
     """``text`` with every inline code span and fenced block blanked (same length).
 
     Newlines inside a fenced block are kept, so line starts stay line starts.
+    ``unclosed=False`` leaves a fence that never closes as it is (a reply cut
+    at its budget inside a block: what it holds may be a runaway).
     Returns ``text`` itself when it holds no backtick or ``~~~``.
     """
     if "`" not in text and "~~~" not in text:
         return text
-    return _CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    return (_CODE if unclosed else _CLOSED_CODE).sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
 
 
 def token_view(text: str) -> str:
@@ -180,13 +190,49 @@ def _find_tokens(text: str) -> tuple[tuple[str, int, int], ...]:
     end = 0
     match = _ANY_TOKEN.match
     for opener in _OPENER.finditer(view):  # the patterns all open with < or [: try them only there
-        if opener.start() < end:
+        at = opener.start()
+        if at < end:
             continue
-        m = match(view, opener.start())
-        if m is not None:
-            out.append((m.lastgroup, m.start(), m.end()))
-            end = m.end()
+        if view.startswith("<s>", at):
+            close = strikethrough_end(view, at)
+            if close is not None:
+                end = close  # <s>...</s> inside a line: markup, and its </s> with it
+                continue
+        m = match(view, at)
+        if m is None:
+            continue
+        out.append((m.lastgroup, m.start(), m.end()))
+        end = m.end()
     return tuple(out)
+
+
+#: Characters a strikethrough's content holds at most (a word to a clause).
+STRIKETHROUGH_CHARS = 200
+
+
+def strikethrough_end(view: str, start: int) -> int | None:
+    """Where the strikethrough that opens with the ``<s>`` at ``start`` ends, or ``None`` if it is a token.
+
+    HTML's ``<s>`` element spells like the SentencePiece begin-of-sequence
+    token, its ``</s>`` like the end one.  Context decides: ``<s>`` with its
+    own ``</s>`` further on the same line (at most
+    :data:`STRIKETHROUGH_CHARS` characters between, no other ``<s>``) and
+    text after the pair is markup (``the price was <s>$20</s> $15``); a lone
+    ``</s>``, an ``<s>`` never closed, or a pair that ends the reply (a
+    generation wrapped in its begin and end tokens, ``<s>Hello!</s>``) is a
+    leaked token.
+
+    Returns:
+        The offset just after the closing ``</s>``, or ``None``.
+    """
+    line_end = view.find("\n", start)
+    limit = min(len(view) if line_end < 0 else line_end, start + 3 + STRIKETHROUGH_CHARS + 4)
+    close = view.find("</s>", start + 3, limit)
+    if close <= start + 3 or "<s>" in view[start + 3:close]:
+        return None
+    if not view[close + 4:].strip():
+        return None  # the pair ends the reply: an end-of-sequence token
+    return close + 4
 
 
 def _token_result(name: str, reason: str, kind: str, reply: Reply) -> CheckResult:

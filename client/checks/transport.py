@@ -11,9 +11,16 @@ case.  A read the prober stopped at a cap on bytes on the wire
 too; one it stopped at the cap on text (``Reply.cut == "reply_max_bytes"``) is
 not cut: the checks judge it (``reply_too_large``).
 
-One exception is a quality ``fail``: a ``403`` moderation refusal of the
-benign canary prompt (openrouter-api.md §6, "Moderation (403)") is a filter
-stopping supported traffic, reason ``content_filter``.
+One exception is a quality ``fail``: a content filter speaking through an
+HTTP error.  A ``403`` moderation refusal of the benign canary prompt
+(openrouter-api.md §6, "Moderation (403)"), and any other 4xx whose error
+body says a content filter blocked the prompt or the output (Azure's
+``content_filter`` code, Anthropic's "Output blocked by content filtering
+policy", OpenAI's ``content_policy_violation``, DashScope's
+``DataInspectionFailed``, OpenRouter's ``error_type`` ``content_policy_violation``
+or ``refusal``, the upstream's ``metadata.raw``: :func:`filter_evidence`), is
+a filter stopping supported traffic, reason ``content_filter``: no retry
+clears it.  Other 4xx stay transport errors (or ``blind``).
 
 The tool-call probe (``spec.kind == "tools"``) is sent only to endpoints that list ``tools``
 among their supported parameters, with ``require_parameters`` (DESIGN.md, contract 6): a
@@ -58,6 +65,79 @@ TOOL_REFUSAL_STATUS = frozenset({400, 422})
 FILTER_ERROR_TYPES = frozenset({"content_policy_violation", "refusal", "moderation"})
 
 
+#: Error codes and types that name a content filter (lower case; the provider's own codes, or OpenRouter's).
+FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered", "refusal", "moderation",
+                          "data_inspection_failed", "datainspectionfailed", "prohibited_content", "safety",
+                          "responsibleaipolicyviolation", "guardrail_intervened"})
+
+#: What an error message says when a content filter blocked the prompt or the output.  Specific on
+#: purpose: "content must be a string", "data policy", "Request blocked: provider not allowed" (the
+#: canary's own key settings) do not match.
+FILTER_TEXT = re.compile(
+    r"content[\s_-]*filter"                                             # content filter, content_filter(ing)
+    r"|content[\s_-]*(?:management[\s_-]*)?polic(?:y|ies)"               # content (management) policy
+    r"|safety[\s_-]*(?:system|filter|settings|polic)"                    # our safety system
+    r"|(?:response|output|completion|generation)\s+(?:was\s+|has\s+been\s+)?(?:blocked|filtered)"
+    r"|blocked\b[^.\n]{0,40}?\b(?:safety|moderation|prohibited|sensitive)"
+    r"|inappropriate\s+content|sensitive\s+content|prohibited[\s_-]*content|content\s+exists\s+risk"
+    r"|considered\s+high\s+risk|data[\s_-]*inspection|guardrail[\s_-]*interven"
+    r"|不安全|敏感内容|违规",
+    re.IGNORECASE,
+)
+#: Characters of each error string read (an upstream's raw error may be long).
+FILTER_SCAN_CHARS = 2048
+#: Statuses never judged for a filter: the canary's own key (blind) and the ones a retry clears.
+NOT_FILTER_STATUS = frozenset({401, 402, 408, 429})
+
+
+def _strings(error: Any, depth: int = 0) -> list[str]:
+    """The strings of an error body (codes, types, messages, the upstream's raw error), bounded."""
+    if depth > 4:
+        return []
+    if isinstance(error, str):
+        return [error[:FILTER_SCAN_CHARS]]
+    if isinstance(error, dict):
+        return [s for key, value in list(error.items())[:32] if key not in ("availability", "flagged_input")
+                for s in _strings(value, depth + 1)]
+    if isinstance(error, list):
+        return [s for value in error[:16] for s in _strings(value, depth + 1)]
+    return []
+
+
+def filter_evidence(error: dict[str, Any] | None) -> str | None:
+    """What in an HTTP error body says a content filter blocked the request or its output, or ``None``.
+
+    An error code or type of :data:`FILTER_CODES` (``error.code``,
+    ``error.type``, ``metadata.error_type``, ``metadata.provider_code``), the
+    moderation flag (``metadata.flagged_input``), or a message of
+    :data:`FILTER_TEXT` anywhere in the body, the upstream's
+    ``metadata.raw`` included.  An ``availability`` answer (routing) is never
+    a filter.
+
+    Returns:
+        The code or the words that matched (at most 80 characters), or ``None``.
+    """
+    if not isinstance(error, dict):
+        return None
+    inner = error.get("error", error)
+    if not isinstance(inner, dict):
+        inner = error
+    if "availability" in inner:
+        return None
+    meta = inner.get("metadata") if isinstance(inner.get("metadata"), dict) else {}
+    if "flagged_input" in meta:
+        return "flagged_input"
+    for value in (inner.get("code"), inner.get("type"), inner.get("error_type"), meta.get("error_type"),
+                  meta.get("provider_code"), error.get("code")):
+        if isinstance(value, str) and value.strip().lower() in FILTER_CODES:
+            return value[:80]
+    for text in _strings(error):
+        m = FILTER_TEXT.search(text)
+        if m is not None:
+            return m.group()[:80]
+    return None
+
+
 def _is_moderation(error: dict[str, Any] | None) -> bool:
     if not isinstance(error, dict):
         return False
@@ -90,9 +170,11 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         ``pass``; ``transport_error`` with reason ``<transport_error>``,
         ``http_<status>``, ``in_band_error``, ``finish_reason_error``,
         ``native_finish_reason_error``, ``stream_cut`` or ``stream_stalled``;
-        ``fail`` / ``content_filter`` for a 403 moderation refusal; for the tool
-        probe ``fail`` / ``tool_capability_error`` (400, 422) and ``not_applicable``
-        / ``tools_unsupported`` (the gateway's 404 for no tool endpoint); ``blind``
+        ``fail`` / ``content_filter`` for a 403 moderation refusal or a 4xx
+        whose body says a content filter blocked it (evidence ``filter``:
+        what said so); for the tool probe ``fail`` / ``tool_capability_error``
+        (400, 422) and ``not_applicable`` / ``tools_unsupported`` (the gateway's
+        404 for no tool endpoint); ``blind``
         with ``gateway_auth`` (401), ``gateway_credit`` (402),
         ``gateway_forbidden`` (another 403) or ``gateway_unreachable``.
     """
@@ -115,6 +197,11 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
         evidence = {"http_status": status, "error": reply.error}
         if status == 403 and _is_moderation(reply.error):
             return CheckResult(check=CHECK, outcome="fail", reason="content_filter", evidence=evidence)
+        if 400 <= status < 500 and status not in NOT_FILTER_STATUS:
+            said = filter_evidence(reply.error)
+            if said is not None:
+                return CheckResult(check=CHECK, outcome="fail", reason="content_filter",
+                                   evidence={**evidence, "filter": said})
         if spec is not None and spec.kind == "tools":
             if status in TOOL_REFUSAL_STATUS:
                 return CheckResult(check=CHECK, outcome="fail", reason="tool_capability_error", evidence=evidence)

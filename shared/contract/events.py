@@ -74,14 +74,15 @@ PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "ec
 
 #: Reasons of a language probe that are anomalies *of that language*
 #: (DESIGN.md, contract 4: a whole-reply switch, persistent mixing, broken
-#: encoding, letters of a script the language never uses; ambiguous; ``no_majority`` among the three tries).  The prober
+#: encoding, letters of a script the language never uses or of another language of its script;
+#: ambiguous; ``no_majority`` among the three tries).  The prober
 #: confirms such a reply with two more tries; the judge asks for the language
 #: again next cycle.  A behavioural failure on the same reply (``leading_junk``,
 #: ``bytelevel_tokens`` ...), a refusal or a transport error is no more likely
 #: in that language than in another, and a reply too short to judge or served
 #: by another provider says nothing about it.
 LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
-    "language_switch", "language_mix", "encoding_broken", "foreign_script",
+    "language_switch", "language_mix", "encoding_broken", "foreign_script", "foreign_letters",
     "neighbour", "ambiguous", "detectors_disagree", "no_majority",
 })
 

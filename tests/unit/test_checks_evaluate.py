@@ -108,9 +108,17 @@ def test_refusal_in_a_language_probe_fails():
 
 
 def _reply_300_tokens() -> Reply:
-    text = ("*Mira lifts the lamp.* The smugglers step back on the narrow stairs as the light swings over them, "
-            "and the leader's knife catches the glare. \"Not tonight,\" she says, and the wind howls through "
-            "the broken window while the sea throws itself against the rocks below. ") * 5
+    # five different paragraphs: one paragraph five times is a reply sent over and over (duplicated_text)
+    text = "".join(
+        f"*Mira {act}.* The smugglers step back on the {place} as the light swings over them, "
+        f"and the leader's {thing} catches the glare. \"{word},\" she says, and the wind howls through "
+        f"the {gap} while the sea throws itself against the {shore} below. "
+        for act, place, thing, word, gap, shore in (
+            ("lifts the lamp", "narrow stairs", "knife", "Not tonight", "broken window", "rocks"),
+            ("turns the lens", "iron landing", "pistol", "Go home", "open door", "black reef"),
+            ("steps forward", "wet steps", "lantern", "Enough", "cracked shutter", "harbour wall"),
+            ("raises her hand", "spiral stair", "hook", "Listen", "loose panes", "shingle"),
+            ("says nothing", "lower gallery", "blade", "Leave now", "gap in the roof", "pier")))
     return Reply(text=text + SENTINEL, finish_reason="stop", http_status=200, ttft_ms=700.0)
 
 

@@ -24,6 +24,13 @@ PT = ("O farol ergue-se sobre as rochas escuras e a luz varre o mar inteiro. "
       "Ao amanhecer, as gaivotas voltam ao porto e os pescadores preparam as redes. ")
 ES = ("El faro se alza sobre las rocas oscuras y la luz barre todo el mar. "
       "Al amanecer, las gaviotas vuelven al puerto y los pescadores preparan las redes. ")
+#: Second paragraphs: a paragraph twice is a reply sent twice (duplicated_text), not a language's text.
+PT2 = ("A guardiã sobe a escada de ferro e limpa o vidro da lanterna com um pano velho. "
+       "Lá fora, o vento muda de direção e os barcos pequenos voltam devagar para o cais. ")
+ES2 = ("La guardiana sube la escalera de hierro y limpia el cristal de la linterna con un trapo viejo. "
+       "Fuera, el viento cambia de dirección y las barcas pequeñas vuelven despacio al muelle. ")
+ES3 = ("Nadie habla en el muelle cuando cae la noche sobre la costa. "
+       "Solo se oye el ruido del agua contra las piedras y el grito lejano de un pájaro. ")
 
 
 def task(kind: str, language: str) -> ProbeTask:
@@ -42,9 +49,9 @@ def reply(text: str, **kw) -> Reply:
 
 #: (kind, language, the replies the provider sends, one per try): every family of verdict.
 SCENES = {
-    "language passes": ("language", "pt", [reply(PT * 2)]),
-    "Spanish mixed into Portuguese, confirmed twice": ("language", "pt", [reply((PT + ES) * 2)] * 3),
-    "one strange reply outvoted": ("language", "pt", [reply(ES * 3), reply(PT * 2), reply(PT * 2)]),
+    "language passes": ("language", "pt", [reply(PT + PT2)]),
+    "Spanish mixed into Portuguese, confirmed twice": ("language", "pt", [reply(PT + ES + PT2 + ES2)] * 3),
+    "one strange reply outvoted": ("language", "pt", [reply(ES + ES2 + ES3), reply(PT + PT2), reply(PT + PT2)]),
     "leading junk before the asterisk": ("ttft", "es", [reply(", *La luz gira.* " + ES)]),
     "slow first token": ("ttft", "en", [reply("*The lamp turns.* The storm is here, and I climb.", ttft_ms=11_500.0,
                                                 first_content_ms=11_500.0)]),
@@ -55,7 +62,7 @@ SCENES = {
     "schema kept": ("structured", "en", [reply('{"city": "Porto", "temp_c": 14.5, "summary": "windy"}')]),
     "echo exact": ("echo", "en", [reply(ECHO_TEXT)]),
     "echo with a reserved token": ("echo", "en", [reply(ECHO_TEXT + "<|endoftext|>")]),
-    "served by another provider": ("language", "pt", [reply(PT * 2, served_by="Novita")]),
+    "served by another provider": ("language", "pt", [reply(PT + PT2, served_by="Novita")]),
     "transport: 503": ("ttft", "en", [Reply(http_status=503, error={"code": 503, "message": "no capacity"},
                                              total_ms=30.0)]),
     "stream cut": ("refusal", "de", [reply("Das Meer steigt", finish_reason=None, done=False,

@@ -48,10 +48,16 @@ def test_subsample_is_deterministic(measured):
 
 
 def test_no_defect_family_trips_on_real_text():
-    """Issue 12, items 1-7: every family's check on all real sentences and replies (words for item 6) trips 0.00 %."""
+    """Every defect family's check on all real sentences and replies (words for item 6) trips 0.00 %.
+
+    Counted apart: texts with real mojibake (under 2 %), and Turkish in cp1254 read as cp1252 (the letters
+    check's encoding_broken: 243 of the 1000 Turkish lines, in about a quarter of the Turkish texts).
+    """
     bench = _bench()
-    families, apart = bench.measure_families(DATA)
-    assert apart < 0.02 * sum(t.texts for t in families["5. word_salad"].values())  # real mojibake, counted apart
+    families, apart, codepage = bench.measure_families(DATA)
+    counted = sum(t.texts for t in families["5. word_salad"].values())
+    assert apart < 0.02 * counted  # real mojibake, counted apart
+    assert 0 < codepage < 0.03 * counted and families["5. word_salad"]["tr"].texts >= 800
     missed = [t.line() for t in bench.family_targets(families) if not t.ok]
     assert not missed, "\n".join(missed)
     assert all(t.texts >= 400 for per_lang in families.values() for t in per_lang.values())
