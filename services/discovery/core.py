@@ -29,6 +29,17 @@ Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
 - A positive control (``controls``: kind -> provider tag) is probed only with
   its kind and is not a production host; a control that is not listed by the
   gateway this cycle is skipped.
+- The listing is read one endpoint at a time
+  (:mod:`reverie_canary.shared.runtime.listing`): the entries it could not use
+  are named in the plan (``EndpointsDiscovered.dropped``, at most
+  ``MAX_DROPPED``, the rest counted), the others are planned as usual.  An
+  endpoint the gateway itself marks degraded (``status`` below 0) is probed
+  like any other: the gateway's mark is shown beside the canary's verdict
+  (:func:`listing_facts`), never taken for it.
+- Each task names the other watched endpoints whose ``provider_name`` is its
+  own (``ProbeTask.same_name``: ``fireworks/fast`` beside ``fireworks``), so
+  that the pin check says it can prove the provider that served a reply, not
+  which of its endpoints did.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
 import msgspec
@@ -44,7 +55,17 @@ import msgspec
 from reverie_canary.services.prober.prompts import PROMPT_VERSION
 from reverie_canary.shared.contract import ids
 from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES
-from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeTask
+from reverie_canary.shared.contract.events import (
+    MAX_DROPPED,
+    MAX_ENDPOINTS_PER_MODEL,
+    MAX_SAME_NAME,
+    DroppedEndpoint,
+    Endpoint,
+    EndpointsDiscovered,
+    PlannedProbe,
+    ProbeTask,
+    degraded,
+)
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})
@@ -197,6 +218,7 @@ def plan(
     language_weights: Mapping[str, float] | None = None,
     retests: Iterable[tuple[str, str]] = (),
     max_retests: int = 2,
+    dropped: Sequence[DroppedEndpoint] = (),
 ) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
     """Plan one cycle of one model.
 
@@ -212,6 +234,8 @@ def plan(
         controls: probe kind -> positive-control provider tag.
         retests: ``(provider, language)`` pairs the judge asked to probe again.
         max_retests: at most this many of them per provider (see the rules above).
+        dropped: the entries of the listing that could not be used (named in the
+            event, at most ``MAX_DROPPED``; ``dropped_cut`` counts the rest).
 
     Raises:
         CoverageError: the language settings cannot keep the bound (:func:`coverage`).
@@ -232,6 +256,7 @@ def plan(
     by_tag = {e.provider: e for e in endpoints}
     control_tags = {tag for tag in controls.values()}
     retest_map = _retests_asked(retests, languages)
+    same_name = same_names(endpoints)
 
     planned: list[PlannedProbe] = []
     tasks: list[ProbeTask] = []
@@ -245,7 +270,7 @@ def plan(
             provider_name=endpoint.provider_name, kind=kind, language=language,  # type: ignore[arg-type]
             cycle=cycle, deadline=deadline, supported_parameters=list(endpoint.supported_parameters),
             max_completion_tokens=endpoint.max_completion_tokens, control=control,
-            prompt_version=PROMPT_VERSION,
+            prompt_version=PROMPT_VERSION, same_name=same_name.get(endpoint.provider, []),
         ))
 
     for endpoint in sorted(endpoints, key=lambda e: e.provider):
@@ -282,8 +307,98 @@ def plan(
         endpoints=sorted(endpoints, key=lambda e: e.provider), planned=planned, controls=used_controls,
         listed=listed, language_coverage_cycles=cov.bound_cycles if "language" in kinds else 0,
         languages_per_cycle=cov.per_cycle if "language" in kinds else 0,
+        dropped=list(dropped[:MAX_DROPPED]), dropped_cut=max(0, len(dropped) - MAX_DROPPED),
     )
     return event, tasks
+
+
+def same_names(endpoints: Iterable[Endpoint]) -> dict[str, list[str]]:
+    """Per endpoint tag, the other endpoints listed with the same ``provider_name`` (case and spaces aside).
+
+    The gateway names the provider that served a reply by display name only
+    (openrouter-api.md section 3), so the pin check cannot tell these apart:
+    ``fireworks`` and ``fireworks/fast`` are both ``Fireworks``.  At most
+    ``MAX_SAME_NAME`` others per endpoint, by tag; an endpoint without a name
+    or alone with its name is not in the result.
+    """
+    by_name: dict[str, list[str]] = {}
+    for e in endpoints:
+        key = " ".join(e.provider_name.split()).lower()
+        if key:
+            by_name.setdefault(key, []).append(e.provider)
+    out: dict[str, list[str]] = {}
+    for tags in by_name.values():
+        if len(tags) > 1:
+            for tag in tags:
+                out[tag] = sorted(t for t in set(tags) if t != tag)[:MAX_SAME_NAME]
+    return out
+
+
+class ListingFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What an operator should know about one listing beyond its endpoints (:func:`listing_facts`).
+
+    ``dropped`` the entries not used (``dropped_cut`` more than named);
+    ``derived`` tag -> where a tag the listing did not carry came from
+    (``Endpoint.tag_from``); ``degraded`` tag -> the listed ``status`` below 0
+    (the gateway itself marks the endpoint degraded); ``unread`` tag -> fields
+    read as absent; ``same_name`` display name -> the tags that share it (the
+    pin check proves the provider, not which of these served).
+    """
+
+    dropped: list[DroppedEndpoint] = []
+    dropped_cut: int = 0
+    derived: dict[str, str] = {}
+    degraded: dict[str, int] = {}
+    unread: dict[str, list[str]] = {}
+    same_name: dict[str, list[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.dropped or self.dropped_cut or self.derived or self.degraded or self.unread
+                    or self.same_name)
+
+
+def listing_facts(endpoints: Iterable[Endpoint], dropped: Sequence[DroppedEndpoint] = (),
+                  dropped_cut: int = 0) -> ListingFacts:
+    """The facts of a listing worth saying (see :class:`ListingFacts`); empty (falsy) for a clean listing."""
+    endpoints = sorted(endpoints, key=lambda e: e.provider)
+    names: dict[str, tuple[str, list[str]]] = {}
+    for e in endpoints:
+        key = " ".join(e.provider_name.split()).lower()
+        if key:
+            names.setdefault(key, (e.provider_name, []))[1].append(e.provider)
+    return ListingFacts(
+        dropped=sorted(dropped, key=lambda d: d.index), dropped_cut=dropped_cut,
+        derived={e.provider: e.tag_from for e in endpoints if e.tag_from},
+        degraded={e.provider: e.status for e in endpoints if degraded(e) and e.status is not None},
+        unread={e.provider: list(e.unread) for e in endpoints if e.unread},
+        same_name={name: tags for name, tags in names.values() if len(tags) > 1},
+    )
+
+
+def facts_lines(facts: ListingFacts) -> list[str]:
+    """``facts`` as the lines an operator reads (the demo's cycle, ``canary status``); none for a clean listing."""
+    lines = []
+    if facts.dropped or facts.dropped_cut:
+        named = "; ".join(f"#{d.index}" + (f" {d.name!r}" if d.name else "") + f" {d.reason}"
+                          for d in facts.dropped)
+        more = f" and {facts.dropped_cut} more" if facts.dropped_cut else ""
+        count = len(facts.dropped) + facts.dropped_cut
+        lines.append(f"listing: {count} entr{'y' if count == 1 else 'ies'} dropped, not probed: {named}{more}")
+    if facts.derived:
+        how = {"provider_name": "its provider name",
+               "provider_name+quantization": "its provider name and quantization"}
+        lines.append("listing: no tag listed, derived from " + "; ".join(
+            f"{how.get(source, source)}: {tag}" for tag, source in facts.derived.items()))
+    if facts.degraded:
+        lines.append("the gateway itself marks degraded (status below 0), still probed: " + ", ".join(
+            f"{tag} (status {status})" for tag, status in facts.degraded.items()))
+    if facts.unread:
+        lines.append("listing: read as absent (null or of another type): " + "; ".join(
+            f"{tag} {', '.join(fields)}" for tag, fields in facts.unread.items()))
+    if facts.same_name:
+        lines.append("pin check: the served-by name proves the provider, not which of its endpoints served: "
+                     + "; ".join(f"{name} ({', '.join(tags)})" for name, tags in facts.same_name.items()))
+    return lines
 
 
 def watched(endpoints: list[Endpoint], controls: dict[str, str]) -> list[Endpoint]:

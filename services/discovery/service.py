@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 
 import httpx
@@ -43,13 +44,13 @@ from faststream import FastStream
 import msgspec
 
 from reverie_canary.services.discovery import sizing
-from reverie_canary.services.discovery.core import coverage, cycle_start, plan, split
+from reverie_canary.services.discovery.core import coverage, cycle_start, listing_facts, plan, split
 from reverie_canary.shared.contract import codec, ids, subjects
 from reverie_canary.shared.runtime import clock, retry, streams, tracing
 from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
-from reverie_canary.shared.runtime.openrouter import ListingFailed, list_endpoints, make_client
+from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
 from reverie_canary.shared.runtime.service import Shell, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS
@@ -271,14 +272,14 @@ class Discovery:
         """List and plan one cycle of ``model``, publishing nothing (raises as :meth:`start_cycle`)."""
         s = self.settings
         assert self.client is not None
-        endpoints = await list_endpoints(self.client, model)
+        listing = await fetch_listing(self.client, model)
         start = cycle_start(cycle_no, s.cycle_interval_s)
         retests = await self._retests(model, cycle_no)
         event, tasks = plan(
-            model=model, cycle_no=cycle_no, start=start, window_s=s.probe_window_s, endpoints=endpoints,
+            model=model, cycle_no=cycle_no, start=start, window_s=s.probe_window_s, endpoints=listing.endpoints,
             kinds=s.kinds, languages=s.languages, languages_per_cycle=s.languages_per_cycle,
             language_coverage_cycles=s.language_coverage_cycles, language_weights=s.language_weights,
-            controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle,
+            controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle, dropped=listing.dropped,
         )
         await self._carry_over(model, cycle_no + 1, retests, tasks)
         return event, tasks
@@ -292,6 +293,11 @@ class Discovery:
         if event.listed > len(event.endpoints):
             self.shell.log.warning("endpoints_over_bound", model=model, listed=event.listed,
                                    watched=len(event.endpoints), bound=MAX_ENDPOINTS_PER_MODEL)
+        facts = listing_facts(event.endpoints, event.dropped, event.dropped_cut)
+        if facts.dropped:  # a fact on the log (EndpointsDiscovered.dropped), said here and counted below
+            self.shell.log.warning("listing_dropped", model=model, cycle_no=cycle_no,
+                                   dropped=len(facts.dropped) + facts.dropped_cut,
+                                   entries=[f"#{d.index} {d.reason}: {d.detail}" for d in facts.dropped[:4]])
         parts = split(event)
         for part in parts:  # a large model's listing in parts that each fit the wire bound
             await pub.publish(part, subjects.discovery(model), ids.discovered_id(model, cycle_no, part.part), LOG)
@@ -308,6 +314,11 @@ class Discovery:
         m.inc("cycles_started", model=model)
         m.inc("tasks_published", len(tasks), model=model)
         m.set("endpoints_listed", event.listed, model=model)
+        m.set("endpoints_degraded", len(facts.degraded), model=model)
+        for reason, count in Counter(d.reason for d in event.dropped).items():
+            m.inc("endpoints_dropped", count, model=model, reason=reason)
+        if event.dropped_cut:
+            m.inc("endpoints_dropped", event.dropped_cut, model=model, reason="unnamed")
         m.set("cycle_started_at", start.timestamp(), model=model)
         return True
 

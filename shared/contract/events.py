@@ -64,6 +64,8 @@ MAX_CHECKS = 24
 MAX_ATTEMPTS = 4
 #: The most probes one prober may be told to run at once (a task's ``concurrency``).
 MAX_TASK_CONCURRENCY = 4096
+#: The most other endpoints of the same provider name one task names (``ProbeTask.same_name``).
+MAX_SAME_NAME = 16
 
 #: The probe kinds (DESIGN.md, "The probe contracts").
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity.  ``tools`` (contract 6) is a
@@ -135,6 +137,13 @@ class Pricing(Struct, frozen=True, kw_only=True):
     discount: Annotated[float, Meta(ge=0, le=1)] = 0.0
 
 
+#: How the canary came by an endpoint's tag (:attr:`Endpoint.tag_from`): ``""`` the listing's own ``tag``;
+#: ``provider_name`` the display name made a slug (``DeepInfra`` -> ``deepinfra``), and
+#: ``provider_name+quantization`` with the quantization after it (``deepinfra/bf16``) when the listing has
+#: another endpoint of the same provider.  Older listings carry no ``tag`` (openrouter-api.md 1.1).
+TAG_SOURCES: tuple[str, ...] = ("", "provider_name", "provider_name+quantization")
+
+
 class Endpoint(Struct, frozen=True, kw_only=True):
     """One OpenRouter endpoint of a model (``GET /models/{author}/{slug}/endpoints``).
 
@@ -142,7 +151,15 @@ class Endpoint(Struct, frozen=True, kw_only=True):
     ``provider.only``/``order``/``ignore`` take.  ``provider_name`` is the display
     name the gateway echoes in responses (``DeepInfra``).  ``pricing`` is the
     listed price (``None`` when the listing had none or it was unreadable), for
-    the canary's own spend (``canary status``).
+    the canary's own spend (``canary status``).  ``status`` is the gateway's own
+    mark, as listed: ``0`` normal, below 0 the gateway itself deranks the
+    endpoint as degraded (its levels are not documented; :func:`degraded`).
+
+    ``tag_from`` says where ``provider`` came from when the listing carried no
+    tag (:data:`TAG_SOURCES`; ``""``: the listing's tag); ``unread`` the fields
+    the listing gave null where the API documents a value, or of another type,
+    read as absent (``supported_parameters`` as none declared, ``status`` as
+    unknown ...).
     """
 
     provider: Slug
@@ -154,6 +171,44 @@ class Endpoint(Struct, frozen=True, kw_only=True):
     max_completion_tokens: int | None = None
     status: int | None = None
     pricing: Pricing | None = None
+    tag_from: Token = ""
+    unread: Annotated[list[Token], Meta(max_length=16)] = []
+
+
+def degraded(endpoint: Endpoint) -> bool:
+    """Whether the gateway itself marks ``endpoint`` degraded: a listed ``status`` below 0.
+
+    OpenRouter lists ``status`` 0 for a normal endpoint and -1, -2, -3, -5 or
+    -10 otherwise (openrouter-api.md 1.1; the levels are not documented, the
+    sign is what the canary reads).  The canary still probes such an endpoint:
+    the gateway's mark is shown beside the canary's own verdict, never taken
+    for it.
+    """
+    return endpoint.status is not None and endpoint.status < 0
+
+
+#: The most dropped endpoints one :class:`EndpointsDiscovered` names (the rest are counted in ``dropped_cut``).
+MAX_DROPPED = 16
+
+
+class DroppedEndpoint(Struct, frozen=True, kw_only=True):
+    """One entry of the gateway's listing that discovery could not use, and why.
+
+    ``index`` is its place in the listing (0 first); ``reason`` one of
+    ``not_an_object`` (the entry is not a JSON object), ``no_tag`` (no tag,
+    and no provider name to derive one from), ``bad_tag`` (a tag that is not
+    an identifier: empty, longer than 256, with a space, a quote or a control
+    character; it could be neither pinned nor ignored safely) or
+    ``duplicate_tag`` (its tag, listed or derived, is an earlier entry's: the
+    first is kept);
+    ``name`` what the entry calls itself (its ``name``, else its
+    ``provider_name``, cut); ``detail`` the fault in words.
+    """
+
+    index: Annotated[int, Meta(ge=0)]
+    reason: Token
+    name: Name = ""
+    detail: Annotated[str, Meta(max_length=300)] = ""
 
 
 class PlannedProbe(Struct, frozen=True, kw_only=True):
@@ -175,8 +230,12 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
     A large model's listing comes in ``parts`` messages (``part`` 0 to
     ``parts - 1``), each with some endpoints and the probes planned for them,
     so that each fits the wire bound (``shared/contract/bounds.py``); readers merge the
-    parts of a cycle.  ``listed`` is how many endpoints the gateway listed
+    parts of a cycle.  ``listed`` is how many usable endpoints the gateway listed
     (0: not said); more than ``MAX_ENDPOINTS_PER_MODEL`` are not all watched.
+    ``dropped`` names the entries of the listing that could not be used
+    (:class:`DroppedEndpoint`, at most :data:`MAX_DROPPED`; ``dropped_cut``
+    more were dropped than named); every part repeats them.  The others are
+    planned as usual: one bad entry never blinds the model.
     """
 
     model: Slug
@@ -191,6 +250,8 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
     listed: Annotated[int, Meta(ge=0)] = 0
     language_coverage_cycles: Annotated[int, Meta(ge=0, le=MAX_PROBES_PER_ENDPOINT)] = 0
     languages_per_cycle: Annotated[int, Meta(ge=0, le=MAX_PROBES_PER_ENDPOINT)] = 0
+    dropped: Annotated[list[DroppedEndpoint], Meta(max_length=MAX_DROPPED)] = []
+    dropped_cut: Annotated[int, Meta(ge=0)] = 0
 
 
 class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
@@ -211,6 +272,9 @@ class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     #: Probes each prober runs at once during this task's cycle (discovery's :class:`CycleSized`
     #: ``per_prober``); 0: the prober's own ceiling (``prober_concurrency``).
     concurrency: Annotated[int, Meta(ge=0, le=MAX_TASK_CONCURRENCY)] = 0
+    #: The other endpoints of the model the listing gives the same ``provider_name`` (``fireworks/fast``
+    #: beside ``fireworks``): the served-by name the pin check compares cannot tell them apart.
+    same_name: Annotated[list[Slug], Meta(max_length=MAX_SAME_NAME)] = []
 
 
 class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):

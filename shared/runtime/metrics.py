@@ -122,6 +122,12 @@ FAMILIES: tuple[Family, ...] = (
            "Start of the last cycle planned, Unix seconds (UTC)", ("model",), ("discovery",)),
     Family("endpoints_listed", "canary_endpoints_listed", "gauge",
            "Endpoints the gateway listed for the model in the last cycle planned", ("model",), ("discovery",)),
+    Family("endpoints_dropped", "canary_listing_endpoints_dropped_total", "counter",
+           "Entries of the endpoints listing discovery could not use (EndpointsDiscovered.dropped), by reason "
+           "(no_tag, bad_tag, duplicate_tag, not_an_object)", ("model", "reason"), ("discovery",)),
+    Family("endpoints_degraded", "canary_endpoints_gateway_degraded", "gauge",
+           "Endpoints the gateway itself marks degraded (listed status below 0) in the last cycle planned",
+           ("model",), ("discovery",)),
     Family("tasks_published", "canary_tasks_published_total", "counter",
            "ProbeTasks put on the work queue", ("model",), ("discovery",)),
     Family("cycle_in_flight", "canary_cycle_probes_in_flight", "gauge",

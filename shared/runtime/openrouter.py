@@ -14,10 +14,10 @@ import ssl
 from typing import Any
 
 import httpx
-import msgspec
 
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import BLIND_STATUS, Endpoint, Pricing
+from reverie_canary.shared.contract.events import BLIND_STATUS, Endpoint
+from reverie_canary.shared.runtime.listing import Listing, ListingUnreadable, read_listing
 from reverie_canary.shared.runtime.settings import Settings
 
 
@@ -53,30 +53,6 @@ def make_client(settings: Settings, *, timeout_s: float | None = None,
     )
 
 
-class _PublicEndpoint(msgspec.Struct, kw_only=True):
-    tag: str
-    provider_name: str = ""
-    model_id: str = ""
-    supported_parameters: list[str] = []
-    quantization: str | None = None
-    context_length: int | None = None
-    max_completion_tokens: int | None = None
-    status: int | None = None
-    pricing: dict[str, Any] | None = None
-
-
-class _EndpointsData(msgspec.Struct, kw_only=True):
-    id: str = ""
-    endpoints: list[_PublicEndpoint] = []
-
-
-class _EndpointsResponse(msgspec.Struct, kw_only=True):
-    data: _EndpointsData
-
-
-_endpoints_decoder = msgspec.json.Decoder(_EndpointsResponse)
-
-
 class ListingFailed(ValueError):
     """The endpoints listing failed in a way a retry within the cycle will not mend.
 
@@ -94,21 +70,25 @@ class ListingFailed(ValueError):
         self.http_status = http_status
 
 
-async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint]:
+async def fetch_listing(client: httpx.AsyncClient, model: str) -> Listing:
     """List a model's endpoints: ``GET /models/{author}/{slug}/endpoints`` (openrouter-api.md 1.1).
 
-    Decoding is permissive about extra and missing optional fields (older
-    responses have fewer), strict about the types of the fields used.
+    Each endpoint is read on its own (:func:`reverie_canary.shared.runtime.listing.read_listing`):
+    one the canary cannot use is dropped and named, the others are kept, so
+    that one bad entry never blinds the model; a missing tag is derived and
+    says so.
 
     Returns:
-        One :class:`reverie_canary.shared.contract.events.Endpoint` per endpoint ``tag``, in listing order.
+        The :class:`~reverie_canary.shared.runtime.listing.Listing`: the usable
+        endpoints in listing order, and the entries dropped with their reasons.
 
     Raises:
         Transient: network error, timeout, 5xx or 429; its ``context`` has
             ``cause`` (``gateway_unreachable`` when no connection could be
             opened, else ``gateway_error``) and ``http_status``.
         ListingFailed: (a ``ValueError``) 401, 402, 403 (the canary's own key),
-            another 4xx (unknown model) or a body that is not the documented shape.
+            another 4xx (unknown model) or a body that is not the documented
+            envelope ``{"data": {"endpoints": [...]}}``.
     """
     try:
         response = await client.get(f"models/{model}/endpoints")
@@ -126,71 +106,21 @@ async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint
         raise ListingFailed(f"listing endpoints of {model}: HTTP {status}: {_error_message(response)}",
                             cause=BLIND_STATUS.get(status, "listing_refused"), http_status=status)
     try:
-        body = _endpoints_decoder.decode(response.content)
-    except msgspec.DecodeError as exc:
+        return read_listing(response.content)
+    except ListingUnreadable as exc:
         raise ListingFailed(f"listing endpoints of {model}: unexpected body: {exc}", cause="listing_unparseable",
                             http_status=status) from exc
-    out = []
-    for e in body.data.endpoints:
-        endpoint = bounded_endpoint(e)
-        if endpoint is not None:
-            out.append(endpoint)
-    return out
 
 
-#: Bounds of what the listing hands on (the fields of :class:`Endpoint`, DESIGN.md "Bounds").
-_TOKEN = 64
-_PARAMETERS = 64
+async def list_endpoints(client: httpx.AsyncClient, model: str) -> list[Endpoint]:
+    """The usable endpoints of :func:`fetch_listing` (the entries it drops are logged, ``listing_dropped``)."""
+    listing = await fetch_listing(client, model)
+    if listing.dropped:
+        from reverie_canary.shared.runtime.logging import get as get_logger
 
-
-def bounded_endpoint(e: _PublicEndpoint) -> Endpoint | None:
-    """One listed endpoint as an :class:`Endpoint` within its wire bounds, or ``None`` for an unusable tag.
-
-    The gateway is not ours: a display name or model id longer than its bound
-    is cut, a supported parameter that is not a short token is left out (at
-    most 64 are kept), and an endpoint whose tag is not an identifier (empty,
-    too long, with a space, a quote or a control character) is left out with a
-    warning, since it could be neither pinned nor ignored safely.
-    """
-    from reverie_canary.shared.runtime.logging import get as get_logger
-
-    endpoint = Endpoint(
-        provider=e.tag,
-        provider_name=e.provider_name[:128],
-        model_id=e.model_id[:256],
-        supported_parameters=[p for p in e.supported_parameters if 0 < len(p) <= _TOKEN][:_PARAMETERS],
-        quantization=e.quantization[:_TOKEN] if e.quantization is not None else None,
-        context_length=e.context_length,
-        max_completion_tokens=e.max_completion_tokens,
-        status=e.status,
-        pricing=listed_pricing(e.pricing),
-    )
-    try:
-        return msgspec.convert(msgspec.to_builtins(endpoint), Endpoint)
-    except msgspec.ValidationError as exc:
-        get_logger("openrouter").warning("endpoint_unusable", tag=e.tag[:80], error=str(exc))
-        return None
-
-
-_pricing_decoder = msgspec.json.Decoder(Pricing)
-
-
-def listed_pricing(raw: dict[str, Any] | None) -> Pricing | None:
-    """The ``pricing`` object of a listed endpoint as :class:`Pricing` (openrouter-api.md 1.1).
-
-    Only ``prompt``, ``completion``, ``request`` and ``discount`` are kept (the
-    other prices concern images, audio, web search and caches, which probes do
-    not use).  A listing without prices, or with one that does not read as a
-    decimal string, gives ``None``: the spend of that endpoint is then unpriced,
-    never guessed, and the listing itself is still used.
-    """
-    if not isinstance(raw, dict):
-        return None
-    kept = {k: raw[k] for k in ("prompt", "completion", "request", "discount") if raw.get(k) is not None}
-    try:
-        return _pricing_decoder.decode(msgspec.json.encode(kept))
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+        get_logger("openrouter").warning("listing_dropped", model=model, dropped=len(listing.dropped),
+                                         reasons=sorted({d.reason for d in listing.dropped}))
+    return listing.endpoints
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.events import Endpoint, EndpointsDiscovered, Pricing
-from reverie_canary.shared.runtime.openrouter import listed_pricing
+from reverie_canary.shared.runtime.listing import listed_pricing
 from tests.judge_events import T0
 
 
@@ -19,11 +19,18 @@ def test_the_reference_listing_prices_are_kept_as_exact_decimal_strings():
 
 @pytest.mark.parametrize("raw", [
     None, "free", {}, {"prompt": "0.0000002"}, {"prompt": "cheap", "completion": "0.000001"},
-    {"prompt": 2e-7, "completion": "0.000001"}, {"prompt": "0.0000002", "completion": "0.000001", "discount": 2},
+    {"prompt": True, "completion": "0.000001"}, {"prompt": "0.0000002", "completion": "0.000001", "discount": 2},
+    {"prompt": "0.0000002", "completion": "0.000001", "request": "per call"},
 ])
 def test_a_missing_or_unreadable_price_is_none_never_a_guess(raw):
-    """No price, a non-decimal or a number instead of a string, or a discount above 1: no pricing at all."""
+    """No price, a non-decimal (a word, a boolean), or a discount above 1: no pricing at all."""
     assert listed_pricing(raw) is None
+
+
+def test_a_price_written_as_a_json_number_is_read_as_its_decimal_text():
+    """Real listings write some prices as numbers (``"request": 0``): read exactly, not dropped."""
+    pricing = listed_pricing({"prompt": "0.0000002", "completion": 8e-7, "request": 0, "image": 0, "discount": 0})
+    assert pricing == Pricing(prompt="0.0000002", completion="8e-07", request="0", discount=0.0)
 
 
 def test_an_endpoint_with_and_without_pricing_round_trips_on_the_wire():

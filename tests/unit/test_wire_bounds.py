@@ -200,13 +200,15 @@ def test_an_identifier_with_a_control_character_a_quote_or_a_space_is_refused():
 
 def test_a_listing_entry_beyond_its_bounds_is_cut_or_left_out():
     """A 10 kB display name is cut to 128, an odd parameter dropped, a tag with a control character left out."""
-    from reverie_canary.shared.runtime.openrouter import _PublicEndpoint, bounded_endpoint
+    from reverie_canary.shared.runtime.listing import read_listing
 
-    ok = bounded_endpoint(_PublicEndpoint(tag="deepinfra/fp8", provider_name="D" * 10_000,
-                                          supported_parameters=["max_tokens", "p" * 65, ""]))
-    assert ok is not None and len(ok.provider_name) == 128 and ok.supported_parameters == ["max_tokens"]
-    assert bounded_endpoint(_PublicEndpoint(tag="evil\x1b[31m/fp8")) is None
-    assert bounded_endpoint(_PublicEndpoint(tag="t" * 300)) is None
+    body = {"data": {"endpoints": [
+        {"tag": "deepinfra/fp8", "provider_name": "D" * 10_000, "supported_parameters": ["max_tokens", "p" * 65, ""]},
+        {"tag": "evil\x1b[31m/fp8"}, {"tag": "t" * 300}]}}
+    read = read_listing(msgspec.json.encode(body))
+    (ok,) = read.endpoints
+    assert len(ok.provider_name) == 128 and ok.supported_parameters == ["max_tokens"]
+    assert [(d.index, d.reason) for d in read.dropped] == [(1, "bad_tag"), (2, "bad_tag")]
 
 
 def test_an_exclusions_file_with_an_identifier_the_wire_cannot_carry_is_refused_naming_the_line():
