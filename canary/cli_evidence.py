@@ -81,6 +81,7 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
     Raises:
         EvidenceNotFound: the decision or the cycle is not in the log.
     """
+    from reverie_canary.services.discovery.core import same_names
     from reverie_canary.services.prober.evidence import EvidenceError, cases_of
     from reverie_canary.shared.contract import subjects
     from reverie_canary.shared.runtime.eventlog import scan_log
@@ -114,9 +115,8 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
             if isinstance(event, EndpointsDiscovered):
                 if wanted.cycle_no is not None and event.cycle_no == wanted.cycle_no:
                     wanted.cycles.add(event.cycle)
-                if event.cycle in wanted.cycles:
-                    listings.setdefault(event.cycle, {}).update(
-                        {e.provider: e for e in event.endpoints if e.provider == wanted.provider})
+                if event.cycle in wanted.cycles:  # the whole listing: its names say what the pin proves
+                    listings.setdefault(event.cycle, {}).update({e.provider: e for e in event.endpoints})
             elif isinstance(event, ProbeResult) and event.provider == wanted.provider and event.cycle in wanted.cycles:
                 if not wanted.task_ids or event.task_id in wanted.task_ids:
                     results.setdefault(event.task_id, event)  # a redelivered result counts once
@@ -134,7 +134,9 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
     for task_id in sorted(results):
         result = results[task_id]
         try:
-            cases.extend(cases_of(result, listings.get(result.cycle, {}).get(result.provider), source=wanted.source))
+            listing = listings.get(result.cycle, {})
+            cases.extend(cases_of(result, listing.get(result.provider), source=wanted.source,
+                                  same_name=same_names(listing.values()).get(result.provider, [])))
         except EvidenceError as exc:
             skipped.append(str(exc))
     missing = sorted(wanted.task_ids - set(results))

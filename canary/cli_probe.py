@@ -46,6 +46,7 @@ def _describe(n: int, result: ProbeResult) -> str:
 
 async def _run(settings, provider: str, kind: str, language: str, repeat: int, model: str,
                as_json: bool) -> int:
+    from reverie_canary.services.discovery.core import same_names
     from reverie_canary.services.prober.service import Prober
     from reverie_canary.shared.runtime import clock
     from reverie_canary.shared.runtime.openrouter import list_endpoints, make_client
@@ -67,7 +68,8 @@ async def _run(settings, provider: str, kind: str, language: str, repeat: int, m
                              provider=provider, provider_name=endpoint.provider_name, kind=kind,  # type: ignore[arg-type]
                              language=language, cycle="cli", deadline=now + timedelta(minutes=10),
                              supported_parameters=list(endpoint.supported_parameters),
-                             max_completion_tokens=endpoint.max_completion_tokens)
+                             max_completion_tokens=endpoint.max_completion_tokens,
+                             same_name=same_names(endpoints).get(provider, []))
             result = await prober.probe(task)
             outcomes[f"{result.outcome}:{result.reason}" if result.reason else result.outcome] += 1
             if as_json:

@@ -3,7 +3,8 @@
 Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
 ``not_applicable``, not broken), pin verification (a reply served by another
-provider proves nothing: ``inconclusive``/``pin_violated``) and the language
+provider proves nothing: ``inconclusive``/``pin_violated``; the served-by name
+proves the provider, not which of its endpoints served: :func:`pin_check`) and the language
 probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`,
 two more tries at once, sent concurrently; the majority decides, all replies
 kept; DESIGN.md, contract 4).  The checks themselves are in
@@ -18,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+
+import msgspec
 
 from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
@@ -68,30 +71,61 @@ def gate(task: ProbeTask) -> CheckResult | None:
 
 
 def verify_pin(task: ProbeTask, reply: Reply) -> CheckResult | None:
-    """``inconclusive``/``pin_violated`` when the response names another provider.
+    """What the served-by name proves about the pin (:func:`pin_check`)."""
+    return pin_check(task.provider, task.provider_name, reply.served_by, task.same_name)
 
-    The gateway names the serving provider by display name only
-    (openrouter-api.md section 3), so it is compared with the endpoint's
-    ``provider_name`` from discovery, case-insensitively.
+
+def pin_check(provider: str, provider_name: str, served_by: str | None,
+              same_name: Sequence[str] = ()) -> CheckResult | None:
+    """What the served-by name of a reply proves about the pin (``canary check`` applies it to a recorded reply).
+
+    The gateway names the provider that served a reply by display name only
+    (openrouter-api.md section 3: ``provider`` in the chunks; the tag is not
+    echoed), so the name is compared with the endpoint's listed
+    ``provider_name``, case and spaces aside.  It can prove which *provider*
+    served, never which of its endpoints: ``fireworks`` and ``fireworks/fast``
+    both answer ``Fireworks``.  The request itself pins the tag with fallbacks
+    off; this check is the evidence beside it.
+
+    Returns:
+        ``None`` when the name matches and no other listed endpoint has it: the
+        pin is proven.  ``inconclusive`` / ``pin_violated`` when the reply names
+        another provider: proven violated.  ``not_applicable`` (nothing proven
+        either way; the probe's outcome stands) with reason
+        ``pin_endpoint_unproven`` when the name matches but ``same_name`` lists
+        the model's other endpoints of that name (evidence: ``proves``
+        ``provider``, ``cannot_tell`` the tags), or ``pin_unverifiable`` when
+        there is nothing to compare: the reply named no provider, or the
+        listing gave the endpoint no provider name.
     """
-    return pin_check(task.provider, task.provider_name, reply.served_by)
-
-
-def pin_check(provider: str, provider_name: str, served_by: str | None) -> CheckResult | None:
-    """The rule of :func:`verify_pin` on its parts (``canary check`` applies it to a recorded reply)."""
-    if not provider_name or not served_by:
-        return None
-    if served_by.strip().lower() != provider_name.strip().lower():
-        return CheckResult(check="pin", outcome="inconclusive", reason="pin_violated",
-                           evidence={"pinned": provider, "expected": provider_name, "served_by": served_by})
+    expected = " ".join(provider_name.split()).lower()
+    seen = " ".join((served_by or "").split()).lower()
+    evidence = {"pinned": provider, "expected": provider_name, "served_by": served_by}
+    if not expected or not seen:
+        missing = "the reply named no provider" if not seen else "the listing gave the endpoint no provider name"
+        return CheckResult(check="pin", outcome="not_applicable", reason="pin_unverifiable",
+                           evidence={**evidence, "why": missing})
+    if seen != expected:
+        return CheckResult(check="pin", outcome="inconclusive", reason="pin_violated", evidence=evidence)
+    if same_name:
+        return CheckResult(check="pin", outcome="not_applicable", reason="pin_endpoint_unproven",
+                           evidence={**evidence, "proves": "provider", "cannot_tell": [provider, *same_name][:8]})
     return None
 
 
 def with_pin(evaluation: Evaluation, pin: CheckResult | None) -> Evaluation:
-    """``evaluation`` as the probe counts it: ``inconclusive`` / ``pin_violated`` when another provider served it."""
-    if pin is not None and evaluation.outcome not in ("transport_error", "blind"):
+    """``evaluation`` as the probe counts it, with what the pin check said.
+
+    ``inconclusive`` / ``pin_violated`` when another provider served it; a pin
+    check that proves nothing either way (``not_applicable``) is kept among
+    the checks as evidence and leaves the outcome as it is.  A reply that never
+    came (``transport_error``, ``blind``) has no pin to check.
+    """
+    if pin is None or evaluation.outcome in ("transport_error", "blind"):
+        return evaluation
+    if pin.reason == "pin_violated":
         return Evaluation(outcome="inconclusive", reason="pin_violated", checks=[*evaluation.checks, pin])
-    return evaluation
+    return msgspec.structs.replace(evaluation, checks=[*evaluation.checks, pin])
 
 
 #: What the evidence keeps of a reply's ``usage``: token counts, and ``cost`` (USD, openrouter-api.md

@@ -22,8 +22,9 @@ probe's verdict by the prober's majority rule.  Each line carries:
   ``first_content_delta_s``, ``first_reasoning_delta_s``), ``meta.http_status``,
   ``meta.usage``, ``meta.error`` and ``meta.reply`` (transport facts);
 - who served it: ``meta.provider`` (the name the response gave),
-  ``meta.pinned`` (the provider tag and name the probe was pinned to, so that
-  ``canary check`` applies the prober's pin rule);
+  ``meta.pinned`` (the provider tag and name the probe was pinned to, and
+  ``same_name``, the model's other endpoints of that name, so that ``canary
+  check`` applies the prober's pin rule);
 - ``meta.probe``: the task, cycle, try, the probe's verdict, the generation id,
   the quantization the listing gave, the prompt and checks versions, and the
   checks' verdicts (``[check, outcome, reason]``);
@@ -38,7 +39,8 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any, Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -63,7 +65,8 @@ def _text(reply: ReplyEvidence) -> str:
     return reply.first_bytes + reply.text_rest
 
 
-def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: str = "") -> list[dict[str, Any]]:
+def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: str = "",
+             same_name: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The field cases of one probe result: one per request it sent (none for a probe that sent none).
 
     Args:
@@ -71,6 +74,10 @@ def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: s
         endpoint: the endpoint as the cycle's listing gave it (display name for
             the pin, quantization); ``None`` when the log no longer has it.
         source: what the bundle is for (``canary evidence <decision id>``).
+        same_name: the cycle's other endpoints of the same display name
+            (:func:`reverie_canary.services.discovery.core.same_names`), written
+            as ``meta.pinned.same_name`` so that ``canary check`` says what the
+            pin check cannot prove as the prober did.
 
     Raises:
         EvidenceError: the result's prompt version is not the one this code builds.
@@ -121,8 +128,10 @@ def cases_of(result: ProbeResult, endpoint: Endpoint | None = None, *, source: s
                 "text_cut": reply.text_cut,
             },
         }
-        if endpoint is not None and endpoint.provider_name:
+        if endpoint is not None:
             meta["pinned"] = {"provider": result.provider, "provider_name": endpoint.provider_name}
+            if same_name:
+                meta["pinned"]["same_name"] = list(same_name)
         tool_fields: dict[str, Any] = {}
         if result.kind == "tools":
             meta.update(stream=reply.streamed, variant=spec.variant, tool_result_value=spec.tool_result_value)

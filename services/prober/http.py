@@ -52,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -123,7 +124,27 @@ class ReadLimits(Struct, frozen=True, kw_only=True):
 DEFAULT_LIMITS = ReadLimits()
 
 
-def request_body(model: str, provider: str, probe: ProbeRequest, *, require_parameters: bool) -> dict[str, Any]:
+def budget_parameter(supported_parameters: Sequence[str], *, require_parameters: bool) -> str | None:
+    """The request field that carries a probe's output budget: the one the endpoint advertises.
+
+    ``max_tokens`` when the endpoint lists it, or lists no parameters at all
+    (an old listing: the gateway's own default); ``max_completion_tokens``
+    when it lists that and not ``max_tokens`` (OpenAI's reasoning models, for
+    one).  When it lists neither, ``max_tokens`` is sent unless
+    ``require_parameters`` is on: then the gateway would refuse every request
+    for a parameter the endpoint does not list (openrouter-api.md section 2),
+    so no budget is sent (``None``) and the prober's read caps bound the reply.
+    """
+    declared = set(supported_parameters)
+    if not declared or "max_tokens" in declared:
+        return "max_tokens"
+    if "max_completion_tokens" in declared:
+        return "max_completion_tokens"
+    return None if require_parameters else "max_tokens"
+
+
+def request_body(model: str, provider: str, probe: ProbeRequest, *, require_parameters: bool,
+                 supported_parameters: Sequence[str] = ()) -> dict[str, Any]:
     """The chat-completions body of a pinned probe.
 
     Args:
@@ -132,11 +153,17 @@ def request_body(model: str, provider: str, probe: ProbeRequest, *, require_para
         probe: messages, budget and response format.
         require_parameters: ``True`` for capability probes, so an endpoint that
             does not declare a parameter refuses instead of silently dropping it.
+        supported_parameters: the endpoint's listed ``supported_parameters``:
+            the budget goes in the field it advertises (:func:`budget_parameter`).
     """
     body: dict[str, Any] = {
         "model": model,
         "messages": probe.messages,
-        "max_tokens": probe.max_tokens,
+    }
+    budget = budget_parameter(supported_parameters, require_parameters=require_parameters)
+    if budget is not None:
+        body[budget] = probe.max_tokens
+    body |= {
         "stream": True,
         "provider": {
             "order": [provider],

@@ -80,6 +80,8 @@ class RecordedCase:
     accept: tuple[str, ...] = ()
     #: ``(provider tag, display name)`` the probe was pinned to (``meta.pinned``): the prober's pin rule applies
     pinned: tuple[str, str] | None = None
+    #: the model's other endpoints of that display name (``meta.pinned.same_name``): the name cannot tell them apart
+    same_name: tuple[str, ...] = ()
 
 
 def _seconds(value: Any, field: str) -> float | None:
@@ -368,6 +370,9 @@ def parse_case(obj: Any) -> RecordedCase:
     if pinned is not None and not (isinstance(pinned, dict) and isinstance(pinned.get("provider"), str)
                                    and isinstance(pinned.get("provider_name"), str)):
         raise CaseError("meta.pinned must be {provider, provider_name}")
+    same_name = pinned.get("same_name", []) if pinned else []
+    if not isinstance(same_name, list) or not all(isinstance(t, str) for t in same_name):
+        raise CaseError("meta.pinned.same_name must be a list of provider tags")
     tool_spec = _tool_spec(meta, tool_case) if kind == "tools" else {}
     spec = ProbeSpec(
         **tool_spec,
@@ -384,7 +389,8 @@ def parse_case(obj: Any) -> RecordedCase:
     )
     expected = obj.get("expected") if isinstance(obj.get("expected"), str) else None
     return RecordedCase(id=case_id, reply=reply, spec=spec, expected=expected, accept=tuple(accept),
-                        pinned=(pinned["provider"], pinned["provider_name"]) if pinned else None)
+                        pinned=(pinned["provider"], pinned["provider_name"]) if pinned else None,
+                        same_name=tuple(same_name))
 
 
 #: ``meta.reply``: the reply's own fields as the prober kept them (``canary evidence`` writes them), each
@@ -429,7 +435,7 @@ def judge_case(case: RecordedCase) -> dict[str, Any]:
     if case.pinned is not None:  # as the prober counts a reply another provider served (core.with_pin)
         from reverie_canary.services.prober.core import pin_check, with_pin
 
-        result = with_pin(result, pin_check(case.pinned[0], case.pinned[1], case.reply.served_by))
+        result = with_pin(result, pin_check(case.pinned[0], case.pinned[1], case.reply.served_by, case.same_name))
     verdict: dict[str, Any] = {
         "id": case.id,
         "outcome": result.outcome,

@@ -143,7 +143,8 @@ class Prober:
         without a request.
         """
         assert self.client is not None, "Prober.send before start"
-        body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS)
+        body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS,
+                            supported_parameters=task.supported_parameters)
         left_s = (task.deadline - clock.now()).total_seconds() - DEADLINE_MARGIN_S
         total_s = min(self.settings.request_timeout_s, left_s)
         if total_s <= 0:
