@@ -26,6 +26,7 @@ from rich.text import Text
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.contract.events import CycleSized
 from reverie_canary.shared.contract.timefmt import age_text, utc_text
+from reverie_canary.services.discovery.core import facts_lines
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
     KindResult,
@@ -152,6 +153,8 @@ def model_header(m: ModelStatus) -> list[Text]:
     if m.unproven or m.common_mode:
         lines.append(Text(f"last cycle could not judge: unproven {m.unproven or '-'}, "
                           f"common-mode {m.common_mode or '-'}", style="yellow"))
+    for line in facts_lines(m.listing):  # what the latest listing said beyond its endpoints
+        lines.append(Text(line, style="yellow"))
     for problem in m.problems:
         lines.append(Text(problem, style="yellow"))
     return lines

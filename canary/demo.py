@@ -33,6 +33,7 @@ from nats.js.errors import KeyNotFoundError
 
 from reverie_canary.canary import embedded
 from reverie_canary.canary.runtime import SERVICES, running
+from reverie_canary.services.discovery.core import facts_lines, listing_facts
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared.contract import codec, ids, subjects
@@ -40,7 +41,17 @@ from reverie_canary.shared.runtime import clock, metrics
 from reverie_canary.shared.runtime.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
                                         redis_url_without_credential, render_redis_acl, server_config, server_env)
 from reverie_canary.shared.contract.errors import Undecodable
-from reverie_canary.shared.contract.events import CycleUnplanned, CycleVerdict, Decision, EndpointsDiscovered, Notice, ProbeResult
+from reverie_canary.shared.contract.events import (
+    CycleUnplanned,
+    CycleVerdict,
+    Decision,
+    DroppedEndpoint,
+    Endpoint,
+    EndpointsDiscovered,
+    Notice,
+    ProbeResult,
+    degraded,
+)
 from reverie_canary.shared.runtime.logging import configure as configure_logging
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import Settings
@@ -186,6 +197,9 @@ class Observer:
         self.cycle_nos: set[int] = set()
         self.first_seen = asyncio.Event()  # the first cycle of the demo has a number (for --gateway-fault)
         self.unplanned: dict[int, CycleUnplanned] = {}
+        #: cycle id -> (its listing's endpoints by tag, the entries dropped, how many more were dropped)
+        self.listings: dict[str, tuple[dict[str, Endpoint], list[DroppedEndpoint], int]] = {}
+        self.said_facts: list[str] = []  # the listing facts printed last (printed again only when they change)
 
     async def first_cycle_no(self) -> int:
         """The cycle number (``epoch // interval``) of the demo's cycle 1, once discovery said it."""
@@ -236,6 +250,12 @@ class Observer:
             extra.append(f"not planned: {gone.cause}" + (f" (HTTP {gone.http_status})" if gone.http_status else ""))
         self.print(f"\n-- cycle {n} (#{v.cycle_no}) closed {utc_text(v.at, precision='clock')}"
                    + (f"  [{'; '.join(extra)}]" if extra else ""))
+        endpoints, dropped, cut = self.listings.get(v.cycle, ({}, [], 0))
+        facts = facts_lines(listing_facts(endpoints.values(), dropped, cut))
+        if facts != self.said_facts:  # the listing's facts when they change, not every cycle
+            for line in facts or ["listing: clean again (every entry read, none marked degraded, no provider name shared)"]:
+                self.print(f"   .. {line}")
+            self.said_facts = facts
         if self.probers > 1:
             split = self.split(v.cycle)
             counts = ", ".join(f"{prober} {count}" for prober, count in split["by_prober"].items()) or "none"
@@ -244,7 +264,10 @@ class Observer:
             self.verdicts.setdefault(pv.provider, []).append(pv.verdict)
             why = ", ".join(pv.reasons) if pv.reasons else ""
             mark = {"passed": "pass  ", "failed": "FAILED", "frozen": "frozen", "blind": "BLIND "}[pv.verdict]
-            self.print(f"   {pv.provider:<28} {mark}  {why}")
+            listed = endpoints.get(pv.provider)
+            gateway = f"  [the gateway marks it degraded: status {listed.status}]" \
+                if listed is not None and degraded(listed) else ""
+            self.print(f"   {pv.provider:<28} {mark}  {why}{gateway}")
         self.closed.set()
 
     async def on_discovery(self, msg) -> None:
@@ -253,6 +276,9 @@ class Observer:
         self.first_seen.set()
         if isinstance(event, EndpointsDiscovered):  # a large listing comes in parts
             self.planned.setdefault(event.cycle, {})[event.part] = len(event.planned)
+            endpoints, _, _ = self.listings.get(event.cycle, ({}, [], 0))
+            self.listings[event.cycle] = ({**endpoints, **{e.provider: e for e in event.endpoints}},
+                                          list(event.dropped), event.dropped_cut)  # every part repeats them
         elif isinstance(event, CycleUnplanned):
             self.unplanned[event.cycle_no] = event
             self.print(f"   >> cycle #{event.cycle_no} could not be planned: {event.cause} - {event.detail[:160]}")

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
+from reverie_canary.services.discovery.core import ListingFacts, listing_facts
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
@@ -43,6 +44,7 @@ from reverie_canary.shared.contract.events import (
     CycleSized,
     CycleVerdict,
     Decision,
+    DroppedEndpoint,
     Endpoint,
     EndpointsDiscovered,
     Mode,
@@ -180,6 +182,8 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     :class:`KindResult` per probe kind; ``ttft_ms`` the median time to first
     token of its probes in its last :data:`TTFT_CYCLES` cycles
     (``ttft_samples`` replies; ``ttft_missing``: replies with no first token).
+    ``gateway_status`` is the ``status`` the latest listing gave it (below 0:
+    the gateway itself marks it degraded; ``None``: not listed or not said).
     """
 
     provider: str
@@ -189,6 +193,7 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     ignored: bool = False
     layers: list[str] = []
     listed: bool = True
+    gateway_status: int | None = None
     failed_streak: int = 0
     passed_streak: int = 0
     frozen_streak: int = 0
@@ -283,7 +288,10 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     one-language defect that discovery's last plan keeps (every language of
     every provider probed at least once in every that many cycles; issue 12),
     ``languages_per_cycle`` its language probes per provider per cycle;
-    ``None`` when no plan in the log said it.
+    ``None`` when no plan in the log said it.  ``listing`` what the latest
+    listing said beyond its endpoints (entries dropped, tags derived, the
+    endpoints the gateway itself marks degraded, provider names the pin check
+    cannot tell apart; :class:`~reverie_canary.services.discovery.core.ListingFacts`).
     ``problems`` says what the read could not find (no judge state, no snapshot).
     """
 
@@ -306,6 +314,7 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     cycles: list[CycleSummary] = []
     language_coverage_cycles: int | None = None
     languages_per_cycle: int | None = None
+    listing: ListingFacts = ListingFacts()
     problems: list[str] = []
 
 
@@ -467,6 +476,8 @@ class ModelWindow(Struct, kw_only=True):
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     listing_cycle: str | None = None
+    dropped: list[DroppedEndpoint] = []  # the latest listing's entries discovery could not use
+    dropped_cut: int = 0
     coverage: tuple[int, int] | None = None  # (language_coverage_cycles, languages_per_cycle) discovery planned
     controls: dict[str, str] = {}
     cycles: dict[str, CycleFacts] = {}
@@ -589,6 +600,7 @@ def _discovered(mw: ModelWindow, event: EndpointsDiscovered) -> None:
     elif mw.listing_at is None or event.at >= mw.listing_at:
         mw.listing, mw.listing_at, mw.listing_cycle = list(event.endpoints), event.at, event.cycle
         mw.controls = dict(event.controls)
+        mw.dropped, mw.dropped_cut = list(event.dropped), event.dropped_cut  # every part repeats them
         mw.coverage = (event.language_coverage_cycles, event.languages_per_cycle) \
             if event.language_coverage_cycles else None
 
@@ -910,6 +922,8 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
             layers[layer] = None if any(u is None for u in ends) else max(u for u in ends if u is not None)
     listed = ps.present if ps is not None else bool(
         window is not None and any(e.provider == provider for e in window.listing))
+    gateway_status = next((e.status for e in (window.listing if window is not None else [])
+                           if e.provider == provider), None)
     name, until, detail = _state(_Facts(layers=layers, ps=ps, pf=pf, listed=listed, now=now))
     last = ps.history[-1] if ps is not None and ps.history else None
     facts = window.cycles.get(pf.verdict_cycle) if window is not None and pf is not None and pf.verdict_cycle else None
@@ -930,6 +944,7 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
         ignored=live is not None,
         layers=list(layers),
         listed=listed,
+        gateway_status=gateway_status,
         failed_streak=ps.failed_streak if ps else 0,
         passed_streak=ps.passed_streak if ps else 0,
         frozen_streak=ps.frozen_streak if ps else 0,
@@ -1072,6 +1087,8 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         cycles=_cycles(window),
         language_coverage_cycles=window.coverage[0] if window is not None and window.coverage else None,
         languages_per_cycle=window.coverage[1] if window is not None and window.coverage else None,
+        listing=listing_facts(window.listing, window.dropped, window.dropped_cut) if window is not None
+        else ListingFacts(),
         problems=problems,
     )
 
