@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
 
 from reverie_canary.services.discovery.core import cycle_start
 from reverie_canary.services.discovery.service import Discovery
@@ -86,3 +90,30 @@ async def test_an_unreachable_gateway_is_retried_until_the_deadline_then_unplann
     assert [(e.cycle_no, e.cause, e.http_status) for e in unplanned] == [(n, "gateway_unreachable", None)]
     assert unplanned[0].attempts >= 2 and 1.4 <= waited < 5
     assert [e.cycle_no for e in after if isinstance(e, EndpointsDiscovered)] == [n + 1]
+
+
+async def test_a_listing_with_bad_entries_is_planned_for_the_good_ones_and_says_what_it_dropped(infra):
+    """A real shape with one fault per entry (it used to be ``listing_unparseable``): planned, the dropped named."""
+    body = (Path(__file__).resolve().parents[1] / "data" / "listings" / "one_bad_entry.json").read_bytes()
+    app = Starlette(routes=[Route("/api/v1/models/{author}/{slug}/endpoints",
+                                  lambda request: Response(body, media_type="application/json"))])
+    model = "acme/chat-1"
+    async with serve(app) as url:
+        discovery = await _discovery(infra, url, model)
+        try:
+            n = ids.cycle_no(time.time(), 3600.0)
+            assert await discovery.plan_cycle(model, n, deadline_epoch=time.time() + 10) is True
+            logged = await _logged(discovery.shell)
+            counted = {reason: discovery.shell.metrics.sample_value(
+                "canary_listing_endpoints_dropped_total", model=model, reason=reason)
+                for reason in ("no_tag", "bad_tag", "duplicate_tag", "not_an_object")}
+        finally:
+            await _close(discovery)
+    assert not any(isinstance(e, CycleUnplanned) for e in logged)
+    (plan,) = [e for e in logged if isinstance(e, EndpointsDiscovered)]
+    assert [e.provider for e in plan.endpoints] == ["deepinfra/fp8", "lambda/fp8", "novita", "parasail/fp8",
+                                                    "together"]
+    assert [(d.index, d.reason) for d in plan.dropped] == [(2, "no_tag"), (5, "bad_tag"), (6, "duplicate_tag"),
+                                                           (7, "not_an_object")]
+    assert {p.provider for p in plan.planned} == {e.provider for e in plan.endpoints}
+    assert counted == {"no_tag": 1.0, "bad_tag": 1.0, "duplicate_tag": 1.0, "not_an_object": 1.0}
