@@ -22,11 +22,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.contract.events import Decision, Endpoint, EndpointsDiscovered, ProbeResult
 
 
-class EvidenceNotFound(LookupError):
+class EvidenceNotFound(CanaryError, LookupError):
     """The decision, or the provider's cycle, is not in the log."""
 
 

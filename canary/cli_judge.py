@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import msgspec
 import typer
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.runtime.settings import Settings
@@ -463,7 +464,7 @@ def report(
         raise typer.Exit(1)
 
 
-class _ReportError(Exception):
+class _ReportError(CanaryError):
     """The report's source cannot be read."""
 
 

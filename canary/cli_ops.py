@@ -40,6 +40,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S
 from reverie_canary.shared.contract.errors import ConfigError
@@ -323,7 +324,7 @@ class Bus:
                 pass
 
 
-class OpsError(Exception):
+class OpsError(CanaryError):
     """An operator command could not be carried out; the message says why."""
 
 

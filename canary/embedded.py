@@ -21,11 +21,12 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from reverie_canary.shared.contract.errors import CanaryError
 
 MIN_NATS = (2, 10)
 
 
-class ServerUnavailable(RuntimeError):
+class ServerUnavailable(CanaryError, RuntimeError):
     """A server binary is missing or did not start; the message says what to install."""
 
 

@@ -15,6 +15,7 @@ import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary import loops
 from reverie_canary.shared.runtime import metrics, retry, streams
 from reverie_canary.shared.runtime.auth import redis_url_for, redis_url_without_credential
@@ -30,7 +31,7 @@ START_S = 60.0
 STOP_S = 30.0
 
 
-class ServiceStuck(RuntimeError):
+class ServiceStuck(CanaryError, RuntimeError):
     """A service did not start within :data:`START_S`."""
 
 
@@ -263,7 +264,7 @@ async def serve_forever(settings: Settings, names: tuple[str, ...] | list[str], 
             await metrics.release(name)
 
 
-class NatsUnanswered(RuntimeError):
+class NatsUnanswered(CanaryError, RuntimeError):
     """NATS did not answer (refused connections, timeouts) within ``canary init``'s wait; the last problem is named."""
 
 

@@ -17,13 +17,14 @@ followed by its code point in upper-case hex, framed by the width:
 from __future__ import annotations
 
 import re
+from reverie_canary.client.errors import CanaryError
 
 PREFIX = "canary"
 _SAFE = re.compile(r"[A-Za-z0-9-]")
 _TOKEN = re.compile(r"(?:[A-Za-z0-9-]|_[0-9A-F]{2}|__[0-9A-F]{4}|___[0-9A-F]{6})+")
 
 
-class SubjectError(ValueError):
+class SubjectError(CanaryError, ValueError):
     """Raised when a slug cannot be encoded or a token cannot be decoded."""
 
 

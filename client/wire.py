@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta, Struct
+from reverie_canary.client.errors import CanaryError
 
 #: A timezone-aware datetime; the encoders always write UTC (``...Z``).
 UtcDatetime = Annotated[datetime, Meta(tz=True)]
@@ -108,7 +109,7 @@ class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
         return sorted(e.provider for e in self.entries)
 
 
-class SnapshotUndecodable(ValueError):
+class SnapshotUndecodable(CanaryError, ValueError):
     """The bytes are not a valid IgnoreSnapshot (the message says which field and why)."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.simulator.scenario import Endpoint
 from reverie_canary.simulator.wire import ProviderPreferences
 
@@ -38,7 +39,7 @@ SIMPLE_PARAMETERS: tuple[str, ...] = (
 _QUANT_FAMILY = {"fp8": {"fp8", "mxfp8"}, "fp4": {"fp4", "mxfp4", "nvfp4"}}
 
 
-class NoRoute(Exception):
+class NoRoute(CanaryError):
     """No endpoint is left to try.
 
     Attributes:

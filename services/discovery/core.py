@@ -52,6 +52,7 @@ from datetime import datetime, timedelta, timezone
 
 import msgspec
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.services.prober.prompts import PROMPT_VERSION
 from reverie_canary.shared.contract import ids
 from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES
@@ -73,7 +74,7 @@ ROTATED_KINDS = frozenset({"ttft", "refusal"})
 DEFAULT_COVERAGE_CYCLES = 4
 
 
-class CoverageError(ValueError):
+class CoverageError(CanaryError, ValueError):
     """Language settings that cannot keep the coverage bound (the message names the settings)."""
 
 

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import httpx
 import msgspec
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.services.notifier.core import SEVERITIES, payload, webhook_id
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.contract.events import Notice
@@ -44,7 +45,7 @@ SECRET_BYTES = (24, 64)
 _encoder = msgspec.json.Encoder()
 
 
-class DeliveryFailed(Exception):
+class DeliveryFailed(CanaryError):
     """One attempt failed; the message is safe to print (the URL is masked)."""
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import msgspec
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, build
 from reverie_canary.shared.contract.events import Endpoint, ProbeResult, ReplyEvidence
 
@@ -53,7 +54,7 @@ CASE_KIND: dict[str, str] = {"ttft": "latency", "refusal": "refusal", "structure
                              "language": "language", "echo": "corruption", "tools": "tools"}
 
 
-class EvidenceError(ValueError):
+class EvidenceError(CanaryError, ValueError):
     """A result that cannot be written as a case (a prompt version this code does not build)."""
 
 

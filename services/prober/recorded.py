@@ -46,6 +46,7 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.chunks import ChunkReader, error_body
 from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec, Reply, ToolCall
@@ -65,7 +66,7 @@ KIND_MAP = {
 _ECHO_PROMPT = re.compile(r"^\s*Repeat exactly(?:,? without any other text)?\s*:\s*(?P<text>.+?)\s*$", re.S | re.I)
 
 
-class CaseError(ValueError):
+class CaseError(CanaryError, ValueError):
     """A field-case line that cannot be read (bad JSON, wrong field types)."""
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # defined with the checks, in the client distribution (the prober and the chat backend share them)
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.client.bounds import FREE_JSON, FreeJsonLimits  # noqa: F401  (re-exported)
 
 #: NATS's default ``max_payload`` (1 MiB); ``shared/nats/server.conf`` and the
@@ -384,7 +385,7 @@ def free_json_checker(type_: Any):
     return check
 
 
-class _Breach(ValueError):
+class _Breach(CanaryError, ValueError):
     """A broken bound on its way up to the checker, collecting its path (innermost part first)."""
 
     def __init__(self, message: str) -> None:

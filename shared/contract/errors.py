@@ -1,7 +1,8 @@
 """One root error and three intents, each mapped once to an ack action.
 
-(CONVENTIONS.md, "Errors say what to do".)  :func:`reverie_canary.shared.runtime.broker.handle` is the
-only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
+(CONVENTIONS.md, "Errors say what to do".)  The settle table,
+:mod:`reverie_canary.shared.runtime.settle`, is the only place that turns them into
+``ack`` / ``nak(delay)`` / ``term``.
 
 - :class:`Undecodable`: bad bytes.  Terminate, dead-letter with the reason
   (its kinds :class:`UnsupportedVersion` and :class:`Oversize` say which).
@@ -13,20 +14,10 @@ only place that turns them into ``ack`` / ``nak(delay)`` / ``term``.
 
 from __future__ import annotations
 
-from typing import Any
+from reverie_canary.client.errors import CanaryError
 
-
-class CanaryError(Exception):
-    """Root of every error the project raises on purpose.
-
-    Args:
-        message: what happened, for a human.
-        **context: provider, subject, stream sequence ... for the log line.
-    """
-
-    def __init__(self, message: str, **context: Any) -> None:
-        super().__init__(message)
-        self.context = context
+__all__ = ["CanaryError", "ConfigError", "Oversize", "Rejected", "TooLarge", "Transient", "Undecodable",
+           "UnsupportedVersion"]
 
 
 class Undecodable(CanaryError):

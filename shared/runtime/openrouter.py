@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.errors import CanaryError, Transient
 from reverie_canary.shared.contract.events import BLIND_STATUS, Endpoint
 from reverie_canary.shared.runtime.listing import Listing, ListingUnreadable, read_listing
 from reverie_canary.shared.runtime.settings import Settings
@@ -53,7 +53,7 @@ def make_client(settings: Settings, *, timeout_s: float | None = None,
     )
 
 
-class ListingFailed(ValueError):
+class ListingFailed(CanaryError, ValueError):
     """The endpoints listing failed in a way a retry within the cycle will not mend.
 
     Attributes:
