@@ -51,7 +51,7 @@ from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
 from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
-from reverie_canary.shared.runtime.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS
 from reverie_canary.shared.contract.subjects import encode_token
@@ -520,11 +520,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
     discovery = Discovery(shell)
 
     async def open_clients() -> None:
-        checker = await nats_connect(settings)
-        try:  # an upgrade without `canary init`: CycleSized would not be stored
-            await streams.check_log_subjects(checker.jetstream(), [subjects.ALL_CYCLES], "discovery")
-        finally:
-            await checker.close()
+        # an upgrade without `canary init`: CycleSized would not be stored
+        await streams.check_log_subjects(shell.connection.jetstream(), [subjects.ALL_CYCLES], "discovery")
         discovery.client = make_client(settings, timeout_s=30.0)
         discovery.redis = redis_client(settings)
         await discovery.load_times()
@@ -542,6 +539,6 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)
-    shell.subscribe(streams.discovery_consumer(settings), codec.RETEST, discovery.remember_retest)
+    shell.consume(streams.discovery_consumer(settings), codec.RETEST, discovery.remember_retest)
     shell.background(discovery.run)
     return shell.app

@@ -42,7 +42,8 @@ from reverie_canary.shared.contract.events import (
 )
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.contract.errors import TooLarge, Transient
-from reverie_canary.shared.runtime.service import Retake, Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.consumer import Retake
+from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
 
@@ -460,62 +461,73 @@ def create_app(settings: Settings | None = None) -> FastStream:
     """The judge's FastStream app."""
     settings = settings or Settings.load()
     shell = Shell("judge", settings)
-    holder: dict[str, Judge] = {}
+    wiring = JudgeWiring(shell, settings)
+    shell.on_startup(wiring.open)
+    shell.on_shutdown(wiring.close)
+    spec = streams.judge_consumer(settings)
+    shell.consume(spec, JUDGE_INPUT, fold=wiring.apply, batch=spec.max_ack_pending, gate=wiring.gate,
+                  generation=wiring.generation)
+    shell.background(wiring.keep_lease)
+    return shell.app
 
-    async def open_store() -> None:
-        client = redis_client(settings)
-        checker = await nats_connect(settings)
-        try:
-            await streams.check_log_subjects(checker.jetstream(), [subjects.ALL_ANSWERS], "judge")
-        finally:
-            await checker.close()
+
+class JudgeWiring:
+    """The judge's clients, opened at start on the service's connection and closed at the stop."""
+
+    def __init__(self, shell: Shell, settings: Settings) -> None:
+        self.shell = shell
+        self.settings = settings
+        self.redis: Any = None
+        self._judge: Judge | None = None
+
+    @property
+    def judge(self) -> Judge:
+        if self._judge is None:
+            raise Transient("the judge has not started")
+        return self._judge
+
+    async def open(self) -> None:
+        settings, shell = self.settings, self.shell
+        js = shell.connection.jetstream()
+        await streams.check_log_subjects(js, [subjects.ALL_ANSWERS], "judge")
+        self.redis = redis_client(settings)
         policy = Policy.from_settings(settings)
-        store = RedisJudgeStore(client, settings.namespace)
+        store = RedisJudgeStore(self.redis, settings.namespace)
         models = list(settings.models)
-        nc = await shell.connect_nats("log reader")
-        holder["redis"], holder["nats"] = client, nc  # type: ignore[assignment]
 
         async def rebuild_to(until_seq: int) -> list[str]:
-            return await rebuild(nc.jetstream(), store, policy, models, until_seq)
+            return await rebuild(js, store, policy, models, until_seq)
 
         async def floor() -> int:
-            return await eventlog.acknowledged_position(nc.jetstream(), LOG, streams.judge_consumer(settings).durable)
+            return await eventlog.acknowledged_position(js, LOG, streams.judge_consumer(settings).durable)
 
-        judge = holder["judge"] = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
-                                        cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds),
-                                        floor=floor, snapshots=snapshots.SnapshotWriter(
-                                            nc.jetstream(), settings.judge_snapshot_events))
-        await judge.start()
-        shell.metrics.add_source(judge.samples)
-        shell.note = judge.note
+        self._judge = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
+                            cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds), floor=floor,
+                            snapshots=snapshots.SnapshotWriter(js, settings.judge_snapshot_events))
+        await self._judge.start()
+        shell.metrics.add_source(self._judge.samples)
+        shell.note = self._judge.note
 
-    async def close_store() -> None:
-        if "judge" in holder:
-            shell.metrics.remove_source(holder["judge"].samples)
-            with contextlib.suppress(Exception):
-                await holder["judge"].release()
-        for name in ("redis", "nats"):
-            client = holder.get(name)
-            if client is not None:
-                await (client.aclose() if name == "redis" else client.close())  # type: ignore[attr-defined]
+    async def close(self) -> None:
+        if self._judge is not None:
+            self.shell.metrics.remove_source(self._judge.samples)
+            with contextlib.suppress(Transient):  # Redis away: the lease runs out on its own
+                await self._judge.release()
+        if self.redis is not None:
+            await self.redis.aclose()
 
-    async def apply(items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
-        return await holder["judge"].apply_batch(items)
+    async def apply(self, items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
+        return await self.judge.apply_batch(items)
 
-    async def gate() -> bool:
-        return await holder["judge"].hold()
+    async def gate(self) -> bool:
+        return await self.judge.hold()
 
-    async def keep_lease() -> None:
+    def generation(self) -> int:
+        return self._judge.generation if self._judge is not None else 0
+
+    async def keep_lease(self) -> None:
         """Renew the lease every third of its life, also while a long batch or a rebuild runs."""
         while True:
-            await asyncio.sleep(holder["judge"].lease_ttl_s / 3)
-            with contextlib.suppress(Transient):  # Redis away: the next turn tries again
-                await holder["judge"].renew()
-
-    shell.on_startup(open_store)
-    shell.on_shutdown(close_store)
-    spec = streams.judge_consumer(settings)
-    shell.ordered_batches(spec, JUDGE_INPUT, apply, batch=spec.max_ack_pending, gate=gate,
-                          generation=lambda: holder["judge"].generation)
-    shell.background(keep_lease)
-    return shell.app
+            await asyncio.sleep(self._judge.lease_ttl_s / 3 if self._judge is not None else LEASE_TTL_S / 3)
+            with contextlib.suppress(Transient):  # Redis away, or not started yet: the next turn tries again
+                await self.judge.renew()

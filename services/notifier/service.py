@@ -35,6 +35,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 from datetime import datetime, timezone
 
 import httpx
@@ -53,7 +54,7 @@ from reverie_canary.shared.contract.commands import ResendNotices
 from reverie_canary.shared.contract.errors import ConfigError, Transient
 from reverie_canary.shared.contract.events import NOTICE_CHANNELS_MAX, NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.runtime.logging import get as get_logger
-from reverie_canary.shared.runtime.service import Shell, nats_connect, redis_client
+from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import SEVERITIES, Settings
 
 NOTIFIER_INPUT = inputs.decoder("notifier")
@@ -328,7 +329,7 @@ class Notifier:
         return answer
 
 
-async def prepare(settings: Settings) -> None:
+async def prepare(js: Any, settings: Settings) -> None:
     """Check the notices stream exists; let the notifier's durable take over an older one's position.
 
     An older notifier durable (``streams.NOTIFIER_PREVIOUS_DURABLES``) is
@@ -339,34 +340,29 @@ async def prepare(settings: Settings) -> None:
         ConfigError: the ``CANARY_NOTICES`` stream does not exist (run ``canary init``).
     """
     log = get_logger("notifier")
-    nc = await nats_connect(settings)
     try:
-        js = nc.jetstream()
+        await js.stream_info(streams.NOTICES)
+    except NotFoundError as exc:
+        raise ConfigError(f"stream {streams.NOTICES} does not exist: run `canary init` (admin credential)") from exc
+    spec = streams.notifier_consumer(settings)
+    try:
+        await js.consumer_info(streams.LOG, spec.durable)
+        return
+    except NotFoundError:
+        pass
+    for old in streams.NOTIFIER_PREVIOUS_DURABLES:
         try:
-            await js.stream_info(streams.NOTICES)
-        except NotFoundError as exc:
-            raise ConfigError(f"stream {streams.NOTICES} does not exist: run `canary init` (admin credential)") from exc
-        spec = streams.notifier_consumer(settings)
-        try:
-            await js.consumer_info(streams.LOG, spec.durable)
-            return
+            info = await js.consumer_info(streams.LOG, old)
         except NotFoundError:
-            pass
-        for old in streams.NOTIFIER_PREVIOUS_DURABLES:
-            try:
-                info = await js.consumer_info(streams.LOG, old)
-            except NotFoundError:
-                continue
-            start = (info.ack_floor.stream_seq if info.ack_floor else 0) + 1
-            config = spec.config()
-            config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
-            config.opt_start_seq = start
-            await js.add_consumer(streams.LOG, config)
-            await js.delete_consumer(streams.LOG, old)
-            log.warning("consumer_migrated", old=old, new=spec.durable, start_seq=start)
-            return
-    finally:
-        await nc.close()
+            continue
+        start = (info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+        config = spec.config()
+        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+        config.opt_start_seq = start
+        await js.add_consumer(streams.LOG, config)
+        await js.delete_consumer(streams.LOG, old)
+        log.warning("consumer_migrated", old=old, new=spec.durable, start_seq=start)
+        return
 
 
 def create_app(settings: Settings | None = None) -> FastStream:
@@ -377,45 +373,59 @@ def create_app(settings: Settings | None = None) -> FastStream:
     """
     settings = settings or Settings.load()
     shell = Shell("notifier", settings)
-    http = httpx.AsyncClient(follow_redirects=False)
-    channels = open_channels(settings, http)
-    holder: dict[str, object] = {}
+    wiring = NotifierWiring(shell, settings)
+    shell.on_startup(wiring.open)
+    shell.on_shutdown(wiring.close)
+    shell.consume(streams.notifier_consumer(settings), NOTIFIER_INPUT, wiring.apply)
+    shell.consume(streams.notifier_resend_consumer(settings), codec.RESEND, wiring.resend)
+    shell.background(wiring.deliver)
+    shell.app.notifier = wiring  # type: ignore[attr-defined]  # tests and the demo read the counts here
+    return shell.app
 
-    async def open_book() -> None:
-        await prepare(settings)
-        client = redis_client(settings)
-        holder["redis"] = client
-        holder["notifier"] = Notifier(
-            RedisDeliveryBook(client, settings.namespace), channels, shell.publisher,
+
+class NotifierWiring:
+    """The notifier's channels and delivery book, opened at start and closed at the stop."""
+
+    def __init__(self, shell: Shell, settings: Settings) -> None:
+        self.shell = shell
+        self.settings = settings
+        self.http = httpx.AsyncClient(follow_redirects=False)
+        self.channels = open_channels(settings, self.http)
+        self.redis: Any = None
+        self._notifier: Notifier | None = None
+
+    @property
+    def notifier(self) -> Notifier:
+        if self._notifier is None:
+            raise Transient("the notifier has not started")
+        return self._notifier
+
+    async def open(self) -> None:
+        shell, settings = self.shell, self.settings
+        await prepare(shell.connection.jetstream(), settings)
+        self.redis = redis_client(settings)
+        self._notifier = Notifier(
+            RedisDeliveryBook(self.redis, settings.namespace), self.channels, shell.publisher,
             FoldPolicy(remind_every_s=settings.notify_remind_s), schedule_of(settings),
             concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
             namespace=settings.namespace)
-        shell.log.info("notifier_channels", channels=[c.describe() for c in channels] or
+        shell.log.info("notifier_channels", channels=[c.describe() for c in self.channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
-        for channel in channels:  # every channel's series exist from the start, for rates and alerts
+        for channel in self.channels:  # every channel's series exist from the start, for rates and alerts
             for severity in SEVERITIES:
                 for outcome in ("delivered", "failed", "dead_lettered"):
                     shell.metrics.touch("notices", channel=channel.name, outcome=outcome, severity=severity)
 
-    async def close() -> None:
-        await http.aclose()
-        client = holder.get("redis")
-        if client is not None:
-            await client.aclose()  # type: ignore[attr-defined]
+    async def close(self) -> None:
+        await self.http.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
 
-    async def apply(event, delivery: Delivery) -> None:
-        await holder["notifier"].apply(event, delivery)  # type: ignore[attr-defined]
+    async def apply(self, event: Any, delivery: Delivery) -> None:
+        await self.notifier.apply(event, delivery)
 
-    async def resend(cmd: ResendNotices, delivery: Delivery) -> None:
-        await holder["notifier"].resend(cmd, delivery)  # type: ignore[attr-defined]
+    async def resend(self, cmd: ResendNotices, delivery: Delivery) -> None:
+        await self.notifier.resend(cmd, delivery)
 
-    async def deliver() -> None:
-        await holder["notifier"].run()  # type: ignore[attr-defined]
-
-    shell.on_startup(open_book)
-    shell.on_shutdown(close)
-    shell.subscribe(streams.notifier_consumer(settings), NOTIFIER_INPUT, apply)
-    shell.subscribe(streams.notifier_resend_consumer(settings), codec.RESEND, resend)
-    shell.background(deliver)
-    shell.app.notifier = holder  # type: ignore[attr-defined]  # tests and the demo read the counts here
-    return shell.app
+    async def deliver(self) -> None:
+        await self.notifier.run()

@@ -3,7 +3,7 @@
 Every replica binds the same durable (``prober-v2``), so tasks are spread
 across probers (DESIGN.md, "Subjects and streams").  A prober fetches a task
 only when one of its workers is free and says it is in
-progress every ``ack_wait / 4`` while it probes (:meth:`Shell.work_queue`), so
+progress every ``ack_wait / 4`` while it probes (:class:`~reverie_canary.shared.runtime.consumer.Consumer`), so
 the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.runtime.streams.task_ack_wait_s`)
 and a dead prober's tasks are redelivered to another within it, in the same
 cycle (issue 11 §1).  A result is published with the task id
@@ -222,7 +222,7 @@ async def publish_result(publisher, task: ProbeTask, result: ProbeResult) -> Non
 
     Raises:
         Transient: when the next wait would end past the task's deadline (the task is
-            then redelivered, :func:`reverie_canary.shared.runtime.broker.handle`).
+            then redelivered: :mod:`reverie_canary.shared.runtime.settle`).
     """
     subject = subjects.result(task.model, task.provider)
     attempt = 0
@@ -274,6 +274,5 @@ def create_app(settings: Settings | None = None) -> FastStream:
 
     shell.on_startup(open_client)
     shell.on_shutdown(close_client)
-    shell.work_queue(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=lambda: prober.concurrency,
-                     heartbeat_s=streams.task_heartbeat_s(settings))
+    shell.consume(streams.prober_consumer(settings), codec.PROBE_TASK, apply, workers=lambda: prober.concurrency)
     return shell.app

@@ -1,7 +1,7 @@
 """Router service: a thin shell around :func:`reverie_canary.services.router.core.decide`.
 
 Inputs (durable ``router-v2``, in log order, pulled one at a time by the shell's
-:meth:`~reverie_canary.shared.runtime.service.Shell.in_order`; the table is
+:class:`~reverie_canary.shared.runtime.consumer.Consumer`; the table is
 :data:`reverie_canary.shared.contract.inputs.READS`): judge decisions, the operator
 commands the router owns (``AddOverride``, ``RemoveOverride``,
 ``ReloadExclusions``) and discovery's ``EndpointsDiscovered`` (for the guard
@@ -31,7 +31,8 @@ from typing import Any
 
 from faststream import FastStream
 from nats.js.api import DeliverPolicy
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.errors import Error as NatsError
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 from reverie_canary.services.router.core import (
@@ -75,6 +76,21 @@ REBUILD_PREFIXES = (*inputs.prefixes("router"), subjects.answer("router", "x").r
 MERGE_AT_LEAST_S = 30.0
 #: Expiry passes run this long after the expiry itself, so that the merge sees it expired (seconds).
 EXPIRY_GRACE_S = 0.005
+
+
+#: JetStream's error codes of a write whose expected last sequence is not the subject's
+#: (JSStreamWrongLastSequenceErrF, JSStreamWrongLastSequenceConstantErr).
+WRONG_LAST_SEQUENCE_CODES = frozenset({10071, 10164})
+
+
+def kv_conflict(exc: BaseException) -> bool:
+    """Whether a KV write failed because another writer moved the key's revision (a compare-and-set lost).
+
+    nats-py raises :class:`KeyWrongLastSequenceError` for it; a version that does not map the
+    code raises the plain :class:`APIError` with JetStream's error code.
+    """
+    return isinstance(exc, KeyWrongLastSequenceError) or (
+        isinstance(exc, APIError) and exc.err_code in WRONG_LAST_SEQUENCE_CODES)
 
 
 class SnapshotSink:
@@ -121,7 +137,7 @@ class SnapshotSink:
         except KeyNotFoundError:
             self.revisions.pop(model, None)
             return None, 0
-        except Exception as exc:  # nats timeouts and connection errors during an outage
+        except (NatsError, OSError) as exc:  # nats timeouts and connection errors during an outage
             raise Transient(f"kv read for {model} failed: {exc!r}") from exc
         if entry.value is None:
             return None, entry.revision or 0
@@ -173,16 +189,13 @@ class SnapshotSink:
                 revision = await self.kv.update(key, data, last=known[1])
             else:
                 revision = await self.kv.create(key, data)
-        except KeyWrongLastSequenceError as exc:
+        except (NatsError, OSError) as exc:  # timeouts, no stream response, connection closed, a conflict
             self.revisions.pop(model, None)
+            if not kv_conflict(exc):
+                raise Transient(f"kv write for {model} failed: {exc!r}") from exc
             if check:
                 raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
             return await self.write(snapshot, check=True)
-        except Exception as exc:
-            self.revisions.pop(model, None)
-            if "wrong last sequence" in str(exc).lower() and not check:
-                return await self.write(snapshot, check=True)
-            raise Transient(f"kv write for {model} failed: {exc!r}") from exc
         self.revisions[model] = (snapshot.version, revision)
         self.latest[model] = snapshot
         metrics.of("router").inc("snapshots_published", model=model)
@@ -470,39 +483,53 @@ def create_app(settings: Settings | None = None) -> FastStream:
     settings = settings or Settings.load()
     shell = Shell("router", settings)
     exclusions = ExclusionsFile(settings.exclusions_file)
-    start_file = exclusions.read_at_start()
-    holder: dict[str, Any] = {}
-
-    async def open_clients() -> None:
-        holder["redis"] = redis_client(settings)
-        # Bind the bucket before the subscriber starts: handlers need it at once.
-        await shell.broker.connect()
-        kv = await shell.broker.key_value(ROUTING_BUCKET, declare=False)
-        holder["nats"] = nc = await shell.connect_nats("log reader")
-        sink = holder["sink"] = SnapshotSink(kv, shell.publisher)
-        router = Router(settings, RedisRouterStore(holder["redis"], settings.namespace),
-                        sink, shell.publisher, exclusions, js=nc.jetstream())
-        router.start_file = start_file
-        holder["router"] = router
-        await router.start()
-        shell.metrics.add_source(sink.samples)
-
-    async def close_clients() -> None:
-        if holder.get("sink") is not None:
-            shell.metrics.remove_source(holder["sink"].samples)
-        if holder.get("redis") is not None:
-            await holder["redis"].aclose()
-        if holder.get("nats") is not None:
-            await holder["nats"].close()
-
-    async def apply(event, delivery: Delivery) -> None:
-        await holder["router"].apply(event, delivery)
-
-    async def expiry_loop() -> None:
-        await holder["router"].expiry_loop()
-
-    shell.on_startup(open_clients)
-    shell.on_shutdown(close_clients)
-    shell.in_order(streams.router_consumer(settings), ROUTER_INPUT, apply)
-    shell.background(expiry_loop)
+    wiring = RouterWiring(shell, settings, exclusions, exclusions.read_at_start())
+    shell.on_startup(wiring.open)
+    shell.on_shutdown(wiring.close)
+    shell.consume(streams.router_consumer(settings), ROUTER_INPUT, wiring.apply)
+    shell.background(wiring.expiry_loop)
     return shell.app
+
+
+class RouterWiring:
+    """The router's clients, opened at start on the service's connection and closed at the stop."""
+
+    def __init__(self, shell: Shell, settings: Settings, exclusions: ExclusionsFile, start_file: ExclusionsRead) -> None:
+        self.shell = shell
+        self.settings = settings
+        self.exclusions = exclusions
+        self.start_file = start_file
+        self.redis: Any = None
+        self.sink: SnapshotSink | None = None
+        self._router: Router | None = None
+
+    @property
+    def router(self) -> Router:
+        if self._router is None:
+            raise Transient("the router has not started")
+        return self._router
+
+    async def open(self) -> None:
+        shell, settings = self.shell, self.settings
+        self.redis = redis_client(settings)
+        # the bucket is bound before the consumer starts: the handler needs it at once
+        kv = await shell.connection.jetstream().key_value(ROUTING_BUCKET)
+        self.sink = SnapshotSink(kv, shell.publisher)
+        router = Router(settings, RedisRouterStore(self.redis, settings.namespace), self.sink, shell.publisher,
+                        self.exclusions, js=shell.connection.jetstream())
+        router.start_file = self.start_file
+        self._router = router
+        await router.start()
+        shell.metrics.add_source(self.sink.samples)
+
+    async def close(self) -> None:
+        if self.sink is not None:
+            self.shell.metrics.remove_source(self.sink.samples)
+        if self.redis is not None:
+            await self.redis.aclose()
+
+    async def apply(self, event: Any, delivery: Delivery) -> None:
+        await self.router.apply(event, delivery)
+
+    async def expiry_loop(self) -> None:
+        await self.router.expiry_loop()

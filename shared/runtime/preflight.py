@@ -46,6 +46,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from reverie_canary.shared.contract import subjects
 from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import ConsumerSpec
 
@@ -265,23 +266,32 @@ async def check_permissions(settings: Settings, service: str, consumers: Iterabl
         NatsRefused: the credential itself is refused.
         PermissionMissing: naming every missing permission, before the service takes any message.
     """
-    from reverie_canary.shared.runtime.service import nats_connect
-
     violations = Violations()
-    try:
-        nc = await nats_connect(settings, error_cb=violations.record, allow_reconnect=False, max_reconnect_attempts=1,
-                                connect_timeout=PROBE_S)
-    except Exception as exc:
-        why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
-        if why:
-            raise NatsRefused(f"{service}: {why}") from exc
-        raise
+    nc = await _connect(settings, service, violations)
     try:
         missing = await probe(nc, violations, needs(service, settings, consumers))
     finally:
         await nc.close()
     if missing:
         raise PermissionMissing(missing_text(service, settings.nats_user, missing))
+
+
+async def _connect(settings: Settings, service: str, violations: Violations) -> nats.NATS:
+    """One short-lived connection with the service's credential whose ``error_cb`` records refusals.
+
+    Raises:
+        NatsRefused: the credential itself is refused.
+    """
+    from reverie_canary.shared.runtime.service import nats_connect
+
+    try:
+        return await nats_connect(settings, error_cb=violations.record, allow_reconnect=False,
+                                  max_reconnect_attempts=1, connect_timeout=PROBE_S)
+    except Exception as exc:  # the connection's outermost boundary: a refusal is named, anything else raised as is
+        why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
+        if why:
+            raise NatsRefused(f"{service}: {why}") from exc
+        raise
 
 
 #: Fields of a durable consumer the code states and the server can change on a live durable (nats-server 2.10+).
@@ -405,9 +415,12 @@ def settings_problem(settings: Settings, service: str) -> str | None:
 async def at_start(settings: Settings, service: str, consumers: list[ConsumerSpec], log: Any) -> None:
     """Everything a service checks before it takes a message; one line and a refusal when it cannot do its job.
 
-    In order: the settings (:func:`settings_problem`), the credential and every
-    permission the service needs (:func:`check_permissions`), then its live
-    durable consumers (:func:`reconcile_consumers`).
+    In order, on one short-lived connection (it provokes refusals on purpose and reads them
+    from its own error callback, so the service's own connection never sees them): the
+    settings (:func:`settings_problem`), the credential and every permission the service
+    needs (:func:`probe`), the streams (created or updated where the credential may:
+    :func:`reverie_canary.shared.runtime.streams.ensure_best_effort`), then its live durable
+    consumers (:func:`reconcile_consumers`).
 
     Raises:
         ConfigError: a setting; :class:`NatsRefused` or :class:`PermissionMissing`, naming what.
@@ -415,14 +428,16 @@ async def at_start(settings: Settings, service: str, consumers: list[ConsumerSpe
     problem = settings_problem(settings, service)
     if problem:
         raise ConfigError(problem)
-    await check_permissions(settings, service, consumers)
-    if not consumers:
-        return
-    from reverie_canary.shared.runtime.service import nats_connect
-
     violations = Violations()
-    nc = await nats_connect(settings, error_cb=violations.record, connect_timeout=PROBE_S)
+    nc = await _connect(settings, service, violations)
     try:
+        missing = await probe(nc, violations, needs(service, settings, consumers))
+        if missing:
+            raise PermissionMissing(missing_text(service, settings.nats_user, missing))
+        await streams.ensure_best_effort(nc.jetstream(), settings, log)
+        violations.seen.clear()  # a stream this credential may not update is not a consumer's refusal
+        if not consumers:
+            return
         try:
             await reconcile_consumers(nc.jetstream(timeout=PROBE_S), consumers, log)
         except (TimeoutError, nats.errors.TimeoutError) as exc:

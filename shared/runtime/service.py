@@ -1,18 +1,17 @@
-"""The thin shell of a service: FastStream app, broker, durable subscriptions, background loops.
+"""The thin shell of a service: FastStream app, one NATS connection, its consumers and background loops.
 
-Each service module builds one :class:`Shell`, registers its handlers with
-:meth:`Shell.subscribe` (strict decoding, the ack mapping of
-:func:`reverie_canary.shared.runtime.broker.handle`) and its timers with :meth:`Shell.background`,
-and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>``
-runs one app; ``canary up`` and ``canary demo`` run all five in one process.
+Each service module builds one :class:`Shell`, declares its durable consumers with
+:meth:`Shell.consume` (the one way a message comes in:
+:class:`reverie_canary.shared.runtime.consumer.Consumer`, settled by the one table of
+:mod:`reverie_canary.shared.runtime.settle`), its timers with :meth:`Shell.background`,
+and exposes ``create_app(settings) -> FastStream``.  ``canary run <service>`` runs one
+app; ``canary up`` and ``canary demo`` run all five in one process.
 
-A consumer read one message at a time in log order where the time to the handler
-counts (the router's inputs) is pulled by :meth:`Shell.in_order`, in the pulling task.
-A work queue (the prober's tasks) is pulled by :meth:`Shell.work_queue`, not by
-FastStream: a task is fetched only when a worker is free, and every task held is
-kept alive with in-progress signals until it is acknowledged, so the
-consumer's ``ack_wait`` can be a few seconds and a dead process's tasks come back
-within it (issue 11 §1).
+A service keeps one NATS connection, its broker's (:attr:`Shell.connection`): its consumers
+pull on it, its publisher publishes on it, its log reads and KV bucket use it.  At start one
+short-lived connection checks the credential, the permissions, the streams and the durable
+consumers (:func:`reverie_canary.shared.runtime.preflight.at_start`: it provokes permission
+refusals on purpose and reads them from its own error callback).
 
 The shell also serves the service's ``/metrics``, ``/healthz`` and ``/readyz``
 (:mod:`reverie_canary.shared.runtime.metrics`) from before the broker connects until it
@@ -30,6 +29,9 @@ from typing import Any
 
 import nats
 import redis.asyncio as aioredis
+from faststream import FastStream
+from nats.errors import Error as NatsError
+from nats.js.errors import APIError
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
@@ -37,23 +39,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError as RedisNoPermissionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from faststream import AckPolicy, FastStream
-from faststream.nats import JStream, NatsMessage, PullSub
-from nats.errors import Error as NatsError
-from nats.js.errors import APIError
 
-from reverie_canary.shared.runtime import metrics, preflight, retry, streams, tracing
-from reverie_canary.shared.contract.codec import check_origin as codec_check_origin
-from reverie_canary.shared.runtime.aio import stop_task
-from reverie_canary.shared.runtime.broker import (DEAD_LETTER_REASONS, MESSAGE_OUTCOMES, Delivery, Publisher, handle,
-                                          make_broker, nats_error_cb)
 from reverie_canary.shared.contract.codec import Codec
-from reverie_canary.shared.contract.errors import (ConfigError, Oversize, Rejected, TooLarge, Transient, Undecodable,
-                                          UnsupportedVersion)
+from reverie_canary.shared.contract.errors import ConfigError, Transient
+from reverie_canary.shared.runtime import metrics, preflight, retry, streams, tracing
+from reverie_canary.shared.runtime.aio import stop_task
+from reverie_canary.shared.runtime.broker import Publisher, make_broker, nats_error_cb
+from reverie_canary.shared.runtime.consumer import Apply, Consumer, Fold
 from reverie_canary.shared.runtime.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.logging import masked_url
 from reverie_canary.shared.runtime.settings import Settings, nats_servers
+from reverie_canary.shared.runtime.settle import DEAD_LETTER_REASONS, MESSAGE_OUTCOMES
 from reverie_canary.shared.runtime.streams import ConsumerSpec
 from reverie_canary.shared.runtime.tls import nats_tls, redis_tls
 
@@ -209,55 +206,8 @@ async def check_redis_credential(settings: Settings, service: str) -> None:
             await client.aclose()
 
 
-async def _raw_body(msg: NatsMessage) -> bytes:
-    """FastStream decoder that does not parse: :func:`reverie_canary.shared.runtime.broker.handle` decodes strictly.
-
-    FastStream's default decoder runs ``json.loads`` on every body before the
-    handler; a deeply nested document then raised RecursionError there, outside
-    the handler's error mapping, and the message was retried instead of refused.
-    """
-    return msg.body
-
-
 #: Longest wait for one background loop to stop at shutdown (seconds).
 LOOP_STOP_S = 10.0
-#: Seconds one pull of a work queue waits for tasks before it asks again.
-WORK_FETCH_S = 1.0
-
-
-class _Held:
-    """A JetStream message pulled by :meth:`Shell.work_queue`, in the shape :func:`handle` reads.
-
-    ``body`` and ``raw_message`` as FastStream's ``NatsMessage``; ``ack`` /
-    ``reject`` / ``nack(delay)`` map to nats-py's ``ack`` / ``term`` / ``nak``.
-    """
-
-    def __init__(self, raw: Any) -> None:
-        self.raw_message = raw
-        self.body: bytes = raw.data
-        self.settled = False
-
-    async def ack(self) -> None:
-        self.settled = True
-        await self.raw_message.ack()
-
-    async def reject(self) -> None:
-        self.settled = True
-        await self.raw_message.term()
-
-    async def nack(self, delay: float | None = None) -> None:
-        self.settled = True
-        await self.raw_message.nak(delay=delay)
-
-    async def in_progress(self) -> None:
-        if not self.settled:
-            await self.raw_message.in_progress()
-
-
-#: Messages a subscriber with several workers fetches at a time (:meth:`Shell.subscribe`).
-CONCURRENT_FETCH = 16
-
-
 def known_series(service: str, settings: Settings) -> list[tuple[str, dict[str, str]]]:
     """Every label set, known at start, of ``service``'s counters that alerts or the dashboard rate.
 
@@ -324,6 +274,7 @@ class Shell:
         self._startup: list[Callable[[], Awaitable[None]]] = []
         self._shutdown: list[Callable[[], Awaitable[None]]] = []
         self._specs: list[ConsumerSpec] = []
+        self._consumers: list[Consumer] = []
         self._endpoint: metrics.Endpoint | None = None
         self._health_redis: aioredis.Redis | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -331,14 +282,10 @@ class Shell:
         #: What ``/readyz`` adds to a ready service's line (its role now, e.g. a judge standing by); "" for nothing.
         self.note: Callable[[], str] = lambda: ""
 
-    async def connect_nats(self, connection: str, **kwargs: Any) -> nats.NATS:
-        """A long-lived extra NATS connection of this service (reconnects forever), watched like the broker's."""
-        holder: dict[str, nats.NATS] = {}
-        kwargs.setdefault("max_reconnect_attempts", -1)
-        nc = await nats_connect(self.settings, **self.nats_link.nats_callbacks(lambda: holder.get("nc"), connection),
-                                **kwargs)
-        holder["nc"] = nc
-        return nc
+    @property
+    def connection(self) -> nats.NATS:
+        """The service's one NATS connection (the broker's; connected from start to stop)."""
+        return self.broker.connection
 
     def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Run ``fn`` before the broker connects (open clients here)."""
@@ -348,199 +295,25 @@ class Shell:
         """Run ``fn`` once the broker stopped and in-flight handlers finished (close clients here)."""
         self._shutdown.append(fn)
 
-    def subscribe(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                  *, batch: int = 1, workers: int = 1) -> None:
-        """Bind the durable pull consumer ``spec`` and handle each message with ``apply``.
+    def consume(self, spec: ConsumerSpec, decoder: Codec, apply: Apply | None = None, *, fold: Fold | None = None,
+                workers: int | Callable[[], int] = 1, batch: int = 1,
+                gate: Callable[[], Awaitable[bool]] | None = None,
+                generation: Callable[[], int] = lambda: 0) -> Consumer:
+        """Read the durable ``spec`` once the broker is connected (:class:`Consumer` says how).
 
         Args:
-            batch: messages fetched at a time and handled together (FastStream's
-                pull loop waits for the whole batch); 1 where order matters.
-            workers: handle up to this many messages at once, fetching up to
-                :data:`CONCURRENT_FETCH` at a time as workers free up, so one
-                slow message does not hold up the others.  FastStream's queue
-                in front of the workers holds at most ``workers`` messages, so a
-                fetched message waits at most one handler's time; the
-                consumer's ``ack_wait`` must cover that (the over-fetching of
-                ag2ai/faststream#2563 came from an unbounded queue).  One
-                message a fetch made a fetch round trip per message the limit
-                of a prober's throughput (a task every 30 ms on a loaded
-                machine: 212 tasks took 7 s to start, whatever the workers).
+            apply: handle one message, up to ``workers`` at once (``1``: in log order).
+            fold: apply ``batch`` messages at a time in stream order, while ``gate()`` allows.
         """
-        extra: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
-        extra["decoder"] = _raw_body
+        consumer = Consumer(self.name, lambda: self.connection, spec, decoder, publisher=self.publisher,
+                            series=self.metrics, log=self.log, max_deliver=self.settings.max_deliver,
+                            retry_delay_s=self.settings.retry_delay_s, apply=apply, fold=fold, workers=workers,
+                            batch=batch, gate=gate, generation=generation)
         self._specs.append(spec)
+        self._consumers.append(consumer)
         self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
-
-        @self.broker.subscriber(
-            spec.filter_subjects[0],
-            stream=JStream(spec.stream, declare=False),
-            durable=spec.durable,
-            pull_sub=PullSub(batch_size=min(workers, CONCURRENT_FETCH) if workers > 1 else batch, timeout=1.0),
-            config=spec.config(),
-            ack_policy=AckPolicy.MANUAL,
-            title=f"{self.name}:{spec.durable}",
-            **extra,
-        )
-        async def _handler(msg: NatsMessage) -> None:
-            await handle(msg, service=self.name, decoder=decoder, apply=apply,
-                         publisher=self.publisher, settings=self.settings)
-
-    def work_queue(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                   *, workers: int | Callable[[], int], heartbeat_s: float) -> None:
-        """Pull the shared durable ``spec`` with up to ``workers`` messages in hand; keep each alive until settled.
-
-        A message is fetched only when a worker is free and handled at once
-        (:func:`handle`: decode, ``apply``, ack / term / nak), so none waits in a
-        queue with no word to the server.  Every ``heartbeat_s`` seconds each
-        message in hand gets an in-progress signal (``+WPI``, which restarts its
-        ``ack_wait``; operators.md, 8): a live process keeps its tasks however long
-        they take, a dead one's are redelivered to another process after
-        ``ack_wait``.  At shutdown the loop stops fetching and the messages in
-        hand are given back (``nak``, redelivered at once), not left to time out.
-
-        Args:
-            workers: messages handled at once, or a function that says it
-                before every fetch (the prober's: what discovery sized the
-                current cycle to, at most ``prober_concurrency``); a smaller
-                number than are held lets the extra ones finish first.
-            heartbeat_s: seconds between two in-progress signals
-                (:func:`reverie_canary.shared.runtime.streams.task_heartbeat_s`), well under ``ack_wait``.
-        """
-        self._specs.append(spec)
-        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
-
-        async def loop() -> None:
-            await self._pull(spec, decoder, apply, workers, heartbeat_s)
-
-        self._loops.append(loop)
-
-    async def _pull(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]],
-                    workers: int | Callable[[], int], heartbeat_s: float) -> None:
-        limit: Callable[[], int] = workers if callable(workers) else (lambda: workers)  # type: ignore[assignment]
-        js = self.broker.connection.jetstream()
-        sub = await js.pull_subscribe(spec.filter_subjects[0], durable=spec.durable, stream=spec.stream,
-                                      config=spec.config())
-        held: set[_Held] = set()
-        freed = asyncio.Event()
-        running: set[asyncio.Task[None]] = set()
-
-        async def one(message: _Held) -> None:
-            try:
-                await handle(message, service=self.name, decoder=decoder, apply=apply, publisher=self.publisher,
-                             settings=self.settings)  # type: ignore[arg-type]
-            except asyncio.CancelledError:
-                if not message.settled:  # shutting down: give it back now, not after ack_wait
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(message.nack())
-                raise
-            finally:
-                held.discard(message)
-                freed.set()
-
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(heartbeat_s)
-                for message in list(held):
-                    try:
-                        await message.in_progress()
-                    except Exception:  # disconnected: the next beat tries again
-                        break
-
-        beats = asyncio.create_task(heartbeat(), name=f"{self.name}-heartbeat")
-        try:
-            while True:
-                while len(held) >= max(1, limit()):
-                    freed.clear()
-                    with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # the limit may rise meanwhile
-                        await asyncio.wait_for(freed.wait(), WORK_FETCH_S)
-                try:
-                    messages = await sub.fetch(batch=max(1, limit()) - len(held), timeout=WORK_FETCH_S)
-                except (TimeoutError, asyncio.TimeoutError):  # nothing to do
-                    messages = []
-                except NatsError:  # NATS away (reconnecting, closed): ask again in a while
-                    messages = []
-                    await asyncio.sleep(WORK_FETCH_S)
-                for raw in messages:
-                    message = _Held(raw)
-                    held.add(message)
-                    task = asyncio.create_task(one(message), name=f"{self.name}-work")
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-        finally:
-            beats.cancel()
-            for task in list(running):
-                task.cancel()
-            for task in list(running):
-                await stop_task(task, LOOP_STOP_S)
-            await stop_task(beats, LOOP_STOP_S)
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    def in_order(self, spec: ConsumerSpec, decoder: Codec, apply: Callable[[Any, Delivery], Awaitable[None]]) -> None:
-        """Pull the durable ``spec`` one message at a time and handle each in the pulling task, in stream order.
-
-        For a consumer with one message in flight (``max_ack_pending=1``: the server delivers
-        the next message only once this one is acknowledged), where the time from the log to
-        the handler counts (the router: issue 13 §5).  A fetch of one message waits
-        :data:`ORDERED_FETCH_S` at most; the message is handled by :func:`handle` (strict
-        decoding, ``apply``, ack / term / nak) in the same task, with no FastStream
-        subscriber, middleware or queue between the fetch and ``apply``.  Stopping while a
-        message is handled gives it back (``nak``: redelivered at once to the next process,
-        whose handler finds its position already saved and repairs the outbox, as after a
-        crash).  NATS away: the fetch is asked again every :data:`ORDERED_FETCH_S`.
-        """
-        self._specs.append(spec)
-        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
-
-        async def loop() -> None:
-            await self._pull_in_order(spec, decoder, apply)
-
-        self._loops.append(loop)
-
-    async def _pull_in_order(self, spec: ConsumerSpec, decoder: Codec,
-                             apply: Callable[[Any, Delivery], Awaitable[None]]) -> None:
-        js = self.broker.connection.jetstream()
-        sub = await js.pull_subscribe(spec.filter_subjects[0], durable=spec.durable, stream=spec.stream,
-                                      config=spec.config())
-        try:
-            while True:
-                try:
-                    messages = await sub.fetch(batch=1, timeout=ORDERED_FETCH_S)
-                except (TimeoutError, asyncio.TimeoutError):  # nothing new
-                    continue
-                except NatsError:  # NATS away (reconnecting, closed): ask again in a while
-                    await asyncio.sleep(ORDERED_FETCH_S)
-                    continue
-                for raw in messages:
-                    message = _Held(raw)
-                    try:
-                        await handle(message, service=self.name, decoder=decoder, apply=apply,  # type: ignore[arg-type]
-                                     publisher=self.publisher, settings=self.settings)
-                    except asyncio.CancelledError:
-                        if not message.settled:  # stopping: give it back now, not after ack_wait
-                            with contextlib.suppress(Exception):
-                                await asyncio.shield(message.nack())
-                        raise
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    def ordered_batches(self, spec: ConsumerSpec, decoder: Codec,
-                        apply: Callable[[list[tuple[Any, Delivery]]], Awaitable[list[tuple[int, Exception]]]], *,
-                        batch: int, gate: Callable[[], Awaitable[bool]],
-                        generation: Callable[[], int] = lambda: 0) -> None:
-        """Pull the durable ``spec`` in batches, in stream order, for a fold that must never skip a message.
-
-        See :class:`OrderedBatches` (the judge: issue 13 §1).  ``apply(items)`` applies a batch
-        of ``(event, delivery)`` in order, all or nothing, and returns the items it refused
-        (index, :class:`Rejected`) to dead-letter; ``gate()`` says whether this process may
-        take messages now (the judge's lease); ``generation()`` changes when it took the gate
-        anew (the order is then checked again before anything is applied).
-        """
-        self._specs.append(spec)
-        self.metrics.touch("consumer_pending", stream=spec.stream, durable=spec.durable)
-        reader = OrderedBatches(self, spec, decoder, apply, batch=batch, gate=gate, generation=generation)
-        self._loops.append(reader.run)
+        self._loops.append(consumer.run)
+        return consumer
 
     def background(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run ``loop`` as a task once the broker is connected; cancel it on shutdown."""
@@ -628,9 +401,9 @@ class Shell:
                               readyz=f"{self._endpoint.base_url}/readyz")
         if self.redis_link is not None:
             await check_redis_credential(self.settings, self.name)
-        await ensure_streams(self.settings)
         # a credential or setting that cannot do this service's job refuses here, before any message is taken
         await preflight.at_start(self.settings, self.name, self._specs, self.log)
+        await self.broker.connect()  # the service's one connection: its startup functions read and write on it
         if self.redis_link is not None:
             self._health_redis = redis_watch_client(self.settings)
             self._watch = asyncio.create_task(self._watch_redis(), name=f"{self.name}-redis-watch")
@@ -639,6 +412,8 @@ class Shell:
 
     async def _after_startup(self) -> None:
         self.nats_link.connected()
+        for consumer in self._consumers:  # every durable exists before the service says it runs
+            await consumer.bind()
         self._state = "running"
         self.metrics.set("ready", 1 if self.nats_link.up and (self.redis_link is None or self.redis_link.up) else 0)
         for loop in self._loops:
@@ -695,239 +470,3 @@ class Shell:
                     self._endpoint.sources.remove(self)
                 self._endpoint = None
                 await metrics.release(self.name)
-
-
-#: Seconds one pull of an ordered batch consumer waits for messages when it holds none.
-ORDERED_FETCH_S = 1.0
-#: Seconds between two looks at the consumer while the order of the messages in hand is not proven.
-ORDERED_RECHECK_S = 0.05
-#: Seconds to wait before asking the gate again when it said no (another process holds the lease).
-GATE_WAIT_S = 2.0
-
-
-class OrderedBatches:
-    """A durable consumer read in batches by a fold that must see every message, in stream order.
-
-    With one message in flight (``max_ack_pending=1``) the server itself keeps the order: the
-    next message is not delivered before the last one is acknowledged.  With a batch of ``B``
-    in flight it does not: a message delivered to a process that then died, or nak'ed, comes
-    back *after* later ones, and a fold that skips positions it already passed would skip it
-    for good.  So the messages of a batch are applied only when they are provably every
-    message not yet acknowledged:
-
-    - **clean**: every message this loop fetched since the last check came in one unbroken run
-      of the consumer's delivery sequence (``sequence.consumer`` + 1 each), so no delivery went
-      anywhere else and nothing was redelivered in between;
-    - otherwise (at start, after a gap, after the gate was taken anew: ``dirty``) the loop asks
-      the server: when the consumer's ``num_ack_pending`` equals the messages in hand, nothing
-      is held elsewhere, and the messages in hand sorted by stream sequence are the log's next
-      ones; until then it keeps what it has and fetches what comes back (a dead process's
-      messages after ``ack_wait``, a nak at once).  Only a count that includes every message
-      pending can match, so a match is proof; a mismatch (an acknowledgement the server has not
-      counted yet) only makes it look again.
-
-    A batch that fails is not given back: the loop keeps every message in hand (saying they are
-    in progress), waits (:func:`reverie_canary.shared.runtime.retry.redelivery_delay`), and applies them
-    again from the first, one message, then two, four ... up to ``B`` at a time, so one message
-    that keeps failing is found and, after ``max_deliver`` attempts, dead-lettered (``gave_up``)
-    like :func:`reverie_canary.shared.runtime.broker.handle` does -- and the others' delivery counts are
-    not spent meanwhile.  Undecodable or misplaced messages are dead-lettered and terminated
-    before the batch (the fold never sees them), and the items ``apply`` refuses after.  At
-    shutdown the messages in hand are given back (``nak``), so the next process takes them at once.
-    """
-
-    def __init__(self, shell: Shell, spec: ConsumerSpec, decoder: Codec,
-                 apply: Callable[[list[tuple[Any, Delivery]]], Awaitable[list[tuple[int, Exception]]]], *,
-                 batch: int, gate: Callable[[], Awaitable[bool]], generation: Callable[[], int]) -> None:
-        self.shell = shell
-        self.spec = spec
-        self.decoder = decoder
-        self.apply = apply
-        self.batch = batch
-        self.gate = gate
-        self.generation = generation
-        self.in_hand: dict[int, Any] = {}  # stream sequence -> the latest delivery of that message
-        self.dirty = True
-        self.last_dseq = 0
-        self.window = batch
-        self.attempts = 0  # failed attempts of the batch at the head of the messages in hand
-        self.said_waiting = False
-
-    async def run(self) -> None:
-        js = self.shell.broker.connection.jetstream()
-        self.js = js
-        sub = await js.pull_subscribe(self.spec.filter_subjects[0], durable=self.spec.durable,
-                                      stream=self.spec.stream, config=self.spec.config())
-        seen_generation: int | None = None
-        beats = asyncio.create_task(self._heartbeat(), name=f"{self.shell.name}-ordered-heartbeat")
-        try:
-            while True:
-                try:
-                    allowed = await self.gate()
-                except Transient:  # the gate's store away (Redis restarting): keep what is in hand, ask again
-                    await asyncio.sleep(ORDERED_FETCH_S)
-                    continue
-                if not allowed:
-                    await self._give_back()
-                    await asyncio.sleep(GATE_WAIT_S)
-                    continue
-                if self.generation() != seen_generation:
-                    seen_generation, self.dirty = self.generation(), True
-                await self._fetch(sub)
-                if not self.in_hand:
-                    continue
-                if self.dirty and not await self._order_proven():
-                    continue
-                await self._apply_in_hand()
-        finally:
-            beats.cancel()
-            await stop_task(beats, LOOP_STOP_S)
-            await self._give_back()
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    async def _fetch(self, sub: Any) -> None:
-        want = self.batch - len(self.in_hand)
-        if want <= 0:
-            await asyncio.sleep(ORDERED_RECHECK_S)
-            return
-        try:
-            messages = await sub.fetch(batch=want, timeout=ORDERED_RECHECK_S if self.in_hand else ORDERED_FETCH_S)
-        except (TimeoutError, asyncio.TimeoutError):  # nothing to do
-            return
-        except NatsError:  # NATS away (reconnecting, closed): ask again in a while
-            await asyncio.sleep(ORDERED_FETCH_S)
-            return
-        for raw in messages:
-            meta = raw.metadata
-            if not self.dirty and meta.sequence.consumer != self.last_dseq + 1:
-                self.dirty = True  # a delivery went elsewhere, or one came back: prove the order again
-            self.last_dseq = max(self.last_dseq, meta.sequence.consumer)
-            self.in_hand[meta.sequence.stream] = raw
-
-    async def _order_proven(self) -> bool:
-        try:
-            info = await asyncio.wait_for(self.js.consumer_info(self.spec.stream, self.spec.durable), timeout=5.0)
-        except (NatsError, asyncio.TimeoutError, APIError):
-            await asyncio.sleep(ORDERED_RECHECK_S)
-            return False
-        if (info.num_ack_pending or 0) != len(self.in_hand):
-            if not self.said_waiting:
-                self.shell.log.info("waiting_for_order", durable=self.spec.durable, in_hand=len(self.in_hand),
-                                    pending=info.num_ack_pending,
-                                    reason="messages delivered earlier are not back yet (a process that stopped, "
-                                           "or a delivery to another process): nothing is applied before them")
-                self.said_waiting = True
-            return False
-        self.dirty, self.said_waiting = False, False
-        self.last_dseq = max(self.last_dseq, info.delivered.consumer_seq or 0)
-        return True
-
-    async def _apply_in_hand(self) -> None:
-        series = self.shell.metrics
-        items: list[tuple[Any, Delivery, Any]] = []
-        for seq in sorted(self.in_hand):
-            raw = self.in_hand[seq]
-            delivery = Delivery(subject=raw.subject, stream_seq=seq, deliveries=raw.metadata.num_delivered,
-                                headers=dict(raw.headers or {}))
-            try:
-                event = self.decoder.decode(raw.data)
-                codec_check_origin(delivery.subject, event)
-            except (Undecodable, Rejected) as exc:
-                await self._refuse(raw, delivery, exc)
-                del self.in_hand[seq]
-                continue
-            items.append((event, delivery, raw))
-        while items:
-            chunk = items[:self.window]
-            try:
-                refused = await self.apply([(event, delivery) for event, delivery, _ in chunk])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if not await self._failed(chunk, exc):
-                    return
-                items = items[1:]  # the head was given up
-                continue
-            refused_at = dict(refused)
-            for i, (_, delivery, raw) in enumerate(chunk):
-                del self.in_hand[delivery.stream_seq]
-                if i in refused_at:
-                    await self._refuse(raw, delivery, refused_at[i])
-                    continue
-                with contextlib.suppress(Exception):  # a lost ack: the message comes back, already applied
-                    await raw.ack()
-                series.inc("messages", outcome="ack")
-            items = items[len(chunk):]
-            self.attempts = 0
-            self.window = min(self.batch, self.window * 2)
-
-    async def _failed(self, chunk: list[tuple[Any, Delivery, Any]], exc: Exception) -> bool:
-        """A batch failed: wait and let it be tried again (``False``), or give its one message up (``True``)."""
-        log = self.shell.log
-        transient = isinstance(exc, Transient)
-        first = chunk[0][1]
-        if not transient:
-            log.error("handler_error", subject=first.subject, stream_seq=first.stream_seq, messages=len(chunk),
-                      error=repr(exc), exc_info=True)
-        if isinstance(exc, Retake):
-            # the gate was lost or taken anew under this batch: prove the order again before anything else
-            log.info("batch_retaken", messages=len(chunk), first_seq=first.stream_seq, reason=str(exc))
-            self.dirty = True
-            return False
-        self.attempts += 1
-        if len(chunk) == 1 and self.attempts >= self.shell.settings.max_deliver:
-            _, delivery, raw = chunk[0]
-            log.error("message_gave_up", subject=delivery.subject, stream_seq=delivery.stream_seq,
-                      attempts=self.attempts, error=str(exc))
-            await self.shell.publisher.dead_letter(delivery, raw.data, "gave_up", repr(exc))
-            with contextlib.suppress(Exception):
-                await raw.term()
-            self.shell.metrics.inc("messages", outcome="term")
-            del self.in_hand[delivery.stream_seq]
-            self.attempts = 0
-            return True
-        delay = retry.redelivery_delay(self.shell.settings.retry_delay_s, self.attempts)
-        log.warning("message_retry", subject=first.subject, stream_seq=first.stream_seq, messages=len(chunk),
-                    attempt=self.attempts, retry_in_s=round(delay, 2), error=str(exc))
-        self.shell.metrics.inc("messages", outcome="nak")
-        self.window = 1  # again from the first message alone: one that keeps failing is found
-        await asyncio.sleep(delay)
-        return False
-
-    async def _refuse(self, raw: Any, delivery: Delivery, exc: Exception) -> None:
-        reason = _REFUSALS.get(type(exc)) or ("too_large" if isinstance(exc, TooLarge) else
-                                              "rejected" if isinstance(exc, Rejected) else "undecodable")
-        self.shell.log.warning("message_rejected", reason=reason, subject=delivery.subject, error=str(exc))
-        await self.shell.publisher.dead_letter(delivery, raw.data, reason, str(exc))
-        with contextlib.suppress(Exception):
-            await raw.term()
-        self.shell.metrics.inc("messages", outcome="term")
-
-    async def _give_back(self) -> None:
-        """Nak every message in hand (redelivered at once): a process stopping or without the gate holds none."""
-        if not self.in_hand:
-            return
-        for raw in list(self.in_hand.values()):
-            with contextlib.suppress(Exception):
-                await asyncio.shield(raw.nak())
-        self.in_hand.clear()
-        self.dirty = True
-
-    async def _heartbeat(self) -> None:
-        """Say every message in hand is in progress, four times per ``ack_wait``: held ones are not redelivered."""
-        while True:
-            await asyncio.sleep(self.spec.ack_wait_s / 4)
-            for raw in list(self.in_hand.values()):
-                try:
-                    await raw.in_progress()
-                except Exception:  # disconnected: the next beat tries again
-                    break
-
-
-class Retake(Transient):
-    """The gate of an ordered consumer was lost or taken anew while a batch was applied: check the order again."""
-
-
-#: The dead-letter reason of each kind of refused message (as :func:`reverie_canary.shared.runtime.broker.handle` says it).
-_REFUSALS: dict[type, str] = {UnsupportedVersion: "unsupported_version", Oversize: "oversize", Undecodable: "undecodable"}

@@ -32,6 +32,7 @@ refuses in place (the ack policy) needs a new ``-vN``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -45,6 +46,7 @@ from nats.js.api import (
     StoreCompression,
     StreamConfig,
 )
+from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared.contract import inputs, subjects
@@ -172,6 +174,22 @@ async def ensure(js: JetStreamContext, settings: Settings) -> None:
         await js.object_store(JUDGE_SNAPSHOTS)
     except NotFoundError:
         await _create_snapshot_bucket(js, settings)
+
+
+async def ensure_best_effort(js: JetStreamContext, settings: Settings, log: Any) -> bool:
+    """:func:`ensure`, where the credential may: a service that may not manage streams logs that and goes on.
+
+    ``canary init`` (or the demo) created them as admin (``shared/nats/server.conf``).
+
+    Returns:
+        Whether every stream and bucket is as declared now.
+    """
+    try:
+        await ensure(js, settings)
+    except NatsError as exc:  # a refusal (APIError), or a request the server left unanswered (a permission)
+        log.warning("streams_not_ensured", error=str(exc))
+        return False
+    return True
 
 
 async def _create_snapshot_bucket(js: JetStreamContext, settings: Settings) -> None:
@@ -311,7 +329,7 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
     ``ack_wait`` is short (:func:`task_ack_wait_s`): the prober keeps each task it
     holds alive with in-progress signals; a task whose prober died is redelivered
     to another after at most ``ack_wait``.  ``max_deliver`` deliveries at most,
-    the same budget :func:`reverie_canary.shared.runtime.broker.handle` counts (with 3
+    the same budget the settle table (:mod:`reverie_canary.shared.runtime.settle`) counts (with 3
     here and 5 there, a third delivery that failed was nak'ed and never came back,
     without a dead letter).
     """

@@ -2,7 +2,7 @@
 
 One probe is one trace. The W3C trace context (``traceparent``) travels in the NATS headers
 of every message a service publishes (:class:`reverie_canary.shared.runtime.broker.Publisher`), and
-every message a service handles (:func:`reverie_canary.shared.runtime.broker.handle`) is a span whose
+every message a service handles (:class:`reverie_canary.shared.runtime.consumer.Consumer`) is a span whose
 parent is the context its headers carry:
 
     discovery task              (root: one per ProbeTask; task id, model, provider, kind)

@@ -94,7 +94,7 @@ TARGETS = targets()
 
 
 def refusal(target: Target, body: bytes) -> dict[str, str] | None:
-    """The dead-letter reason each consumer of ``target`` gives ``body`` (as broker.handle does); ``None``
+    """The dead-letter reason each consumer of ``target`` gives ``body`` (as the settle table says); ``None``
     when some consumer accepts it (then it is not garbage for this subject)."""
     out = {}
     for consumer in target.consumers:

@@ -173,7 +173,7 @@ async def test_a_failing_batch_is_applied_again_in_order_and_one_message_that_ke
     shell = Shell("judge", settings)
     from reverie_canary.services.judge.service import JUDGE_INPUT
 
-    shell.ordered_batches(spec, JUDGE_INPUT, apply, batch=spec.max_ack_pending, gate=gate)
+    shell.consume(spec, JUDGE_INPUT, fold=apply, batch=spec.max_ack_pending, gate=gate)
     nc = await nats_connect(settings)
     js = nc.jetstream()
     try:

@@ -364,7 +364,7 @@ async def test_a_hanging_channel_does_not_delay_a_healthy_one(infra):
                 await publish(js, decision(n, provider=f"p{n}/fp8"))
             assert await ok.wait_for(10, 15), f"the healthy channel got {len(ok.received)} of 10"
             assert slow.received == []  # every request to the slow channel is still unanswered
-            counts = app.notifier["notifier"].counts  # type: ignore[attr-defined]
+            counts = app.notifier.notifier.counts  # type: ignore[attr-defined]
 
             async def recorded():
                 return counts["ok"]["delivered"] == 10

@@ -114,7 +114,9 @@ async def test_canary_up_logs_only_json_lines_from_every_library_and_no_secret(s
             pytest.fail(f"not a JSON line: {line[:300]}")
     assert all(isinstance(r, dict) and {"event", "level", "timestamp", "logger"} <= set(r) for r in records)
     loggers = {r["logger"].split(".")[0] for r in records}
-    assert {"canary", "faststream", "httpx", "httpcore", "redis"} <= loggers, loggers
+    # FastStream keeps the lifecycle and the connection but handles no message (the consumers are the
+    # runtime's own), so it has no line of its own here: had it one, it is JSON like every other
+    assert {"canary", "httpx", "httpcore", "redis"} <= loggers, loggers
     for secret in (admin, REDIS_PASSWORD, API_KEY, HOOK_TOKEN, hook, HOOK_SECRET, HOOK_SECRET[6:]):
         assert secret not in text
     masked_hook = hook_base.removesuffix("/api/v1") + "/***"

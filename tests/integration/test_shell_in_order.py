@@ -1,4 +1,4 @@
-"""Shell.in_order (the router's pull, issue 13 §5): one message at a time, in log order, given back at a stop."""
+"""A consumer of one message at a time (the router's pull, issue 13 §5): in log order, given back at a stop."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ async def test_inputs_are_applied_one_at_a_time_in_log_order_and_acknowledged(in
         busy["now"] -= 1
 
     shell = Shell("router", settings)
-    shell.in_order(spec, ROUTER_INPUT, apply)
+    shell.consume(spec, ROUTER_INPUT, apply)
     nc = await nats_connect(settings)
     js = nc.jetstream()
     try:
@@ -80,7 +80,7 @@ async def test_a_message_in_hand_at_a_stop_is_given_back_at_once(infra):
         await asyncio.Event().wait()  # never finishes on its own
 
     shell = Shell("router", settings)
-    shell.in_order(spec, ROUTER_INPUT, apply)
+    shell.consume(spec, ROUTER_INPUT, apply)
     nc = await nats_connect(settings)
     js = nc.jetstream()
     try:

@@ -183,11 +183,11 @@ def test_every_rated_counter_has_its_known_label_sets_created_at_start():
 
 
 def test_every_dead_letter_reason_the_shell_gives_is_created_at_start():
-    """The reasons of broker.handle and of the ordered batches are one list, and it is what start creates."""
-    from reverie_canary.shared.runtime import broker, service
+    """The reasons of the one settle table are one list, and it is what start creates."""
+    from reverie_canary.shared.runtime import service, settle
 
-    assert set(broker._REASONS.values()) | set(service._REFUSALS.values()) <= set(broker.DEAD_LETTER_REASONS)
-    assert {"rejected", "too_large", "gave_up", "undecodable"} <= set(broker.DEAD_LETTER_REASONS)
+    assert {reason for _, reason in settle.REFUSALS} <= set(settle.DEAD_LETTER_REASONS)
+    assert {"rejected", "too_large", "gave_up", "undecodable"} <= set(settle.DEAD_LETTER_REASONS)
     for name in SERVICES:
         assert {labels["reason"] for key, labels in service.known_series(name, Settings.load(env={}))
-                if key == "dead_letters"} == set(broker.DEAD_LETTER_REASONS)
+                if key == "dead_letters"} == set(settle.DEAD_LETTER_REASONS)
