@@ -4,11 +4,12 @@ The simulated gateway serves ``--models`` models of ``--providers`` healthy
 providers each (default 100 x 20 = 2,000 endpoints), every one with its own
 time to first token (``--ttft`` seconds, default 0.3-2) and streaming time for
 a mean reply (``--stream-ms``, default 150-400: the chunk interval is that over
-:data:`MEAN_PIECES`), both drawn per endpoint, seeded; every probe kind runs,
-with ``--languages-per-cycle`` language probes (default 2: 6 probes an
-endpoint, 12,000 a cycle).  The gateway, discovery, the judge and ``--probers``
-probers each run in a process of their own (``canary run``) on embedded NATS and
-Redis, so each one's CPU and memory are its own.
+:data:`MEAN_PIECES`), both drawn per endpoint, seeded; every probe kind runs, and
+every setting is at its default but the cycle's clock (``--window-s``, a cycle
+starting ``--lead-s`` from now): five language probes an endpoint, nine probes in
+all, 18,000 a cycle (``--languages-per-cycle`` sets another number).  The gateway,
+every service and ``--probers`` probers each run in a process of their own
+(``canary run``) on embedded NATS and Redis, so each one's CPU and memory are its own.
 
 ``--cycles`` cycles run back to back (default 2).  Discovery sizes each cycle
 from the probe times it measured in the cycles before (issue 13 §4,
@@ -20,6 +21,8 @@ flight that end the plan within ``--window-s x --fill-share`` (600 x 0.25 =
 Printed per cycle:
 
 - its sizing (probes in flight per prober and in all, the expected wall);
+- how long discovery took to publish the cycle's tasks (the first task seen to the
+  last; goal: 5 s);
 - cycle wall time, the first task published to the last result folded by the
   judge (its consumer has nothing pending), beside the latency-bound ideal at
   the concurrency it ran: the sum of every probe's time (how long it held its
@@ -65,7 +68,8 @@ from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
 from tests.hostile_fleet import _canary, _cpu_s, _rss_mb  # noqa: E402
 
-SERVICES = ("discovery", "judge")
+#: Every service in a process of its own (``canary run``), the probers beside them.
+SERVICES = ("discovery", "judge", "router", "notifier")
 #: Stream pieces of a mean probe reply from the simulator (ttft 10, refusal 14, structured 2.4, language 17,
 #: echo 3.2 pieces; six probes an endpoint with two language ones): measured with the prober against it.
 MEAN_PIECES = 10.6
@@ -94,6 +98,7 @@ class Cycle:
     sized: object = None
     tasks: set = field(default_factory=set)
     first_task: float | None = None
+    last_task: float | None = None
     results: dict = field(default_factory=dict)  # task id -> (seen at, seconds held, prober)
     folded: float | None = None
     backlog: int = 0
@@ -142,9 +147,9 @@ async def run(args: argparse.Namespace) -> None:
             settings = Settings.load(
                 env={}, nats_url=nats.url, redis_url=redis.url, namespace="fleet", models=models,
                 openrouter_base_url=url, cycle_interval_s=interval, probe_window_s=args.window_s,
-                probe_fill_share=args.fill_share, ttft_threshold_s=10.0, request_timeout_s=60.0,
-                prober_concurrency=args.ceiling, languages_per_cycle=lpc,
-                language_coverage_cycles=math.ceil(len(LANGUAGES) / lpc), mode="observe",
+                probe_fill_share=args.fill_share, prober_concurrency=args.ceiling,
+                **({"languages_per_cycle": lpc, "language_coverage_cycles": math.ceil(len(LANGUAGES) / lpc)}
+                   if lpc else {}),
                 exclusions_file="", log_format="json", log_level=args.log_level)
             await ensure_streams(settings)
             nc = await nats_connect(settings, max_reconnect_attempts=-1)
@@ -162,6 +167,7 @@ async def run(args: argparse.Namespace) -> None:
                 c = cycle_of(t.deadline.timestamp())
                 if c is not None:
                     c.first_task = c.first_task or time.time()
+                    c.last_task = time.time()
                     c.tasks.add(t.task_id)
 
             async def on_result(msg) -> None:
@@ -274,9 +280,11 @@ def report(args, cycles: list[Cycle], rss: dict, twice: int) -> None:
         last = max(at for at, _, _ in results)
         end = c.folded or last
         wall = end - c.first_task
+        published_s = (c.last_task or c.first_task) - c.first_task
+        print(f"   tasks published in {published_s:.1f} s (first task seen -> last; goal <= 5 s)")
         print(f"   cycle wall {wall:.1f} s (first task -> last result folded)  latency-bound ideal at {in_flight} in "
-              f"flight {ideal:.1f} s  (ratio {wall / ideal:.2f}); mean probe {sum(held) / len(held):.2f} s; "
-              f"{len(results) / wall:.1f} probes/s")
+              f"flight {ideal:.1f} s  (ratio {wall / ideal:.2f}; goal <= 1.10); mean probe "
+              f"{sum(held) / len(held):.2f} s; {len(results) / wall:.1f} probes/s")
         print(f"   judge lag: last result folded {end - last:.2f} s after it was published; largest judge "
               f"backlog {c.backlog} messages" + (f"; verdicts {_lags(c)}" if c.verdicts else ""))
         print("   work split: " + ", ".join(f"{p} {n}" for p, n in sorted(split.items())))
@@ -298,7 +306,8 @@ def main() -> None:
     parser.add_argument("--ceiling", type=int, default=64, help="prober_concurrency: the most probes a prober runs")
     parser.add_argument("--ttft", default="0.3-2", help="range of the endpoints' times to first token, seconds")
     parser.add_argument("--stream-ms", default="150-400", help="range of the endpoints' streaming time of a mean reply")
-    parser.add_argument("--languages-per-cycle", type=int, default=2, help="language probes per endpoint and cycle")
+    parser.add_argument("--languages-per-cycle", type=int, default=0,
+                        help="language probes per endpoint and cycle (0: the settings' default, 5 of 17 languages)")
     parser.add_argument("--window-s", type=float, default=600.0, help="the cycles' probe window, seconds")
     parser.add_argument("--fill-share", type=float, default=0.25, help="share of the window a cycle is sized to take")
     parser.add_argument("--gap-s", type=float, default=10.0, help="seconds between a window's end and the next cycle")

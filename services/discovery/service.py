@@ -47,7 +47,7 @@ from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, listing_facts, plan, split
 from reverie_canary.shared.contract import codec, ids, subjects
 from reverie_canary.shared.runtime import clock, retry, streams, tracing
-from reverie_canary.shared.runtime.broker import Delivery
+from reverie_canary.shared.runtime.broker import Delivery, Outgoing
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
 from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
@@ -301,13 +301,17 @@ class Discovery:
         parts = split(event)
         for part in parts:  # a large model's listing in parts that each fit the wire bound
             await pub.publish(part, subjects.discovery(model), ids.discovered_id(model, cycle_no, part.part), LOG)
+        outgoing = []
         for task in tasks:
-            # one probe is one trace: its root is the task (shared/runtime/tracing.py)
+            # one probe is one trace: its root is the task, whose context the task's headers carry
             with tracing.span("discovery task", root=True,
                               attributes={"canary.task_id": task.task_id, "canary.model": model,
                                           "canary.provider": task.provider, "canary.kind": task.kind,
                                           "canary.cycle": task.cycle}):
-                await pub.publish(task, subjects.task(model, task.provider), task.task_id, TASKS)
+                outgoing.append(Outgoing(task, subjects.task(model, task.provider), task.task_id,
+                                         tracing.inject({})))
+        # pipelined, every acknowledgement checked: 18,000 tasks one round trip each took 53 s
+        await pub.publish_many(outgoing, stream=TASKS)
         self.shell.log.info("cycle_started", model=model, cycle_no=cycle_no, endpoints=len(event.endpoints),
                             tasks=len(tasks), **({"parts": len(parts)} if len(parts) > 1 else {}))
         m = self.shell.metrics

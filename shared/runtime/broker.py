@@ -2,7 +2,7 @@
 
 A service's one NATS connection is its FastStream ``NatsBroker`` (:func:`make_broker`);
 :class:`Publisher` publishes on it into JetStream with deterministic ``Nats-Msg-Id``s
-and records refused
+(one message, or many pipelined with every acknowledgement checked) and records refused
 messages on ``canary.deadletter.<service>``.  What comes in is read by
 :class:`reverie_canary.shared.runtime.consumer.Consumer` and settled by the one table,
 :mod:`reverie_canary.shared.runtime.settle`.
@@ -10,9 +10,11 @@ messages on ``canary.deadletter.<service>``.  What comes in is read by
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from faststream.nats import NatsBroker, NatsUserPassword
@@ -31,6 +33,21 @@ from reverie_canary.shared.runtime.streams import DEADLETTER
 from reverie_canary.shared.runtime.tls import nats_tls
 
 PUBLISH_TIMEOUT_S = 5.0
+#: Messages of one :meth:`Publisher.publish_many` sent before their acknowledgements are awaited.
+PIPELINE_WINDOW = 1000
+#: nats-py's bound on a JetStream context's unacknowledged asynchronous publishes (above the window).
+PIPELINE_MAX_PENDING = 4 * PIPELINE_WINDOW
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message of :meth:`Publisher.publish_many`: the event, where it goes, its id and its own headers."""
+
+    event: Any
+    subject: str
+    msg_id: str
+    headers: dict[str, str] = field(default_factory=dict)
+
 #: FastStream's own lines (the app's start and stop, the broker's connection) go here: under ``faststream``, which
 #: :func:`reverie_canary.shared.runtime.logging.configure` keeps quiet below WARNING unless the level is DEBUG.
 BROKER_LOGGER = logging.getLogger("faststream.canary")
@@ -108,6 +125,8 @@ class Publisher:
     def __init__(self, broker: NatsBroker, service: str) -> None:
         self.broker = broker
         self.service = service
+        self._js: Any = None
+        self._js_of: Any = None
 
     async def publish(self, event: Any, subject: str, msg_id: str, stream: str) -> bool:
         """Publish ``event`` on ``subject`` and wait for JetStream's acknowledgement.
@@ -137,6 +156,65 @@ class Publisher:
         except (NatsError, TimeoutError) as exc:  # timeouts, no stream response, connection closed ...
             raise Transient(f"publish to {subject} failed: {exc!r}", subject=subject, msg_id=msg_id) from exc
         return not bool(getattr(ack, "duplicate", False))
+
+    async def publish_many(self, messages: Iterable[Outgoing], *, stream: str) -> list[bool]:
+        """Publish ``messages`` pipelined: every one sent without waiting, then every acknowledgement checked.
+
+        They go in windows of :data:`PIPELINE_WINDOW`: a window is sent, then its
+        acknowledgements awaited (:data:`PUBLISH_TIMEOUT_S` at most), then the next.  Each message keeps its own ``Nats-Msg-Id``, so
+        a call repeated after a failure stores nothing twice.  A message's ``headers`` are its own
+        (each may carry its own trace context); ``Nats-Msg-Id`` and the content type are added.
+
+        Returns:
+            Per message, in order: ``True`` if stored, ``False`` if a duplicate.
+
+        Raises:
+            TooLarge: a message above the wire bound even fitted (nothing of the call is sent).
+            Transient: NATS unreachable, a refusal, or an acknowledgement missing
+                :data:`PUBLISH_TIMEOUT_S` after its window was sent; some may be stored.
+        """
+        batch = [(m, self._body(m.event, m.subject, m.msg_id)) for m in messages]
+        js = self._pipeline()
+        stored: list[bool] = []
+        for start in range(0, len(batch), PIPELINE_WINDOW):
+            stored += await self._window(js, batch[start:start + PIPELINE_WINDOW], stream)
+        return stored
+
+    async def _window(self, js: Any, window: list[tuple[Outgoing, bytes]], stream: str) -> list[bool]:
+        """Send ``window`` without waiting, then wait for every acknowledgement (:meth:`publish_many`)."""
+        acks: list[asyncio.Future[Any]] = []
+        try:
+            for message, body in window:
+                headers = {**message.headers, "Nats-Msg-Id": message.msg_id, "content-type": "application/json"}
+                # no wait_stall: the window is below nats-py's pending bound, so this never waits; with one,
+                # every call yielded to the loop and nats-py flushed each message alone (a send per message)
+                acks.append(await js.publish_async(message.subject, body, stream=stream, headers=headers))
+            done, pending = await asyncio.wait(acks, timeout=PUBLISH_TIMEOUT_S)
+        except (NatsError, TimeoutError) as exc:  # the connection closed
+            for ack in acks:
+                ack.cancel()
+            raise Transient(f"publishing {len(window)} messages to {stream} failed after {len(acks)}: {exc!r}",
+                            stream=stream) from exc
+        for ack in pending:
+            ack.cancel()
+        if pending:
+            raise Transient(f"{len(pending)} of {len(window)} messages to {stream} not acknowledged within "
+                            f"{PUBLISH_TIMEOUT_S:g} s", stream=stream)
+        stored = []
+        for (message, _), ack in zip(window, acks, strict=True):
+            error = ack.exception()
+            if error is not None:
+                raise Transient(f"publish to {message.subject} failed: {error!r}", subject=message.subject,
+                                msg_id=message.msg_id) from error
+            stored.append(not bool(getattr(ack.result(), "duplicate", False)))
+        return stored
+
+    def _pipeline(self) -> Any:
+        """The JetStream context of the pipelined publishes (one per connection: its reply inbox is set up once)."""
+        connection = self.broker.connection
+        if self._js is None or self._js_of is not connection:
+            self._js, self._js_of = connection.jetstream(publish_async_max_pending=PIPELINE_MAX_PENDING), connection
+        return self._js
 
     def _body(self, event: Any, subject: str, msg_id: str) -> bytes:
         """``event``'s bytes, fitted under the wire bound when above it (:meth:`publish`)."""
