@@ -22,21 +22,8 @@ from msgspec import Struct
 
 from reverie_canary.client.checks.encoding import REPLACEMENT_MOJIBAKE
 from reverie_canary.client.checks.letters import foreign_words
+from reverie_canary.client.languages import LANGUAGE_NAMES, LANGUAGES as LANGUAGES
 
-#: ISO 639-1 codes of the 17 languages (DESIGN.md, contract 4).
-LANGUAGES: tuple[str, ...] = (
-    "en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru",
-    "uk", "tr", "ar", "ja", "ko", "zh", "id", "vi",
-)
-
-#: English name of each language, as a prompt says it ("Write your reply in Portuguese.").
-LANGUAGE_NAMES: dict[str, str] = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "fr": "French",
-    "de": "German", "it": "Italian", "nl": "Dutch", "pl": "Polish",
-    "ru": "Russian", "uk": "Ukrainian", "tr": "Turkish", "ar": "Arabic",
-    "ja": "Japanese", "ko": "Korean", "zh": "Chinese", "id": "Indonesian",
-    "vi": "Vietnamese",
-}
 
 CODE_BY_NAME: dict[str, str] = {name.lower(): code for code, name in LANGUAGE_NAMES.items()}
 

@@ -66,12 +66,11 @@ from reverie_canary.client.checks.text import (
     split_sentences,
     strip_for_detection,
 )
+from reverie_canary.client.languages import LANGUAGES as ALL_LANGUAGES
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
-#: The product's 17 interface languages (DESIGN.md, "The problem").
-LANGUAGES: tuple[str, ...] = (
-    "en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru", "uk", "tr", "ar", "ja", "ko", "zh", "id", "vi",
-)
+#: The product's 17 interface languages (:mod:`reverie_canary.client.languages`).
+LANGUAGES: tuple[str, ...] = ALL_LANGUAGES
 
 #: Look-alike languages outside the 17, per requested language.  Their
 #: probability mass counts with the requested language (the model splits a

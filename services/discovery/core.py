@@ -52,14 +52,13 @@ from datetime import datetime, timedelta, timezone
 
 import msgspec
 
-from reverie_canary.shared.contract.errors import CanaryError
-from reverie_canary.services.prober.prompts import PROMPT_VERSION
 from reverie_canary.shared.contract import ids
 from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES
 from reverie_canary.shared.contract.events import (
     MAX_DROPPED,
     MAX_ENDPOINTS_PER_MODEL,
     MAX_SAME_NAME,
+    PROMPT_VERSION,
     DroppedEndpoint,
     Endpoint,
     EndpointsDiscovered,
@@ -67,78 +66,11 @@ from reverie_canary.shared.contract.events import (
     ProbeTask,
     degraded,
 )
+from reverie_canary.shared.contract.languages import DEFAULT_COVERAGE_CYCLES, Coverage, coverage
+from reverie_canary.shared.contract.languages import CoverageError as CoverageError  # the planner's refusal, said here too
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})
-#: The default bound on the time to detect a one-language defect, in cycles (issue 12).
-DEFAULT_COVERAGE_CYCLES = 4
-
-
-class CoverageError(CanaryError, ValueError):
-    """Language settings that cannot keep the coverage bound (the message names the settings)."""
-
-
-class Coverage(msgspec.Struct, frozen=True, kw_only=True):
-    """How the language probes of one provider are spread over cycles.
-
-    Attributes:
-        languages: how many languages are configured.
-        coverage_cycles: the setting ``language_coverage_cycles``.
-        per_cycle: language probes per provider per cycle (retests come on top).
-        rotated: how many of them walk the rotation; the rest (``per_cycle -
-            rotated``) are drawn by traffic share (0 without weights).
-        bound_cycles: every language is probed at least once in every this
-            many consecutive cycles, ``ceil(languages / rotated)`` (at most
-            ``coverage_cycles``).
-    """
-
-    languages: int
-    coverage_cycles: int
-    per_cycle: int
-    rotated: int
-    bound_cycles: int
-
-
-def coverage(languages: int, coverage_cycles: int = DEFAULT_COVERAGE_CYCLES, languages_per_cycle: int = 0,
-             weighted: bool = False) -> Coverage:
-    """The spread of language probes that keeps every language within ``coverage_cycles`` cycles.
-
-    Args:
-        languages: number of configured languages (at least 1).
-        coverage_cycles: the bound, in cycles (at least 1).
-        languages_per_cycle: 0 (the minimum the bound needs) or a larger number
-            of language probes per provider per cycle.
-        weighted: the probes above the minimum are drawn by traffic share
-            (``language_weights``); then ``languages_per_cycle`` must be above
-            the minimum, or the weights would change nothing.
-
-    Returns:
-        The :class:`Coverage`; the minimum is ``ceil(languages / coverage_cycles)``.
-
-    Raises:
-        CoverageError: ``languages_per_cycle`` is set below the minimum, or
-            above the number of languages, or weights have no probe to share.
-    """
-    if languages < 1 or coverage_cycles < 1:
-        raise CoverageError("language_coverage_cycles needs at least one language and one cycle")
-    least = math.ceil(languages / coverage_cycles)
-    per_cycle = languages_per_cycle or least
-    if per_cycle < least:
-        raise CoverageError(
-            f"languages_per_cycle {per_cycle} cannot probe {languages} languages within language_coverage_cycles "
-            f"{coverage_cycles}: it needs {least} (0 derives it); or raise language_coverage_cycles to "
-            f"{math.ceil(languages / per_cycle)}")
-    if per_cycle > languages:
-        raise CoverageError(f"languages_per_cycle {per_cycle} is above the {languages} languages configured")
-    if weighted and per_cycle <= least:
-        raise CoverageError(
-            f"language_weights share the language probes above the {least} a cycle that "
-            f"language_coverage_cycles {coverage_cycles} needs: set languages_per_cycle above {least}")
-    rotated = least if weighted else per_cycle
-    return Coverage(languages=languages, coverage_cycles=coverage_cycles, per_cycle=per_cycle, rotated=rotated,
-                    bound_cycles=math.ceil(languages / rotated))
-
-
 def languages_for(languages: list[str], cov: Coverage, cycle_no: int, provider: str,
                   weights: Mapping[str, float] | None = None) -> list[str]:
     """The languages ``provider`` is probed in during cycle ``cycle_no`` (retests apart).

@@ -37,17 +37,10 @@ from typing import Any
 
 from msgspec import Struct
 
+from reverie_canary.client.languages import LANGUAGE_NAMES
 from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec
+from reverie_canary.shared.contract.events import PROMPT_VERSION as PROMPT_VERSION  # bumped there, with the wire
 
-PROMPT_VERSION = "p1"
-
-LANGUAGE_NAMES: dict[str, str] = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "fr": "French",
-    "de": "German", "it": "Italian", "nl": "Dutch", "pl": "Polish",
-    "ru": "Russian", "uk": "Ukrainian", "tr": "Turkish", "ar": "Arabic",
-    "ja": "Japanese", "ko": "Korean", "zh": "Chinese", "id": "Indonesian",
-    "vi": "Vietnamese",
-}
 
 SENTINEL = "[[END]]"
 PREFIX = "*"

@@ -73,6 +73,9 @@ MAX_SAME_NAME = 16
 #: prober sends it.
 ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools"]
 PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo")
+#: The version of the prober's prompts a task asks for (``ProbeTask.prompt_version``): results of
+#: different versions are not comparable (bumped whenever a prompt changes).
+PROMPT_VERSION = "p1"
 
 #: Reasons of a language probe that are anomalies *of that language*
 #: (DESIGN.md, contract 4: a whole-reply switch, persistent mixing, broken

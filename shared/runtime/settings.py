@@ -31,12 +31,8 @@ from msgspec import Struct, field
 
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
+from reverie_canary.shared.contract.languages import LANGUAGES, CoverageError, coverage
 
-#: The 17 interface languages of Reverie (DESIGN.md, contract 4), ISO 639-1.
-LANGUAGES: tuple[str, ...] = (
-    "en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru",
-    "uk", "tr", "ar", "ja", "ko", "zh", "id", "vi",
-)
 
 DAY_S = 86400.0
 GIB = 1024 ** 3
@@ -605,8 +601,6 @@ def _tls_problems(s: Settings) -> list[str]:
 
 def _language_problems(s: Settings) -> list[str]:
     """The language coverage: weights of configured languages, a spread that keeps the bound."""
-    from reverie_canary.services.discovery.core import CoverageError, coverage
-
     problems = []
     unknown = sorted(set(s.language_weights) - set(s.languages))
     if unknown:

@@ -84,3 +84,26 @@ def test_discovery_starts_last():
     assert sorted(start_order(SERVICES)) == sorted(SERVICES)
     assert start_order(["discovery", "prober"]) == ["prober", "discovery"]
     assert start_order(["judge"]) == ["judge"]
+
+
+#: Where one service may read another's types: the read-only dashboard is a read model of the judge's
+#: state (its core folds the judge's ModelState with the judge's own Policy and explanations; its
+#: sources read the judge's store read-only) and reads nothing else of another service.
+READS_ANOTHER_SERVICE = {"dashboard": {"judge"}}
+
+
+def test_imports_point_one_way():
+    """shared/ imports no service, simulator or CLI; a service imports no other service (the read-only dashboard
+    reads the judge's types)."""
+    offenders = []
+    for path in (ROOT / "shared").rglob("*.py"):
+        offenders += [f"{path.relative_to(ROOT)}: {name}" for name in _imports(path)
+                      if re.match(r"^reverie_canary\.(?:services|simulator|canary)\b", name)]
+    for path in (ROOT / "services").rglob("*.py"):
+        own = path.relative_to(ROOT / "services").parts[0]
+        allowed = {own} | READS_ANOTHER_SERVICE.get(own, set())
+        for name in _imports(path):
+            match = re.match(r"^reverie_canary\.services\.(\w+)", name)
+            if match and match.group(1) not in allowed:
+                offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
