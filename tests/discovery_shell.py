@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared.runtime.openrouter import make_client
 from reverie_canary.shared.runtime.service import Shell, ensure_streams, redis_client
@@ -22,12 +23,12 @@ async def open_discovery(infra, gateway_url: str, models: list[str], *, cycle_in
     await shell.broker.connect()
     discovery = Discovery(shell)
     discovery.client = make_client(settings, timeout_s=2.0)
-    discovery.redis = redis_client(settings)
+    discovery.store = RedisDiscoveryStore(redis_client(settings), settings.namespace)
     return discovery
 
 
 async def close_discovery(discovery: Discovery) -> None:
     """Close what :func:`open_discovery` opened."""
     await discovery.client.aclose()
-    await discovery.redis.aclose()
+    await discovery.store.client.aclose()
     await discovery.shell.broker.stop()

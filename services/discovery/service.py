@@ -33,28 +33,29 @@ prior and says so.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import httpx
 from faststream import FastStream
 
 import msgspec
+from nats.errors import Error as NatsError
 
 from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, listing_facts, plan, split
+from reverie_canary.services.discovery.store import DiscoveryStore, MemoryDiscoveryStore, RedisDiscoveryStore
 from reverie_canary.shared.contract import codec, ids, subjects
 from reverie_canary.shared.runtime import clock, retry, streams, tracing
 from reverie_canary.shared.runtime.broker import Delivery, Outgoing
-from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
 from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
 from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS
-from reverie_canary.shared.contract.subjects import encode_token
 from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL
 
 
@@ -76,11 +77,6 @@ class _ResultTime(msgspec.Struct):
 
 
 _result_time = msgspec.json.Decoder(_ResultTime)
-_times_decoder = msgspec.json.Decoder(sizing.ProbeTimes)
-#: Bytes of a stored ProbeTimes read at the most (a handful of kinds is about 300 B).
-MAX_TIMES_BYTES = 16 * 1024
-#: Seconds a stored ProbeTimes is kept after its last write (a discovery stopped longer starts from the prior).
-TIMES_TTL_S = 7 * 24 * 3600
 
 
 def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) -> int:
@@ -98,11 +94,12 @@ def next_cycle(now_epoch: float, interval_s: float, window_s: float, last: int) 
 class Discovery:
     """The cycle loop of one discovery process."""
 
-    def __init__(self, shell: Shell) -> None:
+    def __init__(self, shell: Shell, store: DiscoveryStore | None = None) -> None:
         self.shell = shell
         self.settings = shell.settings
         self.client: httpx.AsyncClient | None = None
-        self.redis = None
+        #: Where the probe times and the pending retests are kept (:mod:`reverie_canary.services.discovery.store`).
+        self.store: DiscoveryStore = store if store is not None else MemoryDiscoveryStore()
         #: Probe times folded from the results of the cycles before; the current cycle's, still coming in.
         self.times = sizing.ProbeTimes()
         self.tally = sizing.Tally()
@@ -166,38 +163,27 @@ class Discovery:
             self.shell.log.error("cycle_sized_not_published", cycle_no=event.cycle_no)
         return published
 
-    def _times_key(self) -> str:
-        return f"{self.settings.namespace}:discovery:probe-times"
-
     async def load_times(self) -> None:
-        """Take the probe times the discovery before this one measured (``<ns>:discovery:probe-times``).
+        """Take the probe times the discovery before this one measured.
 
-        Nothing stored (a new deployment), more than :data:`MAX_TIMES_BYTES`,
-        bytes that are not a ``ProbeTimes``, or Redis refusing the read (an ACL
-        file rendered before this key existed: run ``canary redis-acl`` again)
-        leave the prior in place with a warning; a kind whose mean is not a
-        positive finite number of seconds is dropped.
+        Nothing stored (a new deployment), stored bytes that are not probe times, or the store
+        refusing the read (an ACL file rendered before this key existed: run ``canary redis-acl``
+        again) leave the prior in place with a warning.
         """
         try:
-            raw = await self.redis.get(self._times_key())
-        except Exception as exc:  # redis.exceptions.RedisError (NOPERM included) and connection errors
-            self.shell.log.warning("probe_times_unavailable", error=repr(exc),
+            times = await self.store.load_times()
+        except Transient as exc:
+            self.shell.log.warning("probe_times_unavailable", error=str(exc),
                                    detail="the first cycle is sized on the prior, every prober at its ceiling")
             return
-        if raw is None:
-            return
-        try:
-            if len(raw) > MAX_TIMES_BYTES:
-                raise msgspec.DecodeError(f"{len(raw)} bytes, above the bound of {MAX_TIMES_BYTES}")
-            times = _times_decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except Undecodable as exc:
             self.shell.log.warning("probe_times_unreadable", error=str(exc)[:300],
                                    detail="the first cycle is sized on the prior, every prober at its ceiling")
             return
-        kinds = {k: v for k, v in times.kinds.items()
-                 if math.isfinite(v.mean_s) and v.mean_s > 0 and v.samples >= 0}
-        self.times = sizing.ProbeTimes(kinds=kinds, probers=max(0, times.probers), at=times.at)
-        self.shell.log.info("probe_times_loaded", kinds=sorted(kinds), probers=self.times.probers,
+        if times is None:
+            return
+        self.times = times
+        self.shell.log.info("probe_times_loaded", kinds=sorted(times.kinds), probers=times.probers,
                             measured_at=times.at.isoformat() if times.at else None)
 
     async def save_times(self) -> None:
@@ -205,34 +191,29 @@ class Discovery:
         if not self._times_dirty:
             return
         try:
-            await self.redis.set(self._times_key(), msgspec.json.encode(self.times), ex=TIMES_TTL_S)
+            await self.store.save_times(self.times)
             self._times_dirty = False
-        except Exception as exc:
-            self.shell.log.warning("probe_times_not_saved", error=repr(exc))
+        except Transient as exc:
+            self.shell.log.warning("probe_times_not_saved", error=str(exc))
 
-    def _retest_key(self, model: str, cycle_no: int) -> str:
-        return f"{self.settings.namespace}:retest:{encode_token(model)}:{cycle_no}"
+    def _retest_ttl_s(self) -> int:
+        return int(self.settings.cycle_interval_s * 4) + 60
 
     async def remember_retest(self, event: RetestRequested, delivery: Delivery) -> None:
-        """Keep a retest request until its cycle is planned (idempotent: a set)."""
-        key = self._retest_key(event.model, event.for_cycle_no)
-        try:
-            await self.redis.sadd(key, f"{event.provider}\n{event.language}")
-            await self.redis.expire(key, int(self.settings.cycle_interval_s * 4) + 60)
-        except Exception as exc:  # redis.exceptions.RedisError and connection errors
-            raise Transient(f"redis: {exc!r}") from exc
+        """Keep a retest request until its cycle is planned (idempotent: a set).
+
+        Raises:
+            Transient: the store is unreachable (the request is redelivered).
+        """
+        await self.store.add_retests(event.model, event.for_cycle_no, [(event.provider, event.language)],
+                                     self._retest_ttl_s())
 
     async def _retests(self, model: str, cycle_no: int) -> list[tuple[str, str]]:
         try:
-            raw = await self.redis.smembers(self._retest_key(model, cycle_no))
-        except Exception as exc:
-            self.shell.log.warning("retests_unavailable", model=model, error=repr(exc))
+            return await self.store.retests(model, cycle_no)
+        except Transient as exc:
+            self.shell.log.warning("retests_unavailable", model=model, error=str(exc))
             return []
-        out = []
-        for item in raw:
-            provider, _, language = (item.decode() if isinstance(item, bytes) else item).partition("\n")
-            out.append((provider, language))
-        return sorted(out)
 
     async def _carry_over(self, model: str, next_cycle_no: int, asked: list[tuple[str, str]],
                           tasks: list[ProbeTask]) -> None:
@@ -243,15 +224,13 @@ class Discovery:
         """
         planned = {(t.provider, t.language) for t in tasks if t.kind == "language"}
         listed = {t.provider for t in tasks}
-        waiting = [f"{p}\n{lang}" for p, lang in asked if p in listed and (p, lang) not in planned]
+        waiting = [(p, lang) for p, lang in asked if p in listed and (p, lang) not in planned]
         if not waiting:
             return
-        key = self._retest_key(model, next_cycle_no)
         try:
-            await self.redis.sadd(key, *waiting)
-            await self.redis.expire(key, int(self.settings.cycle_interval_s * 4) + 60)
-        except Exception as exc:
-            self.shell.log.warning("retests_not_carried", model=model, waiting=len(waiting), error=repr(exc))
+            await self.store.add_retests(model, next_cycle_no, waiting, self._retest_ttl_s())
+        except Transient as exc:
+            self.shell.log.warning("retests_not_carried", model=model, waiting=len(waiting), error=str(exc))
 
     async def start_cycle(self, model: str, cycle_no: int) -> bool:
         """List, plan and publish one cycle of ``model`` (its tasks carry the cycle's sized ``concurrency``).
@@ -471,7 +450,7 @@ class Discovery:
                 event = codec.ENDPOINTS_OR_CLOSE.decode(raw.data)
             except NotFoundError:
                 continue
-            except Exception as exc:  # the bus, a permission, bytes that are not a discovery event
+            except (NatsError, OSError, CanaryError) as exc:  # the bus, a permission, bytes not a discovery event
                 self.shell.log.warning("open_cycles_unknown", model=model, error=f"{type(exc).__name__}: {exc}")
                 continue
             if isinstance(event, EndpointsDiscovered) and event.cycle_no < before_cycle_no:
@@ -522,12 +501,15 @@ def create_app(settings: Settings | None = None) -> FastStream:
     settings = settings or Settings.load()
     shell = Shell("discovery", settings)
     discovery = Discovery(shell)
+    closing: list[Callable[[], Awaitable[None]]] = []
 
     async def open_clients() -> None:
         # an upgrade without `canary init`: CycleSized would not be stored
         await streams.check_log_subjects(shell.connection.jetstream(), [subjects.ALL_CYCLES], "discovery")
         discovery.client = make_client(settings, timeout_s=30.0)
-        discovery.redis = redis_client(settings)
+        redis = redis_client(settings)
+        discovery.store = RedisDiscoveryStore(redis, settings.namespace)
+        closing.append(redis.aclose)
         await discovery.load_times()
         for model in settings.models:  # rates and alerts see the series before the first cycle
             for key in ("cycles_started", "tasks_published"):
@@ -538,8 +520,8 @@ def create_app(settings: Settings | None = None) -> FastStream:
             discovery._recovery.cancel()
         if discovery.client is not None:
             await discovery.client.aclose()
-        if discovery.redis is not None:
-            await discovery.redis.aclose()
+        for close in closing:
+            await close()
 
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)

@@ -17,8 +17,9 @@ import redis.asyncio as aioredis
 from structlog.testing import capture_logs
 
 from reverie_canary.canary.embedded import start_redis
-from reverie_canary.services.discovery import service as discovery_service
 from reverie_canary.services.discovery.core import plan
+from reverie_canary.services.discovery import store as discovery_store
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared.runtime.auth import generate_redis_passwords, redis_url_for, render_redis_acl
 from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint
@@ -50,7 +51,7 @@ def discovery_as(server, passwords, namespace: str, user: str = "discovery") -> 
     settings = Settings.load(env={}, redis_url=redis_url_for(server.url, user, passwords[user]),
                              namespace=namespace, models=[MODEL], prober_concurrency=64)
     d = Discovery(Shell("discovery", settings))
-    d.redis = aioredis.from_url(settings.redis_url, driver_info=None)
+    d.store = RedisDiscoveryStore(aioredis.from_url(settings.redis_url, driver_info=None), namespace)
     return d
 
 
@@ -77,8 +78,8 @@ async def test_a_restarted_discovery_sizes_its_first_cycle_on_the_times_measured
             await second.load_times()
         after = second.size(11, planned(11))
     finally:
-        await first.redis.aclose()
-        await second.redis.aclose()
+        await first.store.client.aclose()
+        await second.store.client.aclose()
     assert {k: v.mean_s for k, v in second.times.kinds.items()} == pytest.approx(HELD_S)
     assert second.times.probers == 2
     # the same sizing as the discovery that measured them: not the prior, not every prober at its ceiling
@@ -89,7 +90,7 @@ async def test_a_restarted_discovery_sizes_its_first_cycle_on_the_times_measured
 
 
 @pytest.mark.parametrize("stored", [b"not json", b'{"kinds": {"ttft": {"mean_s": "slow"}}}',
-                                    b'{"kinds": {}, "pad": "' + b"x" * discovery_service.MAX_TIMES_BYTES + b'"}'],
+                                    b'{"kinds": {}, "pad": "' + b"x" * discovery_store.MAX_TIMES_BYTES + b'"}'],
                          ids=["not-json", "wrong-type", "above-the-bound"])
 async def test_an_unreadable_stored_value_leaves_the_prior_with_a_warning(acl_redis, stored):
     server, passwords, namespace = acl_redis
@@ -102,7 +103,7 @@ async def test_an_unreadable_stored_value_leaves_the_prior_with_a_warning(acl_re
         sized = d.size(10, planned(10))
     finally:
         await admin.aclose()
-        await d.redis.aclose()
+        await d.store.client.aclose()
     assert sized.basis == "prior" and sized.per_prober == 64
     [warning] = logs
     assert warning["event"] == "probe_times_unreadable" and warning["log_level"] == "warning"
@@ -119,7 +120,7 @@ async def test_a_kind_with_an_impossible_mean_is_dropped_and_the_rest_kept(acl_r
         await d.load_times()
     finally:
         await admin.aclose()
-        await d.redis.aclose()
+        await d.store.client.aclose()
     assert {k: v.mean_s for k, v in d.times.kinds.items()} == {"ttft": 1.5}
     assert d.times.probers == 3
 
@@ -136,7 +137,7 @@ async def test_a_redis_that_refuses_the_key_leaves_the_prior_and_discovery_runs_
             sized = d.size(11, planned(11))
             await d.save_times()
     finally:
-        await d.redis.aclose()
+        await d.store.client.aclose()
     assert sized.basis == "measured"  # measured in memory all the same
     assert [(e["event"], e["log_level"]) for e in logs] == [("probe_times_unavailable", "warning"),
                                                           ("probe_times_not_saved", "warning")]

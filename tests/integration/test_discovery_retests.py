@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from reverie_canary.services.discovery.core import plan, rotation
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint, RetestRequested
 from reverie_canary.shared.runtime.service import Shell, redis_client
@@ -24,7 +25,7 @@ async def test_retests_waiting_for_their_turn_move_to_the_next_cycle(infra):
     settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
                              models=[MODEL], language_coverage_cycles=17, max_retests_per_cycle=2)
     discovery = Discovery(Shell("discovery", settings))
-    discovery.redis = redis_client(settings)
+    discovery.store = RedisDiscoveryStore(redis_client(settings), settings.namespace)
     try:
         n = 40
         rotated = {lang for c in (n, n + 1) for lang in rotation(list(LANGUAGES), 1, c, "a/fp8")}
@@ -55,4 +56,4 @@ async def test_retests_waiting_for_their_turn_move_to_the_next_cycle(infra):
         assert sorted(planned) == sorted(asked)
         assert await discovery._retests(MODEL, n + 2) == []
     finally:
-        await discovery.redis.aclose()
+        await discovery.store.client.aclose()
