@@ -436,8 +436,8 @@ class CycleFacts(Struct, kw_only=True):
     failures: list[FailedProbe] = []
     #: a memo of the dashboard's cells of this cycle (pages.model_matrix), valid while ``memo_key`` holds
     memo: dict[str, Any] = {}
-    memo_key: tuple = ()
-    summary_memo: tuple | None = None  # (key, CycleSummary): the summary while the facts are unchanged
+    memo_key: tuple[Any, ...] = ()
+    summary_memo: tuple[Any, ...] | None = None  # (key, CycleSummary): the summary while the facts are unchanged
 
 
 class SpendEntry(Struct, frozen=True, array_like=True):
@@ -728,8 +728,8 @@ def spend_entry(result: ProbeResult, pricing: Pricing | None) -> SpendEntry:
     usd: Decimal | None = None
     if pricing is not None:
         prices = [_price(pricing.prompt), _price(pricing.completion), _price(pricing.request)]
-        if all(x is not None for x in prices):
-            pp, cp, rp = prices
+        pp, cp, rp = prices
+        if pp is not None and cp is not None and rp is not None:
             usd = (pp * prompt + cp * completion + rp * requests) * (1 - Decimal(str(pricing.discount)))
     return SpendEntry(at=result.at, provider=result.provider, requests=requests, prompt_tokens=prompt,
                       completion_tokens=completion, usd=usd)

@@ -374,7 +374,9 @@ def split(event: EndpointsDiscovered, budget: int = MESSAGE_MAX_BYTES) -> list[E
         units.append(([endpoint], by_provider.pop(endpoint.provider, [])))
     units.extend(([], [p]) for probes in by_provider.values() for p in probes)  # planned for no listed endpoint
     groups: list[tuple[list[Endpoint], list[PlannedProbe]]] = []
-    endpoints, planned, size = [], [], shell
+    endpoints: list[Endpoint] = []
+    planned: list[PlannedProbe] = []
+    size = shell
     for eps, probes in units:
         cost = sum(len(encode(e)) + 1 for e in eps) + sum(len(encode(p)) + 1 for p in probes)
         if shell + cost > budget:

@@ -37,12 +37,13 @@ A result counts only when its probe ran: not one the prober answered
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
 
-from reverie_canary.shared.contract.events import CycleSized
+from reverie_canary.shared.contract.events import CycleSized, SizingBasis
 
 #: Seconds a probe of a kind is assumed to take before one was measured: a streamed reply of a few
 #: hundred tokens after a time to first token of 0.3-2 s (issue 13's realistic gateway), rounded up.
@@ -162,7 +163,7 @@ def size(*, cycle_no: int, start: datetime, deadline: datetime, models: int, cou
     probe_s = {k: (times.kinds[k].mean_s if k in times.kinds and times.kinds[k].samples else PRIOR_PROBE_S)
                for k in kinds}
     known = [k for k in kinds if k in times.kinds and times.kinds[k].samples]
-    basis = "measured" if kinds and len(known) == len(kinds) else ("partial" if known else "prior")
+    basis: SizingBasis = "measured" if kinds and len(known) == len(kinds) else ("partial" if known else "prior")
     measured = basis != "prior"
     probes = sum(kinds.values())
     work_s = sum(kinds[k] * probe_s[k] for k in kinds)
@@ -193,7 +194,14 @@ def size(*, cycle_no: int, start: datetime, deadline: datetime, models: int, cou
     )
 
 
-def counts_of(tasks) -> dict[str, int]:
+class HasKind(Protocol):
+    """Anything with a probe ``kind`` (a ProbeTask, a planned probe)."""
+
+    @property
+    def kind(self) -> str: ...
+
+
+def counts_of(tasks: Iterable[HasKind]) -> dict[str, int]:
     """Planned probes by kind, from ProbeTasks (or anything with a ``kind``)."""
     out: dict[str, int] = {}
     for t in tasks:

@@ -70,6 +70,7 @@ the same rules:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any, Literal, Union
 
@@ -266,7 +267,7 @@ def initial(model: str) -> ModelState:
 
 Effect = CycleVerdict | Decision | RetestRequested
 #: What :func:`decide` folds: the judge's row of :data:`reverie_canary.shared.contract.inputs.READS` (one table).
-JudgeInput = Union[inputs.folded("judge")]  # noqa: UP007 (a tuple of types)
+JudgeInput = Union[inputs.folded("judge")]  # type: ignore[valid-type]  # noqa: UP007 (a tuple of types, from the table)
 
 #: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``
 #: grows, ``0`` resets, ``None`` keeps (DESIGN.md: frozen neither grows nor resets).
@@ -797,7 +798,7 @@ def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle
     if blind:  # the canary could not see it: no evidence either way
         reasons = sorted({f"{r.kind}:{r.reason or 'blind'}" for r in blind})
         return ProviderVerdict(provider=provider, verdict="blind", reasons=reasons, results=results, missing=missing)
-    reasons: list[str] = []
+    reasons = []
     for r in results:
         if r.kind in frozen_kinds:
             reasons.append(f"{r.kind}:frozen_kind")
@@ -836,7 +837,7 @@ def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle
 # -- suspensions ---------------------------------------------------------------
 
 
-def _expire(state: ModelState, at: datetime, policy: Policy, keep: set[str] = frozenset()) -> list[Effect]:
+def _expire(state: ModelState, at: datetime, policy: Policy, keep: AbstractSet[str] = frozenset()) -> list[Effect]:
     """End every suspension past its ``until`` at ``at`` (rule 1), but those of ``keep`` (blind now: see :func:`_hold`)."""
     out: list[Effect] = []
     for name in sorted(state.providers):
@@ -883,7 +884,7 @@ def _hold(state: ModelState, providers: list[str], at: datetime, since: datetime
     for name in providers:
         ps = state.providers.get(name)
         s = ps.suspension if ps is not None else None
-        if s is None:
+        if ps is None or s is None:
             continue
         if s.until <= (at if ps.blind_since is not None else since):
             out.append(_end_expired(state, name, policy))

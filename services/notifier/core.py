@@ -396,7 +396,7 @@ def answer_notice(a: CommandApplied | CommandRefused) -> Notice:
         reason = "forced" if a.forced else "applied"
     text = f"{a.actor}: {what}"
     return Notice(notice_id=f"cmd|{a.command_id}", source_id=a.command_id, at=a.at,
-                  severity=SEVERITY.get(action, "warning"), action=action, model=a.model,  # type: ignore[arg-type]
+                  severity=SEVERITY.get(action, "warning"), action=action, model=a.model,
                   provider=a.provider, title=text[:400], text=text[:4000], reason=reason[:64], actor=a.actor)
 
 

@@ -21,6 +21,7 @@ import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -133,11 +134,11 @@ def with_pin(evaluation: Evaluation, pin: CheckResult | None) -> Evaluation:
 USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "cost")
 
 
-def _finite_number(value) -> bool:
+def _finite_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _reasoning_tokens(usage: dict) -> int | None:
+def _reasoning_tokens(usage: dict[str, Any]) -> int | float | None:
     details = usage.get("completion_tokens_details")
     value = usage.get("reasoning_tokens", details.get("reasoning_tokens") if isinstance(details, dict) else None)
     return value if _finite_number(value) and value > 0 else None

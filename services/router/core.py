@@ -173,7 +173,7 @@ def merge(
             for provider, rs in sorted(reasons.items())]
 
 
-def _reason_key(r: IgnoreReason) -> tuple:
+def _reason_key(r: IgnoreReason) -> tuple[Any, ...]:
     # Every field takes part, so that two reasons of one layer with the same text
     # (a ``*`` override and a model override, say) sort the same whatever the
     # order of the inputs: the merge must not depend on Redis' hash order.
@@ -191,7 +191,8 @@ def next_expiry(exclusions: list[Exclusion], overrides: list[Override], suspensi
     Returns:
         That time, or ``None`` when no record will change by itself.
     """
-    ends = [r.until for r in [*exclusions, *overrides, *suspensions] if r.until is not None and r.until > now]
+    records: list[Exclusion | Override | Suspension] = [*exclusions, *overrides, *suspensions]
+    ends = [r.until for r in records if r.until is not None and r.until > now]
     ends += [e.since for e in exclusions if e.since > now]
     return min(ends) if ends else None
 
@@ -267,11 +268,11 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
         until = _as_datetime(entry["expires"], "expires", line, path) if "expires" in entry else None
         if until is not None and until <= since:
             raise ConfigError(f"{path}:{line}: expires must be after date")
-        key = (entry["provider"].strip(), entry["model"].strip())
-        if key in seen:
-            raise ConfigError(f"{path}:{line}: duplicate of the exclusion at line {seen[key]} "
-                              f"(provider {key[0]!r}, model {key[1]!r})")
-        seen[key] = line
+        pair = (entry["provider"].strip(), entry["model"].strip())
+        if pair in seen:
+            raise ConfigError(f"{path}:{line}: duplicate of the exclusion at line {seen[pair]} "
+                              f"(provider {pair[0]!r}, model {pair[1]!r})")
+        seen[pair] = line
         out.append(Exclusion(provider=entry["provider"].strip(), model=entry["model"].strip(),
                              reason=entry["reason"].strip(), reference=entry["reference"].strip(),
                              since=since, until=until, line=line))
@@ -539,6 +540,7 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
     if command_id is not None:
         new.commands = [*new.commands, command_id][-COMMAND_MEMORY:]
         if outcome is not None:
+            assert command is not None  # an outcome is a command's
             effects.append(_answer(command, outcome, made, new, now))
     effects.extend(notes)
     if new == state:

@@ -23,6 +23,7 @@ Three layers, each checked where it can be:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,7 +181,8 @@ class _Text:
     key: Any
 
     def value(self) -> str:
-        return self.container[self.key]
+        text: str = self.container[self.key]
+        return text
 
     def length(self) -> int:
         return len(self.container[self.key])
@@ -260,7 +262,7 @@ def _matches(t: Any, value: Any) -> bool:
             return False
 
 
-def free_json_checker(type_: Any):
+def free_json_checker(type_: Any) -> Callable[[Any, str], None] | None:
     """A function that checks every free-form JSON field of a decoded ``type_`` (``None``: it has none).
 
     Free-form JSON fields are marked ``Meta(extra={"free_json": True})`` (``FreeJson`` in
@@ -271,7 +273,7 @@ def free_json_checker(type_: Any):
     """
     import msgspec.inspect as mi
 
-    def plan(t: Any, seen: frozenset) -> Any:
+    def plan(t: Any, seen: frozenset[type]) -> Any:
         """A checker of values of type ``t``, or ``None`` when ``t`` holds no free JSON."""
         match t:
             case mi.Metadata():
@@ -319,14 +321,14 @@ def free_json_checker(type_: Any):
                             raise
                 return check_values
             case mi.UnionType():
-                members = [(m, plan(m, seen)) for m in t.types]
-                members = [(getattr(m, "cls", None), c) for m, c in members if c is not None]
+                planned = [(m, plan(m, seen)) for m in t.types]
+                members: list[tuple[Any, Any]] = [(getattr(m, "cls", None), c) for m, c in planned if c is not None]
                 if not members:
                     return None
                 if len(members) == 1 and members[0][0] is None:  # FreeJson | None: the leaf passes over None
                     return members[0][1]
 
-                chosen: dict[type, tuple] = {}  # the value's type -> the members' checkers that apply
+                chosen: dict[type, tuple[Any, ...]] = {}  # the value's type -> the members' checkers that apply
 
                 def check_union(value: Any) -> None:
                     kind = type(value)
@@ -339,13 +341,12 @@ def free_json_checker(type_: Any):
             case mi.StructType():
                 if t.cls in seen:
                     return None
-                fields = [(f.name, plan(f.type, seen | {t.cls})) for f in t.fields]
-                fields = [(n, c) for n, c in fields if c is not None]
-                if not fields:
+                checked = [(f.name, plan(f.type, seen | {t.cls})) for f in t.fields]
+                if not any(c is not None for _, c in checked):
                     return None
 
                 # a field that is a struct whose free JSON is its own fields (a reply's usage) is walked here
-                fields = [(n, c, getattr(c, "leaf_fields", None)) for n, c in fields]
+                fields = [(n, c, getattr(c, "leaf_fields", None)) for n, c in checked if c is not None]
 
                 def check_struct(value: Any) -> None:
                     for name, c, leaves in fields:

@@ -243,6 +243,7 @@ def check_origin(subject: str, message: Any) -> None:
             raise Rejected(f"a {kind} on {subject}: it does not belong there", subject=subject)
         return
     if family == "answers":
+        assert isinstance(message, CommandApplied | CommandRefused)  # the family's origins
         if tokens != [message.service, message.command_id]:
             raise Rejected(f"a {kind} of {message.service} for command {message.command_id!r} on {subject}",
                            subject=subject)

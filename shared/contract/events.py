@@ -309,6 +309,10 @@ class CycleUnplanned(Event, frozen=True, kw_only=True, tag="cycle_unplanned"):
     attempts: Annotated[int, Meta(ge=0)] = 1
 
 
+#: What a cycle's sizing rests on: every planned kind measured, some of them, or none (the prior).
+SizingBasis = Literal["measured", "partial", "prior"]
+
+
 class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
     """Discovery's sizing of one cycle of every model, published before the cycle's tasks (issue 13 §4).
 
@@ -333,7 +337,7 @@ class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
     models: Annotated[int, Meta(ge=0)]
     probes: Annotated[int, Meta(ge=0)]
     probe_s: Annotated[dict[Token, Annotated[float, Meta(ge=0)]], Meta(max_length=16)] = {}
-    basis: Literal["measured", "partial", "prior"] = "prior"
+    basis: SizingBasis = "prior"
     work_s: Annotated[float, Meta(ge=0)] = 0.0
     tail_s: Annotated[float, Meta(ge=0)] = 0.0
     window_s: Annotated[float, Meta(ge=0)] = 0.0
