@@ -52,6 +52,7 @@ from reverie_canary.shared.runtime import clock, retry, streams, tracing
 from reverie_canary.shared.runtime.broker import Delivery, Outgoing
 from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
 from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
+from reverie_canary.shared.runtime.config import DiscoveryConfig, config_of
 from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
@@ -96,7 +97,8 @@ class Discovery:
 
     def __init__(self, shell: Shell, store: DiscoveryStore | None = None) -> None:
         self.shell = shell
-        self.settings = shell.settings
+        #: The settings discovery reads (:class:`reverie_canary.shared.runtime.config.DiscoveryConfig`).
+        self.config = config_of(shell.settings, DiscoveryConfig)
         self.client: httpx.AsyncClient | None = None
         #: Where the probe times and the pending retests are kept (:mod:`reverie_canary.services.discovery.store`).
         self.store: DiscoveryStore = store if store is not None else MemoryDiscoveryStore()
@@ -121,7 +123,7 @@ class Discovery:
 
     def size(self, cycle_no: int, planned: dict[str, tuple[EndpointsDiscovered, list[ProbeTask]]]) -> CycleSized:
         """Fold the last cycle's probe times in and size cycle ``cycle_no`` from the plans of ``planned``."""
-        s = self.settings
+        s = self.config
         start = cycle_start(cycle_no, s.cycle_interval_s)
         if len(self.tally):
             self.times = sizing.fold(self.times, self.tally, clock.now())
@@ -197,7 +199,7 @@ class Discovery:
             self.shell.log.warning("probe_times_not_saved", error=str(exc))
 
     def _retest_ttl_s(self) -> int:
-        return int(self.settings.cycle_interval_s * 4) + 60
+        return int(self.config.cycle_interval_s * 4) + 60
 
     async def remember_retest(self, event: RetestRequested, delivery: Delivery) -> None:
         """Keep a retest request until its cycle is planned (idempotent: a set).
@@ -249,7 +251,7 @@ class Discovery:
 
     async def plan_model(self, model: str, cycle_no: int) -> tuple[EndpointsDiscovered, list[ProbeTask]]:
         """List and plan one cycle of ``model``, publishing nothing (raises as :meth:`start_cycle`)."""
-        s = self.settings
+        s = self.config
         assert self.client is not None
         listing = await fetch_listing(self.client, model)
         start = cycle_start(cycle_no, s.cycle_interval_s)
@@ -307,7 +309,7 @@ class Discovery:
 
     async def close_cycle(self, model: str, cycle_no: int) -> bool:
         """Publish CycleClosed, stamped at the deadline; ``True`` once published."""
-        s = self.settings
+        s = self.config
         start = cycle_start(cycle_no, s.cycle_interval_s)
         event = CycleClosed(at=start + timedelta(seconds=s.probe_window_s), model=model,
                             cycle=ids.cycle_id(model, start), cycle_no=cycle_no)
@@ -350,7 +352,7 @@ class Discovery:
 
         Retried (the bus may be what failed) until the next cycle would start.
         """
-        s = self.settings
+        s = self.config
         start = cycle_start(cycle_no, s.cycle_interval_s)
         event = CycleUnplanned(at=clock.now(), model=model, cycle=ids.cycle_id(model, start), cycle_no=cycle_no,
                                deadline=start + timedelta(seconds=s.probe_window_s), cause=cause,
@@ -384,7 +386,7 @@ class Discovery:
 
     def announce(self) -> None:
         """The start line: the models, the cycle and the bound on the time to detect a one-language defect (issue 12)."""
-        s = self.settings
+        s = self.config
         if "language" not in s.kinds:
             self.shell.log.info("discovery_started", models=len(s.models), cycle_interval_s=s.cycle_interval_s,
                                 language_probe=False)
@@ -408,7 +410,7 @@ class Discovery:
         """
         planned: dict[str, tuple[EndpointsDiscovered, list[ProbeTask]]] = {}
         later: list[str] = []
-        for model in self.settings.models:
+        for model in self.config.models:
             try:
                 planned[model] = await self.plan_model(model, cycle_no)
             except (ListingFailed, Transient):
@@ -444,7 +446,7 @@ class Discovery:
 
         js = self.shell.broker.connection.jetstream()
         out = []
-        for model in self.settings.models:
+        for model in self.config.models:
             try:
                 raw = await js.get_last_msg(LOG, subjects.discovery(model))
                 event = codec.ENDPOINTS_OR_CLOSE.decode(raw.data)
@@ -465,7 +467,7 @@ class Discovery:
         at its deadline, its deterministic message id), so the judge's verdict
         names the results that never came as missing and freezes them.
         """
-        s = self.settings
+        s = self.config
         for model, cycle_no in await self.open_cycles(before_cycle_no):
             deadline = cycle_no * s.cycle_interval_s + s.probe_window_s
             self.shell.log.warning("cycle_left_open", model=model, cycle_no=cycle_no,
@@ -479,7 +481,7 @@ class Discovery:
     async def run(self) -> None:
         """The cycle loop: close what a discovery before left open, start each cycle on time, close it at its
         deadline."""
-        s = self.settings
+        s = self.config
         self.announce()
         await self.shell.broker.connection.subscribe(subjects.ALL_RESULTS, cb=self.on_result)
         cycle_no = next_cycle(time.time(), s.cycle_interval_s, s.probe_window_s, last=-1)

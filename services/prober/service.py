@@ -62,6 +62,7 @@ from reverie_canary.shared.runtime import clock, metrics, retry, streams
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.runtime.config import ProberConfig, config_of
 from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
@@ -119,7 +120,8 @@ class Prober:
     """Runs probes for one prober process."""
 
     def __init__(self, settings: Settings, client: httpx.AsyncClient | ClientPool | None = None) -> None:
-        self.settings = settings
+        #: The settings a prober reads (:class:`reverie_canary.shared.runtime.config.ProberConfig`).
+        self.config = config_of(settings, ProberConfig)
         self.client = client
         self.prober_id = settings.prober_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.limits = ReadLimits.from_settings(settings)
@@ -129,7 +131,7 @@ class Prober:
 
     def size(self, task: ProbeTask) -> int | None:
         """Take the concurrency ``task``'s cycle was sized to; the new number when it changed, else ``None``."""
-        wanted = min(self.settings.prober_concurrency, task.concurrency or self.settings.prober_concurrency)
+        wanted = min(self.config.prober_concurrency, task.concurrency or self.config.prober_concurrency)
         if wanted == self.concurrency:
             return None
         self.concurrency = wanted
@@ -146,10 +148,10 @@ class Prober:
         body = request_body(task.model, task.provider, probe, require_parameters=task.kind in CAPABILITY_KINDS,
                             supported_parameters=task.supported_parameters)
         left_s = (task.deadline - clock.now()).total_seconds() - DEADLINE_MARGIN_S
-        total_s = min(self.settings.request_timeout_s, left_s)
+        total_s = min(self.config.request_timeout_s, left_s)
         if total_s <= 0:
             return Reply(transport_error="task_deadline", total_ms=0.0)
-        ttft_deadline = self.settings.ttft_threshold_s * 1.05 if task.kind == "ttft" else None
+        ttft_deadline = self.config.ttft_threshold_s * 1.05 if task.kind == "ttft" else None
         if isinstance(self.client, ClientPool):
             with self.client.lease() as client:
                 return await send_probe(client, body, ttft_deadline_s=ttft_deadline, total_timeout_s=total_s,
@@ -176,9 +178,9 @@ class Prober:
             task,
             self.send,
             clock.now,
-            max_tokens=self.settings.max_tokens,
-            ttft_threshold_s=self.settings.ttft_threshold_s,
-            confirmations=self.settings.language_confirmations,
+            max_tokens=self.config.max_tokens,
+            ttft_threshold_s=self.config.ttft_threshold_s,
+            confirmations=self.config.language_confirmations,
             prober=self.prober_id,
             judge=self.judge,
         )
