@@ -2,7 +2,7 @@
 
 One durable consumer (``judge-v1``) reads discovery events, probe results,
 operator commands and routing snapshots in stream order, in batches of up to
-:data:`reverie_canary.shared.runtime.streams.JUDGE_BATCH` (:class:`reverie_canary.shared.runtime.service.OrderedBatches`
+:data:`reverie_canary.shared.runtime.streams.JUDGE_BATCH` (:class:`reverie_canary.shared.runtime.consumer.Consumer`
 proves each batch is the log's next messages), so the live fold sees exactly
 the order ``canary replay`` reads.  Each batch: decode, fold into the states
 held in memory (:class:`reverie_canary.services.judge.core.Folder`: the same fold as

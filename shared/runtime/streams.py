@@ -350,7 +350,7 @@ JUDGE_BATCH = 256
 def judge_consumer(settings: Settings) -> ConsumerSpec:
     """In stream order, :data:`JUDGE_BATCH` messages in flight: the fold must see the log's order.
 
-    The judge reads it in batches (:class:`reverie_canary.shared.runtime.service.OrderedBatches`), which
+    The judge reads it in batches (:class:`reverie_canary.shared.runtime.consumer.Consumer`, ordered batches), which
     applies a batch only once it is provably the log's next messages, so a message that comes
     back late (a stopped process's, a nak'ed one) is never passed over.  Its filter is what the
     judge folds (:data:`reverie_canary.shared.contract.inputs.READS`).
