@@ -35,7 +35,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.services.discovery.core import ListingFacts, listing_facts
+from reverie_canary.shared.contract.listing import ListingFacts, listing_facts
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
@@ -291,7 +291,7 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     ``None`` when no plan in the log said it.  ``listing`` what the latest
     listing said beyond its endpoints (entries dropped, tags derived, the
     endpoints the gateway itself marks degraded, provider names the pin check
-    cannot tell apart; :class:`~reverie_canary.services.discovery.core.ListingFacts`).
+    cannot tell apart; :class:`~reverie_canary.shared.contract.listing.ListingFacts`).
     ``problems`` says what the read could not find (no judge state, no snapshot).
     """
 

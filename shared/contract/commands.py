@@ -8,7 +8,7 @@ applied once (DESIGN.md, "The router: three layers into provider.ignore").
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from msgspec import Meta, Struct
 

@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.shared.contract.events import DroppedEndpoint, Endpoint, Price, Pricing
 
 #: Bounds of what the listing hands on (the fields of :class:`Endpoint`).
@@ -59,7 +60,7 @@ _INT_LIMIT = 2 ** 53
 _NO_QUANTIZATION = frozenset({"", "unknown"})
 
 
-class ListingUnreadable(ValueError):
+class ListingUnreadable(CanaryError, ValueError):
     """The body is not the documented envelope ``{"data": {"endpoints": [...]}}`` (the message says where)."""
 
 
