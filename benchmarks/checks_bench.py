@@ -21,14 +21,14 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reverie_canary.client.checks import evaluate  # noqa: E402
+from reverie_canary.client.checks import evaluate, tokens  # noqa: E402
 from reverie_canary.client.checks.behaviour import (  # noqa: E402
     check_bytelevel,
     check_control_chars,
@@ -40,24 +40,23 @@ from reverie_canary.client.checks.behaviour import (  # noqa: E402
 )
 from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import check_encoding  # noqa: E402
-from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.language import check_language, warm_up  # noqa: E402
 from reverie_canary.client.checks.latency import check_ttft  # noqa: E402
+from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.refusal import (  # noqa: E402
     check_empty,
     check_finish,
     check_refusal_phrasing,
     check_truncation,
 )
-from reverie_canary.client.checks.structured import check_structured  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
 from reverie_canary.client.checks.scripts import check_foreign_script  # noqa: E402
-from reverie_canary.client.checks import tokens  # noqa: E402
+from reverie_canary.client.checks.structured import check_structured  # noqa: E402
 from reverie_canary.client.checks.tokens import check_channel_leak, check_reserved_tokens  # noqa: E402
 from reverie_canary.client.checks.tools import check_tool_markup  # noqa: E402
 from reverie_canary.client.checks.transport import check_transport  # noqa: E402
-from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA, build  # noqa: E402
 from reverie_canary.client.reply import ProbeSpec, Reply, ToolCall  # noqa: E402
+from reverie_canary.services.prober.prompts import SENTINEL, WEATHER_SCHEMA, build  # noqa: E402
 
 EN = (
     "*Mira tightens her grip on the brass lamp as the smugglers crowd the narrow stairs below her.* "
@@ -231,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         table.append((name, f"{median:.1f}", f"{p95:.1f}", f"{median / base_json:.1f}", f"{median / base_split:.1f}"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for i, row in enumerate(table):
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + " |")
         if i == 0:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     sentences = len([s for s in PT.replace("!", ".").replace("?", ".").split(".") if s.strip()])

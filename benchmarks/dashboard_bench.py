@@ -136,7 +136,7 @@ def main() -> int:
         cpu.append(time.process_time() - started_cpu)
     cells = text.count('<td class="cell ')
     endpoints = args.models * args.providers
-    best, first = min(times), times[0]
+    _best, first = min(times), times[0]
     print(f"fleet page: {endpoints} endpoints ({args.models} models x {args.providers} providers) x "
           f"{args.cycles} cycles = {cells} cells, {size / 1e6:.1f} MB of HTML")
     print(f"  fold of the log window: {events} events in {fold_s:.2f} s ({events / fold_s:,.0f} events/s; "

@@ -19,8 +19,8 @@ from benchmarks.dashboard_bench import CYCLE, KINDS, T0, BenchDashboard, synthet
 from reverie_canary.services.dashboard import feed as feeds
 from reverie_canary.services.dashboard.auth import WebConfig, WebConfigSource, token_digest
 from reverie_canary.services.dashboard.core import LogWindow, model_status, to_json
-from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.dashboard.web import FEED_MAX_AGE_S, FeedCache, create_app
+from reverie_canary.services.judge.core import Policy
 
 
 async def run(args) -> None:

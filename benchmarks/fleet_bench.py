@@ -62,8 +62,8 @@ import httpx  # noqa: E402
 
 from reverie_canary.canary.embedded import free_port, start_nats, start_redis  # noqa: E402
 from reverie_canary.shared.contract import codec, subjects  # noqa: E402
-from reverie_canary.shared.runtime import streams  # noqa: E402
 from reverie_canary.shared.contract.events import CycleClosed  # noqa: E402
+from reverie_canary.shared.runtime import streams  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
 from tests.hostile_fleet import _canary, _cpu_s, _rss_mb  # noqa: E402

@@ -67,7 +67,7 @@ def make_log(providers: int, events: int) -> list:
     for n in range(cycles):
         table = {}
         for i, name in enumerate(names):
-            table[name] = {k: "pass" for k in KINDS}
+            table[name] = dict.fromkeys(KINDS, "pass")
             if i == 0 or (i == 1 and n % 3):
                 table[name]["ttft"] = ("fail", "ttft_exceeded")
             if i == 2 and n % 2:

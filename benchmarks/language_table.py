@@ -54,9 +54,9 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -65,6 +65,15 @@ if str(ROOT) not in sys.path:
 from reverie_canary.client.checks.behaviour import check_repetition  # noqa: E402
 from reverie_canary.client.checks.duplicate import check_duplicate  # noqa: E402
 from reverie_canary.client.checks.encoding import assess_encoding  # noqa: E402
+from reverie_canary.client.checks.language import (  # noqa: E402
+    DEFAULT_POLICY,
+    LANGUAGES,
+    PARTNER,
+    LanguagePolicy,
+    assess_language,
+    rank,
+    warm_up,
+)
 from reverie_canary.client.checks.letters import check_foreign_letters  # noqa: E402
 from reverie_canary.client.checks.salad import check_word_salad  # noqa: E402
 from reverie_canary.client.checks.scripts import check_foreign_script, short_reply_switch  # noqa: E402
@@ -75,15 +84,6 @@ from reverie_canary.client.checks.tokens import (  # noqa: E402
     check_reserved_tokens,
 )
 from reverie_canary.client.reply import ProbeSpec, Reply  # noqa: E402
-from reverie_canary.client.checks.language import (  # noqa: E402
-    DEFAULT_POLICY,
-    LANGUAGES,
-    PARTNER,
-    LanguagePolicy,
-    assess_language,
-    rank,
-    warm_up,
-)
 
 NEIGHBOUR_LANGUAGES = ("ca", "ms", "be", "bg", "af", "ro", "sk")
 
@@ -165,7 +165,7 @@ class Tally:
     def reason_pct(self, reason: str) -> float:
         return 100.0 * self.reasons[reason] / self.judged if self.judged else 0.0
 
-    def add(self, other: "Tally") -> None:
+    def add(self, other: Tally) -> None:
         self.counts.update(other.counts)
         self.reasons.update(other.reasons)
         self.mojibake += other.mojibake
@@ -485,11 +485,11 @@ def targets(report: Report, mojibake: dict) -> list[Target]:
 
 
 def _row(cells: list, widths: list[int]) -> str:
-    return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)) + " |"
 
 
 def print_table(header: list[str], rows: list[list]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     print(_row(header, widths))
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:

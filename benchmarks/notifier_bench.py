@@ -73,7 +73,7 @@ class Clock:
                 raise TimeoutError(f"{len(wanted - self.got.keys())} of {len(wanted)} notices never arrived")
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

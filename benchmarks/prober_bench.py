@@ -57,8 +57,8 @@ from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.services.prober.http import request_body  # noqa: E402
 from reverie_canary.services.prober.prompts import build  # noqa: E402
 from reverie_canary.shared.contract import codec, subjects  # noqa: E402
-from reverie_canary.shared.runtime import clock, streams  # noqa: E402
 from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeTask  # noqa: E402
+from reverie_canary.shared.runtime import clock, streams  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
 from reverie_canary.shared.runtime.streams import TASKS  # noqa: E402
@@ -398,8 +398,8 @@ async def timing(args) -> None:
             first = [r for r in rows[c] if r["loop"] == loops[0]]
             for loop in loops[1:]:
                 mine = [r for r in rows[c] if r["loop"] == loop]
-                p99 = [pct(m["prober"], .99) / pct(f["prober"], .99) for f, m in zip(first, mine)]
-                cpu = [m["cpu"] / f["cpu"] for f, m in zip(first, mine)]
+                p99 = [pct(m["prober"], .99) / pct(f["prober"], .99) for f, m in zip(first, mine, strict=False)]
+                cpu = [m["cpu"] / f["cpu"] for f, m in zip(first, mine, strict=False)]
                 print(f"  {loop} / {loops[0]} at {c:>2} in flight: TTFT error p99 x{min(p99):.2f}-{max(p99):.2f}, "
                       f"CPU a probe x{min(cpu):.2f}-{max(cpu):.2f}")
     print("goals: TTFT error p99 <= 5 ms at 64 in flight; prober CPU <= 3 ms a probe (streaming provider)")

@@ -50,8 +50,8 @@ def make_log(models: int, providers: int, cycles: int) -> list:
     """Discovery, results and closes of ``cycles`` cycles of every model; provider 0 of each model fails ttft."""
     import msgspec
 
-    from tests.judge_events import T0, CYCLE, cycle_events
     from reverie_canary.shared.contract.events import CheckResult, ProbeResult
+    from tests.judge_events import CYCLE, T0, cycle_events
 
     checks = [CheckResult(check=name, outcome="pass") for name in
               ("transport", "latency.ttft", "refusal.finish_reason", "refusal.empty", "corruption.leading_junk",
@@ -61,7 +61,7 @@ def make_log(models: int, providers: int, cycles: int) -> list:
         for m in range(models):
             table = {}
             for p in range(providers):
-                kinds = {k: "pass" for k in KINDS}
+                kinds = dict.fromkeys(KINDS, "pass")
                 if p == 0:
                     kinds["ttft"] = ("fail", "ttft_exceeded")
                 table[f"p{p:02d}/fp8"] = kinds
@@ -76,8 +76,8 @@ def make_log(models: int, providers: int, cycles: int) -> list:
 async def publish(url: str, events: list) -> None:
     import nats
 
-    from reverie_canary.shared.runtime.settings import Settings
     from reverie_canary.shared.runtime.service import ensure_streams
+    from reverie_canary.shared.runtime.settings import Settings
     from tests.judge_events import publish_events
 
     await ensure_streams(Settings.load(env={}, nats_url=url, log_max_bytes=8 * 1024 ** 3))
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
         finally:
             server.stop()
-    print(f"\n| fold | events/s median (min–max) | ÷ pure fold | peak RSS MB (median) |")
+    print("\n| fold | events/s median (min–max) | ÷ pure fold | peak RSS MB (median) |")
     print("|---|---|---|---|")
     pure_rate = statistics.median(r["events"] / r["seconds"] for r in rows["pure"])
     for mode, label in (("pure", "pure fold, decoded list (anchor)"), ("streamed", "streamed from JetStream"),

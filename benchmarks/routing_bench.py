@@ -62,10 +62,10 @@ from reverie_canary.client import IgnoreListClient  # noqa: E402
 from reverie_canary.services.router.service import Router  # noqa: E402
 from reverie_canary.shared.contract import codec, subjects  # noqa: E402
 from reverie_canary.shared.contract.events import Decision  # noqa: E402
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot  # noqa: E402
 from reverie_canary.shared.runtime.logging import configure  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams  # noqa: E402
 from reverie_canary.shared.runtime.settings import Settings  # noqa: E402
-from reverie_canary.shared.contract.snapshots import IgnoreSnapshot  # noqa: E402
 
 MODEL = "bench/chat-1"
 PROVIDER = "slow/fp8"

@@ -28,8 +28,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -160,7 +160,7 @@ def cost_table(runs: int) -> list[tuple[str, ...]]:
     answer = Reply(text="Сейчас в Казани 31 °C, ясно и безветренно.", finish_reason="stop", http_status=200)
     rows = []
     for name, check in CHECKS.items():
-        rows.append((f"{name} (streamed call)", f"{_time(lambda: check(call_reply, spec), runs):.1f}"))
+        rows.append((f"{name} (streamed call)", f"{_time(lambda check=check: check(call_reply, spec), runs):.1f}"))
     plain = ProbeSpec(kind="refusal")
     rows.append(("check_tool_markup (300-token roleplay reply)",
                  f"{_time(_uncached(lambda: check_tool_markup(text_reply, plain)), runs):.1f}"))
@@ -177,7 +177,7 @@ def _print(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for i, row in enumerate(table):
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + " |")
         if i == 0:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 

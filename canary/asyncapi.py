@@ -128,7 +128,7 @@ def nats_permissions(text: str | None = None) -> dict[str, dict[str, list[str]]]
 def overlaps(a: str, b: str) -> bool:
     """Whether some subject matches both NATS patterns ``a`` and ``b`` (``*`` one token, ``>`` the rest)."""
     x, y = a.split("."), b.split(".")
-    for i, (s, t) in enumerate(zip(x, y)):
+    for _i, (s, t) in enumerate(zip(x, y, strict=False)):
         if s == ">" or t == ">":
             return True
         if s != t and "*" not in (s, t):
@@ -204,11 +204,11 @@ def document() -> dict[str, Any]:
     """The AsyncAPI 3.0.0 document of the whole message contract (a JSON-ready dict, stable order)."""
     from reverie_canary.shared.contract.codec import WIRE_TYPES
     from reverie_canary.shared.contract.inputs import READS
-    from reverie_canary.shared.runtime.streams import ROUTING_HISTORY
     from reverie_canary.shared.contract.subjects import ROUTING_BUCKET
+    from reverie_canary.shared.runtime.streams import ROUTING_HISTORY
 
     refs, schemas = msgspec.json.schema_components(WIRE_TYPES, ref_template="#/components/schemas/{name}")
-    names = {t: ref["$ref"].rsplit("/", 1)[1] for t, ref in zip(WIRE_TYPES, refs)}
+    names = {t: ref["$ref"].rsplit("/", 1)[1] for t, ref in zip(WIRE_TYPES, refs, strict=False)}
     families = _family_types()
     permissions = nats_permissions()
     readers = _readers()

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,7 +22,7 @@ from reverie_canary.shared.runtime.settings import Settings
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="settings TOML file (else $CANARY_CONFIG)")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="settings TOML file (else $CANARY_CONFIG)")]
 
 
 def _settings(config: Path | None = None, **overrides) -> Settings:
@@ -60,13 +60,13 @@ def demo(
     cycles: Annotated[int, typer.Option(min=1, help="stop after this many cycles")] = 5,  # demo.DEFAULT_CYCLES
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout (progress on stderr)")] = False,
     scenario: Annotated[str, typer.Option(help="simulated fleet: 'default', 'full' or a scenario TOML file")] = "default",
-    sentences: Annotated[Optional[Path], typer.Option(exists=True, file_okay=False, dir_okay=True,
+    sentences: Annotated[Path | None, typer.Option(exists=True, file_okay=False, dir_okay=True,
                                                       help="directory of <lang>.txt real sentences for healthy "
                                                            "replies")] = None,
     probers: Annotated[int, typer.Option(min=1, help="prober replicas sharing one durable consumer")] = 1,
     keep: Annotated[bool, typer.Option(help="after the cycles keep running until Ctrl-C, for the operator "
                                             "commands in another terminal")] = False,
-    gateway_fault: Annotated[Optional[list[str]], typer.Option(
+    gateway_fault: Annotated[list[str] | None, typer.Option(
         "--gateway-fault", metavar="KIND:N[-M]",
         help="make the simulated gateway refuse the canary from cycle N (to M): auth (401), credit (402), "
              "forbidden (403), or down (connections refused), e.g. auth:3, down:2-3; repeatable")] = None,
@@ -97,8 +97,8 @@ def run(
     config: ConfigOpt = None,
 ) -> None:
     """Run one service until SIGINT/SIGTERM."""
-    from reverie_canary.canary.runtime import SERVICES, serve_forever
     from reverie_canary.canary import loops
+    from reverie_canary.canary.runtime import SERVICES, serve_forever
 
     if service not in SERVICES:
         typer.echo(f"error: unknown service {service!r}; one of {', '.join(SERVICES)}", err=True)
@@ -118,8 +118,8 @@ def up(
     probers: Annotated[int, typer.Option(help="prober replicas in this process")] = 1,
 ) -> None:
     """Run all five services in this process until SIGINT/SIGTERM (each with its own metrics port)."""
-    from reverie_canary.canary.runtime import SERVICES, serve_forever
     from reverie_canary.canary import loops
+    from reverie_canary.canary.runtime import SERVICES, serve_forever
 
     settings = _settings(config)
     _logging(settings)
@@ -158,9 +158,9 @@ def init(
 
 @app.command()
 def watch(
-    model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
+    model: Annotated[str | None, typer.Option(help="model id (default: the first configured)")] = None,
     config: ConfigOpt = None,
-    cache: Annotated[Optional[Path], typer.Option(help="keep the last good snapshot in this file")] = None,
+    cache: Annotated[Path | None, typer.Option(help="keep the last good snapshot in this file")] = None,
     once: Annotated[bool, typer.Option(help="print the current provider object and exit (1: the bus did not "
                                             "confirm it within 10 s)")] = False,
 ) -> None:
@@ -230,7 +230,7 @@ def simulator(
     scenario: Annotated[str, typer.Option(help="'default', 'full', 'hostile' or a scenario TOML file")] = "default",
     port: Annotated[int, typer.Option(help="TCP port (0: a free one)")] = 8080,
     host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
-    sentences: Annotated[Optional[Path], typer.Option(help="directory of <lang>.txt real sentences")] = None,
+    sentences: Annotated[Path | None, typer.Option(help="directory of <lang>.txt real sentences")] = None,
 ) -> None:
     """Serve the simulated OpenRouter gateway (for compose and manual tests)."""
     from reverie_canary.shared.runtime.logging import configure as configure_logging
@@ -320,7 +320,7 @@ def asyncapi(
 
 @app.command("redis-acl")
 def redis_acl(
-    out: Annotated[Optional[Path], typer.Option("--out", help="write the file (mode 0600) instead of printing it")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="write the file (mode 0600) instead of printing it")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Write the ACL file redis-server loads (--aclfile): a Redis user per service, a reader and an admin.
@@ -374,11 +374,13 @@ def main() -> None:
 
 
 
-# Commands defined in other modules register themselves on ``app``.
-from reverie_canary.canary import cli_judge  # noqa: E402,F401
-from reverie_canary.canary import cli_probe  # noqa: E402,F401
-from reverie_canary.canary import cli_ops  # noqa: E402,F401
-from reverie_canary.canary import cli_notices  # noqa: E402,F401
-from reverie_canary.canary import cli_status  # noqa: E402,F401
-from reverie_canary.canary import cli_dashboard  # noqa: E402,F401
-from reverie_canary.canary import cli_evidence  # noqa: E402,F401
+# Commands defined in other modules register themselves on ``app`` (imported last: they import ``app``).
+from reverie_canary.canary import (  # noqa: E402
+    cli_dashboard,  # noqa: F401
+    cli_evidence,  # noqa: F401
+    cli_judge,  # noqa: F401
+    cli_notices,  # noqa: F401
+    cli_ops,  # noqa: F401
+    cli_probe,  # noqa: F401
+    cli_status,  # noqa: F401
+)

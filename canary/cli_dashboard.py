@@ -16,7 +16,7 @@ import contextlib
 import json
 import signal
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ def dashboard(
                                            "and readers in --web-config)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: a free one)")] = 8477,
     cycles: Annotated[int, typer.Option(min=1, max=200, help="cycles per row of the fleet matrix")] = 48,
-    web_config: Annotated[Optional[Path], typer.Option(
+    web_config: Annotated[Path | None, typer.Option(
         "--web-config", envvar="CANARY_WEB_CONFIG",
         help="TLS and readers: Prometheus's web configuration file (tls_server_config, basic_auth_users with "
              "bcrypt hashes) plus bearer_tokens (reader: sha256 of its token); read again when it changes")] = None,
@@ -98,7 +98,7 @@ def dashboard(
 @app.command("web-user")
 def web_user(
     name: Annotated[str, typer.Argument(help="the user name (no ':')")],
-    password_file: Annotated[Optional[Path], typer.Option(
+    password_file: Annotated[Path | None, typer.Option(
         "--password-file", help="read the password from this file (its first line) instead of asking")] = None,
 ) -> None:
     """Print a ``basic_auth_users`` line for the dashboard's web configuration: NAME and the bcrypt hash of a password.
@@ -133,7 +133,7 @@ def web_user(
 @app.command("web-token")
 def web_token(
     reader: Annotated[str, typer.Argument(help="who holds the token (a system reading the quality feed)")],
-    token_file: Annotated[Optional[Path], typer.Option(
+    token_file: Annotated[Path | None, typer.Option(
         "--token-file", help="the token exists already in this file (its first line): print its line only")] = None,
 ) -> None:
     """Make a bearer token for a reader of the dashboard or the quality feed.
@@ -219,9 +219,9 @@ def incident(
     at: Annotated[str, typer.Option("--at", help="when (UTC): 2026-12-01T21:40:00Z, or 21:40 for the latest such "
                                                  "time")],
     window: Annotated[str, typer.Option("--window", help="half-window around --at: 45m, 90s, 1.5h, 2d")] = "45m",
-    kind: Annotated[Optional[str], typer.Option(help="'failed since' only for this probe kind (e.g. language)")]
+    kind: Annotated[str | None, typer.Option(help="'failed since' only for this probe kind (e.g. language)")]
     = None,
-    language: Annotated[Optional[str], typer.Option(help="'failed since' only for probes in this language "
+    language: Annotated[str | None, typer.Option(help="'failed since' only for probes in this language "
                                                          "(e.g. es)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the answer as one JSON document")] = False,
     config: ConfigOpt = None,

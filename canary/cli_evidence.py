@@ -18,12 +18,12 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.shared.contract.events import Decision, Endpoint, EndpointsDiscovered, ProbeResult
 
 
@@ -149,13 +149,13 @@ async def collect(settings, *, decision_id: str | None = None, provider: str | N
 
 @app.command()
 def evidence(
-    decision_id: Annotated[Optional[str], typer.Argument(help="a decision id (canary replay, canary explain)")] = None,
-    provider: Annotated[Optional[str], typer.Option(help="with --cycle: every probe of this provider")] = None,
-    cycle: Annotated[Optional[str], typer.Option(help="with --provider: the cycle's number or id")] = None,
-    model: Annotated[Optional[str], typer.Option(help="with --provider: the model (default: any)")] = None,
-    since: Annotated[Optional[str], typer.Option(help="look for the decision or the cycle from this UTC time "
+    decision_id: Annotated[str | None, typer.Argument(help="a decision id (canary replay, canary explain)")] = None,
+    provider: Annotated[str | None, typer.Option(help="with --cycle: every probe of this provider")] = None,
+    cycle: Annotated[str | None, typer.Option(help="with --provider: the cycle's number or id")] = None,
+    model: Annotated[str | None, typer.Option(help="with --provider: the model (default: any)")] = None,
+    since: Annotated[str | None, typer.Option(help="look for the decision or the cycle from this UTC time "
                                                       "(ISO 8601) on, not the whole log")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="write the cases here (default: standard output)")]
+    out: Annotated[Path | None, typer.Option("--out", help="write the cases here (default: standard output)")]
     = None,
     config: ConfigOpt = None,
 ) -> None:

@@ -6,16 +6,15 @@ import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import msgspec
 import typer
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
-from reverie_canary.shared.contract.errors import ConfigError
-from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.settings import Settings
 
 
 def _decision_line(seq: int | None, d) -> str:
@@ -33,10 +32,10 @@ def _decision_line(seq: int | None, d) -> str:
 
 @app.command()
 def replay(
-    events: Annotated[Optional[Path], typer.Option("--events", help="fold this JSON-lines file offline instead of the log")] = None,
-    since: Annotated[Optional[str], typer.Option(help="show the decisions from this UTC time (ISO 8601) on; "
+    events: Annotated[Path | None, typer.Option("--events", help="fold this JSON-lines file offline instead of the log")] = None,
+    since: Annotated[str | None, typer.Option(help="show the decisions from this UTC time (ISO 8601) on; "
                                                      "the fold always starts at the beginning")] = None,
-    other: Annotated[Optional[Path], typer.Option("--config", help="backtest: another configuration, this settings "
+    other: Annotated[Path | None, typer.Option("--config", help="backtest: another configuration, this settings "
                                                                  "TOML alone on top of the defaults (the "
                                                                  "environment is not read for it)")] = None,
 ) -> None:
@@ -52,8 +51,13 @@ def replay(
     Exit status 1 when the live state differs from the log; 2 when OTHER is invalid.
     """
     from reverie_canary.services.judge.core import Policy, fold
-    from reverie_canary.services.judge.replay import (backtest, policy_sources, read_events_file, settings_differences,
-                                                      watched_in_file)
+    from reverie_canary.services.judge.replay import (
+        backtest,
+        policy_sources,
+        read_events_file,
+        settings_differences,
+        watched_in_file,
+    )
     from reverie_canary.shared.contract.errors import Undecodable
     from reverie_canary.shared.contract.events import Decision
     from reverie_canary.shared.runtime.settings import sources
@@ -153,8 +157,8 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold, diff_states
     from reverie_canary.services.judge.store import RedisJudgeStore
     from reverie_canary.services.router.store import RedisRouterStore
-    from reverie_canary.shared.runtime import eventlog
     from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime import eventlog
     from reverie_canary.shared.runtime.service import nats_connect, redis_client
 
     client = redis_client(settings)
@@ -247,8 +251,8 @@ def _router_prefixes() -> tuple[str, ...]:
 
 def _lean_for_router(item):
     """``item`` as the router's refold needs it: a listing keeps only its controls' planned probes (a month of them is GBs)."""
-    from reverie_canary.shared.runtime.eventlog import LoggedEvent
     from reverie_canary.shared.contract.events import EndpointsDiscovered
+    from reverie_canary.shared.runtime.eventlog import LoggedEvent
 
     event = item.event
     if isinstance(event, EndpointsDiscovered) and event.planned:
@@ -263,8 +267,8 @@ def _replay_router(settings, everything, record) -> int:
     Prints the router's part of ``canary replay``; returns the number of differences.
     """
     from reverie_canary.services.router.core import RouterCommand, RouterPolicy, diff_layers, layers, refold
-    from reverie_canary.shared.runtime import clock
     from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime import clock
 
     prefixes = _router_prefixes()
     mine = [item for item in everything if item.subject.startswith(prefixes)]
@@ -293,7 +297,7 @@ def _replay_router(settings, everything, record) -> int:
 @app.command()
 def explain(
     provider: Annotated[str, typer.Argument(help="provider (endpoint tag)")],
-    model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
+    model: Annotated[str | None, typer.Option(help="model id (default: the first configured)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the provider's view as JSON (the read model)")]
     = False,
     config: ConfigOpt = None,
@@ -363,7 +367,7 @@ def explain(
 
 @app.command()
 def report(
-    model: Annotated[Optional[str], typer.Option(help="model id (default: every configured)")] = None,
+    model: Annotated[str | None, typer.Option(help="model id (default: every configured)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -378,8 +382,8 @@ def report(
     from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.runtime.eventlog import scan_log
     from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.runtime.eventlog import scan_log
     from reverie_canary.shared.runtime.printable import printable_view
     from reverie_canary.shared.runtime.service import nats_connect, redis_client
 

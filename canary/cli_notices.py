@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 from datetime import datetime, timezone
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -130,7 +130,7 @@ def _print_tables(data: dict[str, Any]) -> None:
 
 @notices_app.command("list")
 def notices_list(
-    channel: Annotated[Optional[str], typer.Option("--channel", help="one channel only")] = None,
+    channel: Annotated[str | None, typer.Option("--channel", help="one channel only")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="rows per section")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
     config: ConfigOpt = None,
@@ -193,9 +193,9 @@ async def _resend_and_wait(settings, command, timeout_s: float):
 
 @notices_app.command("resend")
 def notices_resend(
-    ids: Annotated[Optional[list[str]], typer.Argument(help="notice ids or refs (msg_...) from `canary notices list`")] = None,
+    ids: Annotated[list[str] | None, typer.Argument(help="notice ids or refs (msg_...) from `canary notices list`")] = None,
     all_: Annotated[bool, typer.Option("--all", help="every dead letter (of --channel, if given)")] = False,
-    channel: Annotated[Optional[str], typer.Option("--channel", help="one channel only")] = None,
+    channel: Annotated[str | None, typer.Option("--channel", help="one channel only")] = None,
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",
     actor: ActorOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for the notifier's answer")] = WAIT_S,

@@ -36,16 +36,15 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S
-from reverie_canary.shared.contract.errors import ConfigError
-from reverie_canary.shared.runtime.logging import scrub
+from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.logging import scrub
 
 override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
 exclusions_app = typer.Typer(no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
@@ -58,7 +57,7 @@ WAIT_S = 10.0
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="seconds to wait for the router or the judge")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="apply it past the guard rails (a provider the gateway "
                                                         "does not list, fewer than min_hosts usable hosts)")]
-ActorOpt = Annotated[Optional[str],
+ActorOpt = Annotated[str | None,
                      typer.Option("--actor", help="who asks (default: $CANARY_ACTOR, else the login name)")]
 
 #: The longest an operator override may last, from now to its end (``--for`` or ``--expires``):
@@ -405,7 +404,7 @@ def _run(coro, settings=None):
     except OpsError as exc:
         typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(1) from exc
-    except (nats.errors.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, nats.errors.Error) as exc:
         user = (settings.nats_user if settings is not None else "") or "unset"
         typer.echo(f"error: a NATS request failed: {exc!r} (a permission the credential lacks? "
                    f"operators use the operator user; NATS_USER is {user})", err=True)
@@ -475,9 +474,9 @@ def override_add(
     provider: Annotated[str, typer.Argument(help="provider (endpoint tag such as lambda/fp8, or base slug)")],
     reason: Annotated[str, typer.Option("--reason", help="why (an incident, a ticket); required")],
     model: Annotated[str, typer.Option("--model", help="model id, or * for every model")] = "*",
-    expires: Annotated[Optional[str],
+    expires: Annotated[str | None,
                        typer.Option("--expires", help="end, ISO 8601 UTC (2026-06-11T18:00:00Z)")] = None,
-    for_: Annotated[Optional[str], typer.Option("--for", help="end after this long (30m, 2h, 1d)")] = None,
+    for_: Annotated[str | None, typer.Option("--for", help="end after this long (30m, 2h, 1d)")] = None,
     reference: Annotated[str, typer.Option("--reference", help="URL or ticket")] = "",
     force: ForceOpt = False,
     actor: ActorOpt = None,
@@ -544,7 +543,7 @@ def override_remove(
 
 @override_app.command("list")
 def override_list(
-    model: Annotated[Optional[str],
+    model: Annotated[str | None,
                      typer.Option("--model", help="one model (default: every model with a snapshot)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document (the read model's ignore-list "
                                                          "view per model)")] = False,
@@ -587,7 +586,7 @@ def override_list(
 def lift(
     provider: Annotated[str, typer.Argument(help="provider whose canary suspension ends")],
     reason: Annotated[str, typer.Option("--reason", help="why; required")],
-    model: Annotated[Optional[str],
+    model: Annotated[str | None,
                      typer.Option("--model", help="model id or * (default: the first configured)")] = None,
     actor: ActorOpt = None,
     timeout: TimeoutOpt = WAIT_S,
@@ -613,7 +612,7 @@ def lift(
 def mode(
     new_mode: Annotated[str, typer.Argument(metavar="observe|enforce",
                                             help="observe: announce only; enforce: change routing")],
-    kind: Annotated[Optional[str],
+    kind: Annotated[str | None,
                     typer.Option("--kind", help="one probe kind (ttft, refusal, structured, language, echo)")] = None,
     model: Annotated[str, typer.Option("--model", help="model id, or * for every model")] = "*",
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",

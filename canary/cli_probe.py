@@ -14,7 +14,7 @@ import json
 import sys
 from collections import Counter
 from datetime import timedelta
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -96,10 +96,10 @@ def probe(
     kind: Annotated[str, typer.Option("--kind", help=f"probe kind: {', '.join(PROBE_KINDS)}")],
     language: Annotated[str, typer.Option("--language", help="ISO 639-1 code of the request")] = "en",
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="how many probes, one after another")] = 1,
-    model: Annotated[Optional[str], typer.Option(help="model id (default: the first configured)")] = None,
-    simulate: Annotated[Optional[str], typer.Option(help="start a simulated gateway with this scenario "
+    model: Annotated[str | None, typer.Option(help="model id (default: the first configured)")] = None,
+    simulate: Annotated[str | None, typer.Option(help="start a simulated gateway with this scenario "
                                                          "('default', 'full' or a TOML file)")] = None,
-    ttft_threshold_s: Annotated[Optional[float], typer.Option(help="latency bar in s (default: CANARY_TTFT_THRESHOLD_S, else 10)")] = None,
+    ttft_threshold_s: Annotated[float | None, typer.Option(help="latency bar in s (default: CANARY_TTFT_THRESHOLD_S, else 10)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON ProbeResult per line")] = False,
 ) -> None:
     """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence.

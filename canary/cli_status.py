@@ -16,7 +16,7 @@ import contextlib
 import signal
 import sys
 from datetime import datetime
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console, Group
@@ -24,9 +24,6 @@ from rich.table import Table
 from rich.text import Text
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
-from reverie_canary.shared.contract.events import CycleSized
-from reverie_canary.shared.contract.timefmt import age_text, utc_text
-from reverie_canary.services.discovery.core import facts_lines
 from reverie_canary.services.dashboard.core import (
     FleetStatus,
     KindResult,
@@ -36,6 +33,9 @@ from reverie_canary.services.dashboard.core import (
     modes_text,
     to_json,
 )
+from reverie_canary.services.discovery.core import facts_lines
+from reverie_canary.shared.contract.events import CycleSized
+from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 #: How often ``--watch`` looks for new events in the log (s).
 WATCH_POLL_S = 1.0
@@ -223,14 +223,14 @@ def _console() -> Console:
 
 @app.command()
 def status(
-    model: Annotated[Optional[str], typer.Option(help="one model (default: every configured)")] = None,
+    model: Annotated[str | None, typer.Option(help="one model (default: every configured)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the view as JSON (with --watch: one line each)")]
     = False,
     watch: Annotated[bool, typer.Option(help="print again on every closed cycle, decision and new snapshot; "
                                              "Ctrl-C stops")] = False,
     interval: Annotated[float, typer.Option(min=1.0, help="with --watch: print again at least this often (s)")]
     = 30.0,
-    count: Annotated[Optional[int], typer.Option(min=1, help="with --watch: stop after this many prints")] = None,
+    count: Annotated[int | None, typer.Option(min=1, help="with --watch: stop after this many prints")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """The fleet at a glance: per model its modes, last cycle, health, ignore list and spend; per provider its state.

@@ -37,9 +37,6 @@ from reverie_canary.services.discovery.core import facts_lines, listing_facts
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.shared.contract import codec, ids, subjects
-from reverie_canary.shared.runtime import clock, metrics
-from reverie_canary.shared.runtime.auth import (generate_passwords, generate_redis_passwords, redis_url_for,
-                                        redis_url_without_credential, render_redis_acl, server_config, server_env)
 from reverie_canary.shared.contract.errors import Undecodable
 from reverie_canary.shared.contract.events import (
     CycleUnplanned,
@@ -52,11 +49,21 @@ from reverie_canary.shared.contract.events import (
     ProbeResult,
     degraded,
 )
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime import clock, metrics
+from reverie_canary.shared.runtime.auth import (
+    generate_passwords,
+    generate_redis_passwords,
+    redis_url_for,
+    redis_url_without_credential,
+    render_redis_acl,
+    server_config,
+    server_env,
+)
 from reverie_canary.shared.runtime.logging import configure as configure_logging
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import Settings
-from reverie_canary.shared.contract.timefmt import utc_text
-from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime.streams import ROUTING_BUCKET
 
 #: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds (at least:
@@ -142,7 +149,7 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         notify_timeout_s=2.0,
         notify_poll_s=0.25,
         metrics_host="127.0.0.1",
-        metrics_ports={name: 0 for name in SERVICES},  # free ports: the demo prints where they are
+        metrics_ports=dict.fromkeys(SERVICES, 0),  # free ports: the demo prints where they are
     )
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
 from reverie_canary.shared.contract.errors import CanaryError
 
 MIN_NATS = (2, 10)

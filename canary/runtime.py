@@ -15,11 +15,11 @@ import structlog
 from faststream import FastStream
 from nats.js.errors import NotFoundError
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.canary import loops
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.shared.runtime import metrics, retry, streams
-from reverie_canary.shared.runtime.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.runtime.aio import stop_task, wait_event
+from reverie_canary.shared.runtime.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.logging import masked_url
 from reverie_canary.shared.runtime.settings import SERVICE_NAMES, Settings

@@ -16,7 +16,6 @@ defined once, in this distribution, and the main one depends on it.
 """
 
 from reverie_canary.client.ignore_list import IgnoreListClient, snapshot_bytes
-from reverie_canary.client.tls import tls_context
 from reverie_canary.client.served import ServedCounts, ServedRecorder, decode_counts
 from reverie_canary.client.subjects import (
     ROUTING_BUCKET,
@@ -27,6 +26,7 @@ from reverie_canary.client.subjects import (
     routing,
     served,
 )
+from reverie_canary.client.tls import tls_context
 from reverie_canary.client.wire import (
     IgnoreEntry,
     IgnoreReason,

@@ -17,6 +17,7 @@ followed by its code point in upper-case hex, framed by the width:
 from __future__ import annotations
 
 import re
+
 from reverie_canary.client.errors import CanaryError
 
 PREFIX = "canary"

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta, Struct
+
 from reverie_canary.client.errors import CanaryError
 
 #: A timezone-aware datetime; the encoders always write UTC (``...Z``).

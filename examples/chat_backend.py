@@ -44,8 +44,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from reverie_canary.client import IgnoreListClient
-from reverie_canary.client import IgnoreSnapshot, tls_context
+from reverie_canary.client import IgnoreListClient, IgnoreSnapshot, tls_context
 
 #: The backend's own provider preferences; the client adds ``ignore`` to them.
 PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}

@@ -22,8 +22,8 @@ from msgspec import Struct
 
 from reverie_canary.client.checks.encoding import REPLACEMENT_MOJIBAKE
 from reverie_canary.client.checks.letters import foreign_words
-from reverie_canary.client.languages import LANGUAGE_NAMES, LANGUAGES as LANGUAGES
-
+from reverie_canary.client.languages import LANGUAGE_NAMES
+from reverie_canary.client.languages import LANGUAGES as LANGUAGES
 
 CODE_BY_NAME: dict[str, str] = {name.lower(): code for code, name in LANGUAGE_NAMES.items()}
 

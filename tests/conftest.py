@@ -25,11 +25,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from reverie_canary.canary.embedded import BinaryMissing, start_nats, start_redis
 from reverie_canary.shared.runtime import metrics as _metrics
+
+if TYPE_CHECKING:  # the demo's module starts nothing on import, but it is loaded only by the tests that run it
+    from tests.demo_run import RunningDemo
 
 #: The services' standard metrics ports, as shipped (the autouse fixture below moves tests off them).
 STANDARD_METRICS_PORTS: dict[str, int] = dict(_metrics.STANDARD_PORTS)
@@ -249,7 +253,7 @@ def free_metrics_ports(monkeypatch) -> None:
     collide with a deployment on it), as they share nothing else: NATS and
     Redis are on free ports too.  A test of the standard ports sets them itself.
     """
-    monkeypatch.setattr(_metrics, "STANDARD_PORTS", {name: 0 for name in STANDARD_METRICS_PORTS})
+    monkeypatch.setattr(_metrics, "STANDARD_PORTS", dict.fromkeys(STANDARD_METRICS_PORTS, 0))
 
 
 @pytest.fixture
@@ -260,7 +264,7 @@ def infra(tmp_path: Path) -> Iterator[Infra]:
 
 
 @pytest.fixture(scope="session")
-def default_demo() -> Iterator["RunningDemo"]:
+def default_demo() -> Iterator[RunningDemo]:
     """The default demo (``canary demo``: default fleet, dashboard, real sentences when ../shared has them),
     running in a thread of its own, shared by the modules that only read it (tests/demo_run.py says which and
     why); stopped after the last of them."""
@@ -273,7 +277,7 @@ def default_demo() -> Iterator["RunningDemo"]:
 
 
 @pytest.fixture
-def default_demo_last(request: pytest.FixtureRequest, default_demo) -> "RunningDemo":
+def default_demo_last(request: pytest.FixtureRequest, default_demo) -> RunningDemo:
     """:func:`default_demo` for a test that changes it (an override, a lift): it must be its last reader."""
     left = request.config.stash.get(_SHARED_DEMO_READERS, 0)
     if left > 1:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.services.discovery.service import Discovery
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.shared.runtime.openrouter import make_client
 from reverie_canary.shared.runtime.service import Shell, ensure_streams, redis_client
 from reverie_canary.shared.runtime.settings import Settings

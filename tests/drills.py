@@ -34,8 +34,8 @@ import httpx
 from reverie_canary.canary.embedded import free_port
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.contract.events import CycleVerdict
+from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.scenario import load_scenario
@@ -349,14 +349,14 @@ async def prober_split_drill(*, nats_url: str, redis_url: str, namespace: str, w
                     await drill.ready(name, drill.spawn(name))
                 ready = time.monotonic()
 
-                def after_ready() -> str | None:
+                def after_ready(ready: float = ready) -> str | None:
                     later = [c for c, at in first_task.items() if at > ready]
                     return min(later) if later else None
 
                 await waits.until(after_ready, timeout_s=cycle_s * 2 + 20,
                                   what=f"a cycle starting after {size} probers were ready")
                 cycle = after_ready()
-                await waits.until(lambda: cycle in verdicts, timeout_s=cycle_s * 2 + 30,
+                await waits.until(lambda cycle=cycle: cycle in verdicts, timeout_s=cycle_s * 2 + 30,
                                   what=f"the verdict of cycle {cycle} with {size} probers")
                 reports.append(SplitCycle(probers=size, cycle=cycle))
             logged = await eventlog.read_log(js, prefixes=eventlog.prefixes_of([subjects.ALL_RESULTS]),
@@ -383,7 +383,7 @@ if __name__ == "__main__":  # pragma: no cover - a manual run: python -m tests.d
     from reverie_canary.shared.runtime import metrics as _metrics
     from tests.conftest import servers
 
-    _metrics.STANDARD_PORTS = {name: 0 for name in _metrics.STANDARD_PORTS}  # never the standard ports
+    _metrics.STANDARD_PORTS = dict.fromkeys(_metrics.STANDARD_PORTS, 0)  # never the standard ports
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, servers(Path(tmp)) as (nats_url, redis_url):

@@ -32,8 +32,8 @@ import httpx
 from reverie_canary.canary.embedded import free_port
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.contract.events import CycleVerdict, ProbeResult
+from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.scenario import load_scenario

@@ -129,7 +129,7 @@ class Receiver:
         try:
             await asyncio.wait_for(enough(), timeout=timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def ids(self) -> list[str]:

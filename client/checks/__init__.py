@@ -120,9 +120,9 @@ HTTP layer's own (``headers_timeout``, ``stream_timeout``,
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import msgspec
 from msgspec import Struct

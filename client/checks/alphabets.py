@@ -50,7 +50,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from itertools import chain
 
 LATIN, CYRILLIC, ARABIC, HAN, KANA, HANGUL, BOPOMOFO = "latin", "cyrillic", "arabic", "han", "kana", "hangul", "bopomofo"
@@ -184,7 +184,7 @@ _GRIDS: dict[str, tuple[range | list[int], range | list[int]]] = {
 _HAN = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
 
 
-@lru_cache(maxsize=None)
+@cache
 def han_of(codec: str) -> frozenset[str]:
     """The Han characters of one character set, as Python's codec ``codec`` decodes it.
 
@@ -196,7 +196,7 @@ def han_of(codec: str) -> frozenset[str]:
     return frozenset(_HAN.findall(data.decode(codec, errors="ignore")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def foreign_han(lang: str) -> frozenset[str]:
     """Han characters another Han-writing language writes and ``lang`` never does.
 
@@ -227,7 +227,7 @@ def sibling_scripts(lang: str) -> frozenset[str]:
     return frozenset(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def codepage_readings(lang: str) -> dict[str, str]:
     """Letters that are ``lang``'s own letters in its legacy code page read as cp1252: ``{reading: letter}``.
 

@@ -99,7 +99,7 @@ def find_whole_repeat(text: str) -> dict | None:
     key = body[:KEY_CHARS]
     at = body.find(key, 1)
     tries = 0
-    while 0 < at and tries < MAX_TRIES:
+    while at > 0 and tries < MAX_TRIES:
         tries += 1
         tail = body[at:]
         repeated = ""

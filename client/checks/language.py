@@ -45,10 +45,10 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -475,7 +475,7 @@ def _marker_counts(text: str, words: list[str] | None = None) -> dict[str, int]:
     if words is None:
         words = _WORD.findall(text)
     lowered = list(map(str.lower, words))
-    for lower, lang in zip(lowered, map(get, lowered)):
+    for lower, lang in zip(lowered, map(get, lowered), strict=False):
         if lang is None:
             if "’" not in lower:
                 continue
@@ -610,7 +610,7 @@ def _analyse(clean: str, expected: str, policy: LanguagePolicy, sentences: list[
                 result.sentences_with_words += 1
         result.ranked = scorer.ranked(whole)
         return result
-    for sentence, words in zip(sentences, words_of):
+    for sentence, words in zip(sentences, words_of, strict=False):
         letters = _letters_in(words)
         if letters >= policy.unit_min_letters:
             label, prob = rank(sentence, policy)[0]

@@ -62,11 +62,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from heapq import merge
 from itertools import chain
-from typing import Iterator
 
 from reverie_canary.client.checks.alphabets import (
     ARABIC,

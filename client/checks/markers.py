@@ -63,11 +63,7 @@ _RAW: dict[str, str] = {
 #: Words that are common in two or more of the 17 languages (``que``, ``la``,
 #: ``de``, ``no``, ``se`` ...): a marker for none of them.
 _SHARED = frozenset(
-    "a o e i de da do das dos la le les el lo al del se que por para como con "
-    "mi tu su sua no nos os en un una uno era vamos ser somos algo este esta "
-    "desde sobre entre nada porque quando está están mas mais ou il di ma "
-    "ne non qui ce te je dit die was wie er es is over dan ha sei ta та так все "
-    "тебе себе не на в по у же для to na do po mes son her me as on".split()
+    ["a", "o", "e", "i", "de", "da", "do", "das", "dos", "la", "le", "les", "el", "lo", "al", "del", "se", "que", "por", "para", "como", "con", "mi", "tu", "su", "sua", "no", "nos", "os", "en", "un", "una", "uno", "era", "vamos", "ser", "somos", "algo", "este", "esta", "desde", "sobre", "entre", "nada", "porque", "quando", "está", "están", "mas", "mais", "ou", "il", "di", "ma", "ne", "non", "qui", "ce", "te", "je", "dit", "die", "was", "wie", "er", "es", "is", "over", "dan", "ha", "sei", "ta", "та", "так", "все", "тебе", "себе", "не", "на", "в", "по", "у", "же", "для", "to", "na", "do", "po", "mes", "son", "her", "me", "as", "on"]
 )
 
 
@@ -100,18 +96,10 @@ MARKER_LANGUAGE: dict[str, str] = {w: lang for lang, ws in MARKERS.items() for w
 DISTINGUISHING: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
     ("id", "ms"): (
         frozenset(
-            "karena saja uang bisa kantor polisi bisnis yaitu bahwa maupun mobil "
-            "kamar silakan paham coba jadwal kendaraan berbagi menemukan ditemukan "
-            "mempergunakan dipergunakan universitas kualitas aktivitas komunitas "
-            "fasilitas kapasitas nggak enggak gak udah aja banget dong sih kok "
-            "gimana kayak bikin pengen gue lo".split()
+            ["karena", "saja", "uang", "bisa", "kantor", "polisi", "bisnis", "yaitu", "bahwa", "maupun", "mobil", "kamar", "silakan", "paham", "coba", "jadwal", "kendaraan", "berbagi", "menemukan", "ditemukan", "mempergunakan", "dipergunakan", "universitas", "kualitas", "aktivitas", "komunitas", "fasilitas", "kapasitas", "nggak", "enggak", "gak", "udah", "aja", "banget", "dong", "sih", "kok", "gimana", "kayak", "bikin", "pengen", "gue", "lo"]
         ),
         frozenset(
-            "kerana sahaja wang polis bisnes iaitu bahawa mahupun bilik "
-            "sila faham cuba jadual kenderaan berkongsi menjumpai memandangkan "
-            "manakala mengikut menerusi syarikat universiti kualiti "
-            "aktiviti komuniti kemudahan percuma seronok televisyen teksi "
-            "hospital".split()
+            ["kerana", "sahaja", "wang", "polis", "bisnes", "iaitu", "bahawa", "mahupun", "bilik", "sila", "faham", "cuba", "jadual", "kenderaan", "berkongsi", "menjumpai", "memandangkan", "manakala", "mengikut", "menerusi", "syarikat", "universiti", "kualiti", "aktiviti", "komuniti", "kemudahan", "percuma", "seronok", "televisyen", "teksi", "hospital"]
         ),
     ),
 }

@@ -60,7 +60,7 @@ from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 #: SentencePiece's space symbol in their ASCII form (issue 12, item 3).
 _BARS = "\uff5c\u2502\u2223\u01c0\ufe31\ufe32\uffe8\u2758\u23d0\u05c0"  # ｜ │ ∣ ǀ ︱ ︲ ￨ ❘ ⏐ ׀
 CONFUSABLES = str.maketrans({
-    **{bar: "|" for bar in _BARS},
+    **dict.fromkeys(_BARS, "|"),
     "\uff1c": "<", "\uff1e": ">", "\uff3b": "[", "\uff3d": "]", "\uff3f": "_",
     "\u2581": "_",
 })

@@ -35,10 +35,11 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.shared.contract.listing import ListingFacts, listing_facts
+from reverie_canary.client.served import ServedCounts
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
+from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.contract.events import (
     CycleClosed,
     CycleSized,
@@ -54,8 +55,7 @@ from reverie_canary.shared.contract.events import (
     ReplyEvidence,
     ResultRef,
 )
-from reverie_canary.client.served import ServedCounts
-from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
+from reverie_canary.shared.contract.listing import ListingFacts, listing_facts
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreSnapshot
 
 #: The time window of the canary's own spend (s): "per day" (issue 9, section 4).

@@ -42,8 +42,8 @@ from reverie_canary.services.dashboard.core import (
     CycleFacts,
     ModelStatus,
     ModelWindow,
-    ProviderStatus,
     ProviderStateName,
+    ProviderStatus,
     _kind_results,
 )
 from reverie_canary.shared.contract.events import Mode, ProviderVerdict

@@ -32,10 +32,10 @@ from reverie_canary.services.dashboard.core import (
 from reverie_canary.services.judge.core import ModelState, Policy
 from reverie_canary.services.judge.store import RedisJudgeStore
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import clock, eventlog
 from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
-from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime import clock, eventlog
+from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 #: What the window folds: listings and closes, results, verdicts, decisions (and snapshots, to notice them).

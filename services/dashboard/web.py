@@ -64,10 +64,10 @@ from reverie_canary.services.dashboard.core import (
 )
 from reverie_canary.services.dashboard.sources import REFRESH_ON, FleetReader, SourceError
 from reverie_canary.services.judge.core import Policy
+from reverie_canary.shared.contract.timefmt import age_text, utc_text
 from reverie_canary.shared.runtime import clock
 from reverie_canary.shared.runtime.metrics import ServiceMetrics
 from reverie_canary.shared.runtime.settings import Settings
-from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 log = structlog.get_logger("reverie_canary.dashboard")
 
@@ -527,7 +527,8 @@ def create_app(dashboard: Dashboard, web: WebConfigSource | None = None) -> Any:
                     async with dashboard.changed:
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(dashboard.changed.wait_for(
-                                lambda: dashboard.version != seen or dashboard.closing), timeout=KEEPALIVE_S)
+                                lambda: dashboard.version != seen or dashboard.closing),  # noqa: B023 (awaited here)
+                                timeout=KEEPALIVE_S)
                     if dashboard.closing:
                         return
                     if dashboard.version == seen:

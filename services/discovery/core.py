@@ -66,10 +66,12 @@ from reverie_canary.shared.contract.events import (
     ProbeTask,
 )
 from reverie_canary.shared.contract.languages import DEFAULT_COVERAGE_CYCLES, Coverage, coverage
+from reverie_canary.shared.contract.languages import (
+    CoverageError as CoverageError,  # the planner's refusal, said here too
+)
 from reverie_canary.shared.contract.listing import ListingFacts as ListingFacts  # noqa: F401 (read here too)
 from reverie_canary.shared.contract.listing import facts_lines as facts_lines  # noqa: F401
 from reverie_canary.shared.contract.listing import listing_facts as listing_facts  # noqa: F401
-from reverie_canary.shared.contract.languages import CoverageError as CoverageError  # the planner's refusal, said here too
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
 ROTATED_KINDS = frozenset({"ttft", "refusal"})
@@ -181,7 +183,7 @@ def plan(
         are watched, :func:`watched`) and its ProbeTasks.  :func:`split` makes
         the parts that each fit one message.
     """
-    kinds = [k for k in kinds]
+    kinds = list(kinds)
     weights = {lang: w for lang, w in (language_weights or {}).items() if lang in languages and w > 0}
     cov = coverage(len(languages), language_coverage_cycles, languages_per_cycle, weighted=bool(weights))
     listed = len(endpoints)
@@ -189,7 +191,7 @@ def plan(
     cycle = ids.cycle_id(model, start)
     deadline = start + timedelta(seconds=window_s)
     by_tag = {e.provider: e for e in endpoints}
-    control_tags = {tag for tag in controls.values()}
+    control_tags = set(controls.values())
     retest_map = _retests_asked(retests, languages)
     same_name = same_names(endpoints)
 

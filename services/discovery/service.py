@@ -39,26 +39,31 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import httpx
-from faststream import FastStream
-
 import msgspec
+from faststream import FastStream
 from nats.errors import Error as NatsError
 
 from reverie_canary.services.discovery import sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, listing_facts, plan, split
 from reverie_canary.services.discovery.store import DiscoveryStore, MemoryDiscoveryStore, RedisDiscoveryStore
 from reverie_canary.shared.contract import codec, ids, subjects
+from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
+from reverie_canary.shared.contract.events import (
+    MAX_ENDPOINTS_PER_MODEL,
+    CycleClosed,
+    CycleSized,
+    CycleUnplanned,
+    EndpointsDiscovered,
+    ProbeTask,
+    RetestRequested,
+)
 from reverie_canary.shared.runtime import clock, retry, streams, tracing
 from reverie_canary.shared.runtime.broker import Delivery, Outgoing
-from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
-from reverie_canary.shared.contract.events import CycleClosed, CycleSized, CycleUnplanned, EndpointsDiscovered, ProbeTask, RetestRequested
 from reverie_canary.shared.runtime.config import DiscoveryConfig, config_of
 from reverie_canary.shared.runtime.openrouter import ListingFailed, fetch_listing, make_client
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS
-from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL
-
 
 #: Join the current cycle only while this share of its probe window is still ahead.
 JOIN_WINDOW_SHARE = 0.9

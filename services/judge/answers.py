@@ -24,7 +24,13 @@ from typing import Any
 from reverie_canary.services.judge.core import Effect
 from reverie_canary.shared.contract import ids
 from reverie_canary.shared.contract.commands import VERBS, LiftSuspension, SetMode
-from reverie_canary.shared.contract.events import ANSWER_MODELS_MAX, CommandApplied, CommandRefused, Decision, DecisionMade
+from reverie_canary.shared.contract.events import (
+    ANSWER_MODELS_MAX,
+    CommandApplied,
+    CommandRefused,
+    Decision,
+    DecisionMade,
+)
 
 JudgeCommand = LiftSuspension | SetMode
 Answer = CommandApplied | CommandRefused

@@ -95,9 +95,9 @@ from reverie_canary.shared.contract.events import (
     ResultRef,
     RetestRequested,
 )
-from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.settings import Settings
 
 #: How many closed cycles a model remembers, to drop late or repeated input.
 CLOSED_MEMORY = 64

@@ -18,12 +18,12 @@ from nats.js import JetStreamContext
 
 from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets
 from reverie_canary.services.judge.snapshots import FoldSnapshot
-from reverie_canary.shared.runtime.settings import SECRET_FIELDS, Settings
 from reverie_canary.shared.contract import codec, inputs
-from reverie_canary.shared.runtime import eventlog
 from reverie_canary.shared.contract.errors import Undecodable
-from reverie_canary.shared.runtime.eventlog import LoggedEvent
 from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime import eventlog
+from reverie_canary.shared.runtime.eventlog import LoggedEvent
+from reverie_canary.shared.runtime.settings import SECRET_FIELDS, Settings
 
 #: Subjects the judge folds (its durable consumer's filter): from :data:`reverie_canary.shared.contract.inputs.READS`.
 JUDGE_SUBJECTS = inputs.prefixes("judge")

@@ -26,11 +26,9 @@ from faststream import FastStream
 from reverie_canary.services.judge import answers, gauges, snapshots
 from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets, initial
 from reverie_canary.services.judge.replay import scan_refold
-from reverie_canary.services.judge.store import (Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound,
-                                                 RedisJudgeStore)
+from reverie_canary.services.judge.store import Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound, RedisJudgeStore
 from reverie_canary.shared.contract import ids, inputs, subjects
-from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
-from reverie_canary.shared.runtime.broker import Delivery, Publisher, _span_attributes
+from reverie_canary.shared.contract.errors import TooLarge, Transient
 from reverie_canary.shared.contract.events import (
     PROBE_KINDS,
     CommandApplied,
@@ -40,9 +38,10 @@ from reverie_canary.shared.contract.events import (
     ProbeResult,
     RetestRequested,
 )
-from reverie_canary.shared.runtime.logging import get as get_logger
-from reverie_canary.shared.contract.errors import TooLarge, Transient
+from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
+from reverie_canary.shared.runtime.broker import Delivery, Publisher, _span_attributes
 from reverie_canary.shared.runtime.consumer import Retake
+from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
@@ -293,7 +292,7 @@ class Judge:
         delivery = Delivery(subject="", stream_seq=position, deliveries=1, headers={})
         record = self.records.get(model)
         repaired = list(record.outbox) if record is not None and record.unsent and record.position == position else []
-        _, effects = await self._apply(list([(event, delivery)]), only=model)
+        _, effects = await self._apply([(event, delivery)], only=model)
         return [*[e for e in repaired if not isinstance(e, answers.Answer)], *effects]
 
     async def apply_batch(self, items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
@@ -446,7 +445,7 @@ async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], unti
     if missing and until_seq > 0:
         snapshot = await snapshots.latest(js, until_seq)
         # streamed: the fold holds the states, never the log (a month of results would not fit)
-        states = (await scan_refold(js, policy, positions={m: until_seq for m in missing}, until_seq=until_seq,
+        states = (await scan_refold(js, policy, positions=dict.fromkeys(missing, until_seq), until_seq=until_seq,
                                     keep=None, snapshot=snapshot)).states
         get_logger("judge").info("state_refolded", models=missing, until=until_seq,
                                  from_snapshot=snapshot.position if snapshot is not None else None)

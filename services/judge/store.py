@@ -40,10 +40,17 @@ from redis.exceptions import RedisError
 
 from reverie_canary.services.judge.core import Effect, ModelState, OpenCycle, ProviderState, initial
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import CommandApplied, CommandRefused, Language, Outcome, Reason, ResultRef, Token
-from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.contract.events import (
+    CommandApplied,
+    CommandRefused,
+    Language,
+    Outcome,
+    Reason,
+    ResultRef,
+    Token,
+)
 from reverie_canary.shared.contract.subjects import decode_token, encode_token
-
+from reverie_canary.shared.runtime.logging import get as get_logger
 
 #: What an outbox holds: the fold's effects, and the answer to an operator command.
 Outbound = Effect | CommandApplied | CommandRefused
@@ -549,7 +556,7 @@ class RedisJudgeStore:
                 raws = await pipe.execute()
         except RedisError as exc:
             raise Transient(f"redis get {len(models)} judge records: {exc!r}") from exc
-        return {model: self._record(model, raw) for model, raw in zip(models, raws)}
+        return {model: self._record(model, raw) for model, raw in zip(models, raws, strict=False)}
 
     async def save(self, model: str, record: JudgeRecord, *, expected_revision: int) -> None:
         fields = [v for kv in record_parts(record).items() for v in kv]

@@ -34,9 +34,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import httpx
 import msgspec
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.services.notifier.core import SEVERITIES, payload, webhook_id
-from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.events import Notice
 from reverie_canary.shared.runtime.settings import Settings
 

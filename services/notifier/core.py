@@ -46,7 +46,14 @@ from typing import Any, Literal, get_args
 import msgspec
 from msgspec import Struct
 
-from reverie_canary.shared.contract.commands import VERBS, AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.contract.commands import (
+    VERBS,
+    AddOverride,
+    LiftSuspension,
+    ReloadExclusions,
+    RemoveOverride,
+    SetMode,
+)
 from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,

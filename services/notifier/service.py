@@ -35,8 +35,8 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 from datetime import datetime, timezone
+from typing import Any
 
 import httpx
 from faststream import FastStream
@@ -47,12 +47,19 @@ from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, m
 from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
 from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
 from reverie_canary.shared.contract import codec, inputs, subjects
+from reverie_canary.shared.contract.commands import ResendNotices
+from reverie_canary.shared.contract.errors import ConfigError, Transient
+from reverie_canary.shared.contract.events import (
+    NOTICE_CHANNELS_MAX,
+    NOTICES_RESENT_MAX,
+    Notice,
+    NoticeDeadLettered,
+    NoticeRef,
+    NoticesResent,
+)
 from reverie_canary.shared.runtime import metrics, streams
 from reverie_canary.shared.runtime.aio import wait_event
 from reverie_canary.shared.runtime.broker import Delivery, Publisher
-from reverie_canary.shared.contract.commands import ResendNotices
-from reverie_canary.shared.contract.errors import ConfigError, Transient
-from reverie_canary.shared.contract.events import NOTICE_CHANNELS_MAX, NOTICES_RESENT_MAX, Notice, NoticeDeadLettered, NoticeRef, NoticesResent
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import SEVERITIES, Settings

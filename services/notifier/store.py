@@ -360,7 +360,7 @@ class RedisDeliveryBook:
             return []
         raws = await self.client.mget([self._entry_key(channel, i) for i in ids])
         out = []
-        for nid, raw in zip(ids, raws):
+        for nid, raw in zip(ids, raws, strict=False):
             if raw:
                 e = _entry_dec.decode(raw)
                 e.notice_id, e.channel = nid, channel
@@ -375,7 +375,7 @@ class RedisDeliveryBook:
             notices = await self.client.mget([self.prefix + "notice:" + e.notice_id for e in entries]) if entries else []
         except RedisError as exc:
             raise Transient(f"redis claim {channel}: {exc!r}") from exc
-        return [(e, _notice_dec.decode(raw) if raw else None) for e, raw in zip(entries, notices)]
+        return [(e, _notice_dec.decode(raw) if raw else None) for e, raw in zip(entries, notices, strict=False)]
 
     async def _write(self, entry: Entry, *, due: float | None = None, dead: float | None = None,
                      delivered: bool = False) -> None:

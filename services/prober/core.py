@@ -25,10 +25,10 @@ from typing import Any, TypeGuard
 
 import msgspec
 
-from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
-from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
+from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
 from reverie_canary.client.reply import MAX_TOOL_CALLS, MAX_TOOL_FAULTS, TOOL_FAULT_CHARS, ProbeSpec, Reply
+from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from reverie_canary.shared.contract.events import (
     EVIDENCE_REASONING_CHARS,
     EVIDENCE_TEXT_CHARS,

@@ -38,14 +38,14 @@ probe's verdict by the prober's majority rule.  Each line carries:
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, build
+from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.shared.contract.events import Endpoint, ProbeResult, ReplyEvidence
 
 #: Probe kind -> the field-case kind that ``canary check`` maps back to it

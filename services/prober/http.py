@@ -60,8 +60,8 @@ import msgspec
 from msgspec import Struct
 
 from reverie_canary.client.chunks import ChunkReader, LineSplitter, error_body
-from reverie_canary.services.prober.prompts import ProbeRequest
 from reverie_canary.client.reply import Reply
+from reverie_canary.services.prober.prompts import ProbeRequest
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -41,7 +41,6 @@ from reverie_canary.client.languages import LANGUAGE_NAMES
 from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec
 from reverie_canary.shared.contract.events import PROMPT_VERSION as PROMPT_VERSION  # bumped there, with the wire
 
-
 SENTINEL = "[[END]]"
 PREFIX = "*"
 

@@ -40,17 +40,18 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import msgspec
 
-from reverie_canary.shared.contract.errors import CanaryError
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.chunks import ChunkReader, error_body
 from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec, Reply, ToolCall
 from reverie_canary.services.prober.prompts import SENTINEL
+from reverie_canary.shared.contract.errors import CanaryError
 
 KIND_MAP = {
     "latency": "ttft",
@@ -192,7 +193,7 @@ def _tool_fields(obj: dict[str, Any], meta: dict[str, Any]) -> _ToolCase:
     assembled, faults = reader.tool_calls_kept()
     if calls and not deltas:  # the recorded index and the bytes received beyond the cap, when given
         fixed = []
-        for call, recorded in zip(assembled, calls):
+        for call, recorded in zip(assembled, calls, strict=False):
             index, size = recorded.get("index", call.index), recorded.get("arguments_bytes", call.arguments_bytes)
             if isinstance(index, bool) or not isinstance(index, int) or isinstance(size, bool) \
                     or not isinstance(size, int):

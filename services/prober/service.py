@@ -49,19 +49,19 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from faststream import FastStream
 
+from reverie_canary.client.checks import Evaluation, evaluate
 from reverie_canary.client.checks.language import warm_up
 from reverie_canary.client.checks.letters import warm_up as warm_letters
-from reverie_canary.client.checks import Evaluation, evaluate
+from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
 from reverie_canary.services.prober.prompts import ProbeRequest, build
-from reverie_canary.client.reply import ProbeSpec, Reply
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import clock, metrics, retry, streams
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.runtime import clock, metrics, retry, streams
+from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.runtime.config import ProberConfig, config_of
 from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import Settings

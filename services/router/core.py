@@ -80,10 +80,10 @@ from reverie_canary.shared.contract.events import (
     FloorBreach,
     SnapshotVersion,
 )
-from reverie_canary.shared.runtime.printable import control_at
-from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.printable import control_at
+from reverie_canary.shared.runtime.settings import Settings
 
 LAYER_ORDER = {"exclusion": 0, "override": 1, "suspension": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

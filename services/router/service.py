@@ -30,8 +30,8 @@ import asyncio
 from typing import Any
 
 from faststream import FastStream
-from nats.js.api import DeliverPolicy
 from nats.errors import Error as NatsError
+from nats.js.api import DeliverPolicy
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
@@ -54,17 +54,17 @@ from reverie_canary.services.router.core import (
 from reverie_canary.services.router.exclusions import EXCLUSIONS_POLL_S, ExclusionsFile
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord, RouterStore, StaleRecord
 from reverie_canary.shared.contract import codec, ids, inputs, subjects
-from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
-from reverie_canary.shared.runtime.aio import wait_event
 from reverie_canary.shared.contract.bounds import fit
-from reverie_canary.shared.runtime.broker import Delivery, Publisher
 from reverie_canary.shared.contract.commands import ReloadExclusions
 from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
 from reverie_canary.shared.contract.events import CommandApplied, CommandRefused
+from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
+from reverie_canary.shared.runtime.aio import wait_event
+from reverie_canary.shared.runtime.broker import Delivery, Publisher
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
-from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 ROUTER_INPUT = inputs.decoder("router")

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reverie_canary.client.bounds import FREE_JSON, FreeJsonLimits  # noqa: F401  (re-exported)
+
 # defined with the checks, in the client distribution (the prober and the chat backend share them)
 from reverie_canary.shared.contract.errors import CanaryError
-from reverie_canary.client.bounds import FREE_JSON, FreeJsonLimits  # noqa: F401  (re-exported)
 
 #: NATS's default ``max_payload`` (1 MiB); ``shared/nats/server.conf`` and the
 #: embedded servers keep it, and ``tests/integration/test_bounds_live.py`` reads it

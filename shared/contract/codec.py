@@ -9,22 +9,22 @@ Unknown fields are accepted for forward compatibility (CONVENTIONS.md,
 from __future__ import annotations
 
 import functools
-
 from typing import Any, TypeVar
 
 import msgspec
 
+from reverie_canary.client.served import ServedCounts
+from reverie_canary.shared.contract.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
 from reverie_canary.shared.contract.commands import (
     VERBS,
     AddOverride,
-    ResendNotices,
     LiftSuspension,
     OperatorCommand,
     ReloadExclusions,
     RemoveOverride,
+    ResendNotices,
     SetMode,
 )
-from reverie_canary.shared.contract.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
 from reverie_canary.shared.contract.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
 from reverie_canary.shared.contract.events import (
     SCHEMA_VERSION,
@@ -44,7 +44,6 @@ from reverie_canary.shared.contract.events import (
     RetestRequested,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
-from reverie_canary.client.served import ServedCounts
 
 T = TypeVar("T")
 

@@ -19,16 +19,6 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-# The base of every event, UtcDatetime and Slug are defined once, in the client
-# distribution that the chat backend installs (it reads IgnoreSnapshot events).
-from reverie_canary.client.wire import (  # noqa: F401  (re-exported)
-    MAX_ENDPOINTS_PER_MODEL,
-    SCHEMA_VERSION,
-    Event,
-    Slug,
-    UtcDatetime,
-    Version,
-)
 # What a check sees and says is defined with the checks, in the same light distribution
 # (the prober and the chat backend's reply guard share one implementation).
 from reverie_canary.client.reply import (  # noqa: F401  (re-exported)
@@ -41,6 +31,17 @@ from reverie_canary.client.reply import (  # noqa: F401  (re-exported)
     Outcome,
     Reason,
     ToolCall,
+)
+
+# The base of every event, UtcDatetime and Slug are defined once, in the client
+# distribution that the chat backend installs (it reads IgnoreSnapshot events).
+from reverie_canary.client.wire import (  # noqa: F401  (re-exported)
+    MAX_ENDPOINTS_PER_MODEL,
+    SCHEMA_VERSION,
+    Event,
+    Slug,
+    UtcDatetime,
+    Version,
 )
 
 #: An ISO 639-1 code (or a short tag).

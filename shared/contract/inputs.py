@@ -19,7 +19,13 @@ from __future__ import annotations
 from typing import Union
 
 from reverie_canary.shared.contract.codec import ORIGINS, Codec
-from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, ReloadExclusions, RemoveOverride, SetMode
+from reverie_canary.shared.contract.commands import (
+    AddOverride,
+    LiftSuspension,
+    ReloadExclusions,
+    RemoveOverride,
+    SetMode,
+)
 from reverie_canary.shared.contract.events import (
     CommandApplied,
     CommandRefused,

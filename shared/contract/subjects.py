@@ -20,7 +20,6 @@ from reverie_canary.client.subjects import (  # noqa: F401  (re-exported)
     served,
 )
 
-
 # -- subjects -----------------------------------------------------------------
 
 def discovery(model: str) -> str:

@@ -22,10 +22,10 @@ from faststream.nats.security import NatsSecurity
 from nats.errors import Error as NatsError
 
 from reverie_canary.shared.contract import codec, ids, subjects
-from reverie_canary.shared.runtime import clock, metrics, retry, tracing
 from reverie_canary.shared.contract.bounds import MESSAGE_MAX_BYTES, fit
 from reverie_canary.shared.contract.errors import TooLarge, Transient
 from reverie_canary.shared.contract.events import DEAD_LETTER_ERROR_MAX, DEAD_LETTER_PAYLOAD_MAX, DeadLetter
+from reverie_canary.shared.runtime import clock, metrics, retry, tracing
 from reverie_canary.shared.runtime.logging import adopt_library_loggers
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.settings import Settings, nats_servers

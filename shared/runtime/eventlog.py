@@ -173,7 +173,7 @@ class _Reader:
             before = self.arrived
             try:
                 await asyncio.wait_for(self.finished.wait(), timeout=self.idle_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self.arrived == before:  # nothing for idle_s: with nothing ever seen, nothing matched
                     self.complete = self.seen == 0
                     self.silent = self.arrived == 0 and self.statuses == 0

@@ -383,7 +383,7 @@ async def with_deadline(awaitable: Awaitable[Any], seconds: float, what: str) ->
     """
     try:
         return await asyncio.wait_for(awaitable, timeout=seconds)
-    except asyncio.TimeoutError as exc:
+    except TimeoutError as exc:
         raise TimeoutError(f"{what} did not finish within {seconds:g} s") from exc
 
 

@@ -33,7 +33,6 @@ from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
 from reverie_canary.shared.contract.languages import LANGUAGES, CoverageError, coverage
 
-
 DAY_S = 86400.0
 GIB = 1024 ** 3
 
@@ -274,7 +273,7 @@ class Settings(Struct, kw_only=True):
         data = msgspec.structs.asdict(self)
         for key in SECRET_FIELDS:
             if isinstance(data.get(key), dict):
-                data[key] = {name: "***" for name in data[key]}
+                data[key] = dict.fromkeys(data[key], "***")
             elif data.get(key):
                 data[key] = "***"
         for key in SECRET_URL_FIELDS:
@@ -446,7 +445,7 @@ def sources(env: Mapping[str, str] | None = None, config_path: str | os.PathLike
     env = os.environ if env is None else env
     from_files = {name for name in _secret_variables() if env.get(f"{name}_FILE")}
     env = with_secret_files(env)
-    out = {name: "default" for name in _FIELDS}
+    out = dict.fromkeys(_FIELDS, "default")
     path = config_path or env.get("CANARY_CONFIG")
     if path:
         for name in read_toml(path):

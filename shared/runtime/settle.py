@@ -29,8 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from reverie_canary.shared.contract.errors import (Oversize, Rejected, TooLarge, Transient, Undecodable,
-                                                   UnsupportedVersion)
+from reverie_canary.shared.contract.errors import (
+    Oversize,
+    Rejected,
+    TooLarge,
+    Transient,
+    Undecodable,
+    UnsupportedVersion,
+)
 from reverie_canary.shared.runtime import retry
 
 Action = Literal["ack", "nak", "term"]

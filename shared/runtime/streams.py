@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -46,7 +47,6 @@ from nats.js.api import (
     StoreCompression,
     StreamConfig,
 )
-from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from reverie_canary.shared.contract import inputs, subjects

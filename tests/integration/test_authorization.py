@@ -9,8 +9,8 @@ import pytest
 from nats.errors import NoServersError
 
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.client import IgnoreListClient
+from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride
 from reverie_canary.shared.contract.events import Decision
 from reverie_canary.shared.runtime.service import ensure_streams

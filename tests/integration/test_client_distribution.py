@@ -193,6 +193,6 @@ async def test_an_application_with_its_own_shared_package_follows_the_ignore_lis
                 proc.stdin.close()
                 try:
                     await asyncio.wait_for(proc.wait(), timeout=10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
                     await proc.wait()

@@ -28,8 +28,8 @@ from reverie_canary.services.judge.core import Policy
 from reverie_canary.services.judge.replay import diff_states, refold
 from reverie_canary.services.judge.replay import read_log as read_judge_log
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway
@@ -154,7 +154,7 @@ async def test_a_three_node_cluster_loses_a_node_mid_cycle_and_nothing_is_lost_o
     stored = Counter(r.task_id for r in results)
     assert stored and max(stored.values()) == 1
     verdicts_logged = [e.event for e in everything if e.subject.startswith(subjects.ALL_VERDICTS.removesuffix(">"))]
-    assert sorted(v.cycle_no for v in verdicts_logged) == sorted(set(v.cycle_no for v in verdicts_logged))
+    assert sorted(v.cycle_no for v in verdicts_logged) == sorted({v.cycle_no for v in verdicts_logged})
     for v in verdicts_logged:
         listed = Counter(r.task_id for pv in v.verdicts for r in pv.results)
         assert not listed or max(listed.values()) == 1, v.cycle_no

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from reverie_canary.services.judge.replay import read_log
-from reverie_canary.shared.runtime.service import nats_connect
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
+from reverie_canary.shared.runtime.service import nats_connect
 from tests import waits
 
 pytestmark = pytest.mark.integration
@@ -146,7 +146,7 @@ def expected_cells(summary) -> dict[tuple[str, int], str]:
     out = {}
     for provider, info in summary["providers"].items():
         assert len(info["verdicts"]) == len(numbers), (provider, info["verdicts"], numbers)
-        out.update({(provider, n): v for n, v in zip(numbers, info["verdicts"])})
+        out.update({(provider, n): v for n, v in zip(numbers, info["verdicts"], strict=False)})
     return out
 
 

@@ -17,12 +17,12 @@ import redis.asyncio as aioredis
 from structlog.testing import capture_logs
 
 from reverie_canary.canary.embedded import start_redis
-from reverie_canary.services.discovery.core import plan
 from reverie_canary.services.discovery import store as discovery_store
-from reverie_canary.services.discovery.store import RedisDiscoveryStore
+from reverie_canary.services.discovery.core import plan
 from reverie_canary.services.discovery.service import Discovery
-from reverie_canary.shared.runtime.auth import generate_redis_passwords, redis_url_for, render_redis_acl
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint
+from reverie_canary.shared.runtime.auth import generate_redis_passwords, redis_url_for, render_redis_acl
 from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 
@@ -132,7 +132,7 @@ async def test_a_redis_that_refuses_the_key_leaves_the_prior_and_discovery_runs_
         with capture_logs() as logs:
             await d.load_times()
             for kind, held in HELD_S.items():
-                for i in range(5):
+                for _i in range(5):
                     d.tally.add(kind, held, "prober-0")
             sized = d.size(11, planned(11))
             await d.save_times()

@@ -16,8 +16,8 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.discovery.core import cycle_start
 from reverie_canary.services.discovery.service import Discovery
 from reverie_canary.shared.contract import ids
-from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.contract.events import CycleClosed, EndpointsDiscovered
+from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway

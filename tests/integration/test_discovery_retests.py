@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from reverie_canary.services.discovery.core import plan, rotation
-from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.services.discovery.service import Discovery
+from reverie_canary.services.discovery.store import RedisDiscoveryStore
 from reverie_canary.shared.contract.events import PROBE_KINDS, Endpoint, RetestRequested
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings

@@ -8,8 +8,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from reverie_canary.services.discovery.sizing import KindTime, ProbeTimes
-from reverie_canary.services.discovery.store import (MAX_TIMES_BYTES, MemoryDiscoveryStore, RedisDiscoveryStore,
-                                                     decode_times)
+from reverie_canary.services.discovery.store import (
+    MAX_TIMES_BYTES,
+    MemoryDiscoveryStore,
+    RedisDiscoveryStore,
+    decode_times,
+)
 from reverie_canary.shared.contract.errors import Undecodable
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from reverie_canary.canary.cli import app
 from reverie_canary.services.prober.evidence import probe_verdict
-from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.contract.events import Decision, ProbeResult
+from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import nats_connect
 
 pytestmark = pytest.mark.integration
@@ -61,7 +61,7 @@ async def test_a_suspensions_bundle_reruns_to_the_verdicts_the_judge_used(tmp_pa
         assert len(verdicts) == len(cases) > 0
         assert all(v["ok"] for v in verdicts), [v for v in verdicts if not v["ok"]]
         tries: dict[str, list[tuple[str, str]]] = {}
-        for case, verdict in zip(cases, verdicts):
+        for case, verdict in zip(cases, verdicts, strict=False):
             probe = case["meta"]["probe"]
             tries.setdefault(probe["task_id"], []).append((verdict["outcome"], verdict["reason"]))
             # check by check, as the prober's checks said it

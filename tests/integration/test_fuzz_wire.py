@@ -31,11 +31,11 @@ from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.notifier.service import NOTIFIER_INPUT
 from reverie_canary.services.router.service import ROUTER_INPUT
 from reverie_canary.shared.contract import codec, inputs, subjects
-from reverie_canary.shared.runtime import metrics, streams
-from reverie_canary.shared.runtime.clock import now
 from reverie_canary.shared.contract.commands import VERBS, AddOverride
 from reverie_canary.shared.contract.errors import Oversize, Rejected, TooLarge, Undecodable, UnsupportedVersion
 from reverie_canary.shared.contract.events import ProbeTask, RetestRequested
+from reverie_canary.shared.runtime import metrics, streams
+from reverie_canary.shared.runtime.clock import now
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from tests import waits

@@ -15,13 +15,13 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.service import create_app
 from reverie_canary.shared.contract import inputs, subjects
-from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import Shell, ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ConsumerSpec
-from reverie_canary.shared.contract.errors import Transient
 from tests import waits
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 

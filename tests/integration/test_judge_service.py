@@ -8,9 +8,9 @@ import redis.asyncio as aioredis
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.service import Judge
 from reverie_canary.services.judge.store import RedisJudgeStore
-from reverie_canary.shared.runtime.broker import Publisher, make_broker
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import CycleClosed, Decision
+from reverie_canary.shared.runtime.broker import Publisher, make_broker
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy

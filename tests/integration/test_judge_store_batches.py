@@ -9,8 +9,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from reverie_canary.services.judge.core import Folder, Policy, fold, initial
-from reverie_canary.services.judge.store import (Fenced, JudgeRecord, MemoryJudgeStore, ModelChange,
-                                                 RedisJudgeStore, delta)
+from reverie_canary.services.judge.store import (
+    Fenced,
+    JudgeRecord,
+    MemoryJudgeStore,
+    ModelChange,
+    RedisJudgeStore,
+    delta,
+)
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import ProbeResult
 from tests.judge_events import MODEL, cycle_events, healthy
@@ -58,7 +64,7 @@ async def commit_in_batches(store, lease, events, size: int) -> dict[str, JudgeR
 async def test_batches_committed_in_parts_load_back_as_the_fold(store):
     """Two models folded and committed 7 events at a time: each record loads back as the pure fold, position and outbox."""
     token, _ = await store.acquire("judge-a", 30)
-    events = [e for pair in zip(log(MODEL), log(OTHER)) for e in pair]
+    events = [e for pair in zip(log(MODEL), log(OTHER), strict=False) for e in pair]
     held = await commit_in_batches(store, token, events, 7)
     expected, _ = fold(events, POLICY)
     loaded = await store.load_many([MODEL, OTHER])

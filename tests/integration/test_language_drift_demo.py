@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from reverie_canary.canary.demo import DEFAULT_CYCLES, pipeline
-from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.contract.events import CycleVerdict, EndpointsDiscovered
+from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import nats_connect
 from reverie_canary.shared.runtime.settings import LANGUAGES
 

@@ -8,8 +8,8 @@ import nats
 import pytest
 
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime.eventlog import LogUnreadable, scan_log
 from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.runtime.eventlog import LogUnreadable, scan_log
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from tests.conftest import servers

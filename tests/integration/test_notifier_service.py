@@ -29,9 +29,9 @@ from reverie_canary.shared.runtime.service import ensure_streams, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, NOTICES
 from tests import waits
-from tests.operator_cli import run_canary
 from tests.judge_events import T0, cycle_events, healthy, publish_events
 from tests.notifier_receiver import Receiver, new_secret, receiving
+from tests.operator_cli import run_canary
 
 pytestmark = pytest.mark.integration
 MODEL = "acme/chat-1"

@@ -20,8 +20,8 @@ from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
-from tests.judge_events import cycle_events, healthy, publish_events
 from tests import waits
+from tests.judge_events import cycle_events, healthy, publish_events
 from tests.operator_cli import run_canary
 
 MODEL = "acme/chat-1"

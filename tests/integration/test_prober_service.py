@@ -11,8 +11,8 @@ import pytest
 
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import clock, streams
 from reverie_canary.shared.contract.events import ProbeTask
+from reverie_canary.shared.runtime import clock, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS

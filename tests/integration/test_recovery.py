@@ -12,8 +12,8 @@ import redis.asyncio as aioredis
 from reverie_canary.canary.demo import current_snapshot, judge_record
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.contract.commands import AddOverride
+from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from tests import waits

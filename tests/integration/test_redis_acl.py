@@ -23,9 +23,13 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.services.judge.core import initial
 from reverie_canary.services.judge.store import JudgeRecord, RedisJudgeStore
 from reverie_canary.services.router.store import RedisRouterStore, RouterRecord
-from reverie_canary.shared.runtime.auth import (REDIS_SERVICE_USERS, generate_redis_passwords, redis_url_for,
-                                        render_redis_acl)
 from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.auth import (
+    REDIS_SERVICE_USERS,
+    generate_redis_passwords,
+    redis_url_for,
+    render_redis_acl,
+)
 from reverie_canary.shared.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -123,7 +127,7 @@ async def test_each_service_user_works_its_own_keys_with_its_store_and_no_other_
         assert (await rstore.load()).revision == 1
         # the same prefixes under another namespace are someone else's
         assert await _refused(judge.hget(f"x{acl.namespace}:judge:m", "doc"))
-        assert await _refused(router.hget(f"other:router:record", "doc"))
+        assert await _refused(router.hget("other:router:record", "doc"))
         # the judge's own store but the router's key: refused inside the compare-and-set script too
         assert await _refused(RedisJudgeStore(router, acl.namespace).client.hget(store.key(MODEL), "doc"))
         # no service may run an administrative command

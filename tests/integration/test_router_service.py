@@ -12,10 +12,10 @@ from reverie_canary.services.router.exclusions import ExclusionsFile
 from reverie_canary.services.router.service import Router, SnapshotSink
 from reverie_canary.services.router.store import RedisRouterStore
 from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime.broker import Delivery, Publisher, make_broker
 from reverie_canary.shared.contract.commands import AddOverride, RemoveOverride
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import CommandApplied
+from reverie_canary.shared.runtime.broker import Delivery, Publisher, make_broker
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET

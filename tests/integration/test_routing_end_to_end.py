@@ -22,16 +22,16 @@ from structlog.testing import capture_logs
 
 from reverie_canary.canary.embedded import BinaryMissing, RunningServer, start_nats, start_redis
 from reverie_canary.canary.runtime import running
-from reverie_canary.shared.contract import codec, subjects
-from reverie_canary.shared.runtime import streams
-from reverie_canary.shared.runtime.auth import generate_passwords, server_config, server_env
 from reverie_canary.client import IgnoreListClient
+from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride
 from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.auth import generate_passwords, server_config, server_env
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
-from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 from tests import waits
 

@@ -21,9 +21,9 @@ from structlog.testing import capture_logs
 from reverie_canary.canary.demo import demo_settings
 from reverie_canary.canary.runtime import running
 from reverie_canary.shared.contract import subjects
+from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.runtime import preflight, streams
 from reverie_canary.shared.runtime.auth import SERVICE_USERS
-from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.simulator.gateway import create_app as create_gateway

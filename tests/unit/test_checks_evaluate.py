@@ -7,8 +7,8 @@ import json
 import pytest
 
 from reverie_canary.client.checks import KIND_CHECKS, Evaluation, evaluate, fold
-from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
 from reverie_canary.client.reply import ProbeSpec, Reply, ToolCall
+from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
 from reverie_canary.shared.contract.events import CheckResult
 
 

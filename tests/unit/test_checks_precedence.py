@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from reverie_canary.client import checks
 from reverie_canary.client.checks import FAIL_PRECEDENCE, evaluate, fail_rank, fold
+from reverie_canary.client.reply import Reply
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, build
 from reverie_canary.services.prober.recorded import check_lines
-from reverie_canary.client.reply import Reply
 from reverie_canary.shared.contract.events import CheckResult
 
 KINDS = ("ttft", "refusal", "structured", "language", "echo")

@@ -13,8 +13,8 @@ from reverie_canary.client.checks.refusal import (
     looks_cut,
 )
 from reverie_canary.client.checks.refusal_patterns import BY_ID, PATTERNS
-from reverie_canary.services.prober.prompts import SENTINEL
 from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.prompts import SENTINEL
 
 REFUSAL = ProbeSpec(kind="refusal", language="en", sentinel=SENTINEL)
 NO_SENTINEL = ProbeSpec(kind="refusal", language="en")
@@ -147,7 +147,7 @@ def test_every_pattern_has_examples():
 
 def test_all_seventeen_languages_have_patterns():
     """The 17 interface languages each have at least three anchored patterns."""
-    langs = "en es pt fr de it nl pl ru uk tr ar ja ko zh id vi".split()
+    langs = ["en", "es", "pt", "fr", "de", "it", "nl", "pl", "ru", "uk", "tr", "ar", "ja", "ko", "zh", "id", "vi"]
     assert set(PATTERNS) == set(langs)
     assert all(len(PATTERNS[lang]) >= 3 for lang in langs)
 

@@ -6,8 +6,8 @@ import pytest
 
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.checks.salad import MIN_NOISE, assess_salad, noise
-from reverie_canary.services.prober.prompts import build
 from reverie_canary.client.reply import Reply
+from reverie_canary.services.prober.prompts import build
 from tests.family_cases import CAUGHT, FAMILIES, TRAPS, caught, tripped
 
 _CAUGHT = [(family, lang, text) for family, cases in CAUGHT.items() for lang, text in cases]

@@ -17,8 +17,8 @@ from reverie_canary.client.checks.scripts import (
     short_reply_switch,
 )
 from reverie_canary.client.checks.text import strip_for_detection
-from reverie_canary.services.prober.prompts import build
 from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.prompts import build
 
 
 def _judge(text: str, lang: str):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reverie_canary.client.checks.structured import check_structured
-from reverie_canary.services.prober.prompts import WEATHER_SCHEMA
 from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.prompts import WEATHER_SCHEMA
 
 STRICT = ProbeSpec(kind="structured", language="en", schema=WEATHER_SCHEMA, response_format="json_schema")
 JSON_MODE = ProbeSpec(kind="structured", language="en", schema=WEATHER_SCHEMA, response_format="json_object")

@@ -18,8 +18,8 @@ from reverie_canary.client.checks.tokens import (
     mask_code,
     token_view,
 )
-from reverie_canary.services.prober.prompts import build
 from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.services.prober.prompts import build
 
 FREE = ProbeSpec(kind="refusal", language="en")
 

@@ -153,7 +153,7 @@ def test_parallel_calls_pass_where_allowed_and_fail_where_not():
 
 def test_the_trigger_reasons_are_the_two_that_get_confirmed():
     """Declining and calling where none fits are confirmed by two more tries; nothing else is."""
-    assert TOOL_TRIGGER_REASONS == {"tool_not_called", "tool_unexpected_call"}
+    assert {"tool_not_called", "tool_unexpected_call"} == TOOL_TRIGGER_REASONS
 
 
 # -- empty -----------------------------------------------------------------------------------------
@@ -572,7 +572,7 @@ def test_every_tool_reason_has_its_row():
     order = ["tool_markup_in_content", "tool_stream_assembly", "tool_not_called", "tool_unknown_name",
              "tool_args_invalid_json", "tool_args_schema_mismatch", "tool_args_wrong_value"]
     assert [fail_rank(r) for r in order] == sorted(fail_rank(r) for r in order)
-    assert len(set(fail_rank(r) for r in order)) == len(order)
+    assert len({fail_rank(r) for r in order}) == len(order)
 
 
 def test_a_tool_reply_has_room_for_the_latency_and_pin_checks():

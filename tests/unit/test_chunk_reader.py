@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from reverie_canary.client.bounds import clamp
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.chunks import ChunkReader, LineSplitter
+from reverie_canary.client.reply import ProbeSpec
 from reverie_canary.services.prober.http import ReadLimits, send_probe
 from reverie_canary.services.prober.prompts import build
 from reverie_canary.services.prober.recorded import parse_case
-from reverie_canary.client.reply import ProbeSpec
 
 
 def chunk(content: str | None = None, *, reasoning: str | None = None, reasoning_content: str | None = None,

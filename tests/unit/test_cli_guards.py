@@ -52,7 +52,7 @@ def test_an_override_of_up_to_a_year_is_not_refused_by_its_length():
 
     from reverie_canary.canary.cli_ops import MAX_OVERRIDE, parse_duration
 
-    assert MAX_OVERRIDE == timedelta(days=365) and parse_duration("365d", MAX_OVERRIDE) == MAX_OVERRIDE
+    assert timedelta(days=365) == MAX_OVERRIDE and parse_duration("365d", MAX_OVERRIDE) == MAX_OVERRIDE
     result = CliRunner().invoke(app, ["override", "add", "a/fp8", "--reason", "r", "--for", "365d",
                                       "--timeout", "0.1"], env=ENV)
     assert result.exit_code == 1 and "cannot connect to NATS" in result.stderr, result.output

@@ -223,7 +223,7 @@ def test_times_are_utc_and_a_clock_time_is_the_latest_one_not_after_now():
 def test_the_look_back_shows_the_chat_backends_counts_under_each_endpoint_of_the_provider_named():
     """Counts by the gateway's provider name go to the endpoints of that name; none published: None, not 0."""
     from reverie_canary.client.served import ServedCounts
-    from reverie_canary.shared.contract.events import Endpoint, EndpointsDiscovered
+    from reverie_canary.shared.contract.events import Endpoint
 
     events = run(2)
     state, window = observe(events)

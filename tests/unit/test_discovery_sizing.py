@@ -39,20 +39,20 @@ def test_the_issue_fleet_is_sized_to_end_within_a_quarter_of_the_window():
 
 
 def test_the_ceiling_bounds_each_prober_and_a_plan_past_the_window_does_not_fit():
-    times = measured({k: 3.0 for k in COUNTS}, probers=2)
+    times = measured(dict.fromkeys(COUNTS, 3.0), probers=2)
     e = sized(times=times, ceiling=16)  # 36,000 probe-seconds on 32 slots: 1,128 s
     assert (e.per_prober, e.in_flight, e.needed) == (16, 32, 273)
     assert e.expected_wall_s == round(36000 / 32 + 3.0, 1) and e.expected_wall_s > 600
     assert not e.fits
     # one prober more is not enough, enough probers make it fit again (the window, not the target)
-    assert not sized(times=measured({k: 3.0 for k in COUNTS}, probers=3), ceiling=16).fits
-    assert sized(times=measured({k: 3.0 for k in COUNTS}, probers=4), ceiling=16).fits
+    assert not sized(times=measured(dict.fromkeys(COUNTS, 3.0), probers=3), ceiling=16).fits
+    assert sized(times=measured(dict.fromkeys(COUNTS, 3.0), probers=4), ceiling=16).fits
 
 
 def test_a_small_plan_asks_for_few_probes_in_flight():
     """55 probes of about 1 s in a 9 s window (the drills): 54 in flight end them within 90 % of 2.25 s."""
     counts = {"ttft": 11, "refusal": 12, "structured": 11, "echo": 11, "language": 10}
-    e = sized(counts=counts, times=measured({k: 1.0 for k in counts}), window_s=9.0)
+    e = sized(counts=counts, times=measured(dict.fromkeys(counts, 1.0)), window_s=9.0)
     assert e.needed == 54 and e.per_prober == 27  # ceil(55 / (2.25 x 0.9 - 1.0)), split over 2 probers
     assert e.fits
 
@@ -106,7 +106,7 @@ def test_the_tally_folds_into_a_running_mean_per_kind_and_counts_probers():
 
 
 def test_the_fact_is_a_wire_message_that_decodes_strictly():
-    e = sized(times=measured({k: 1.4 for k in COUNTS}))
+    e = sized(times=measured(dict.fromkeys(COUNTS, 1.4)))
     data = msgspec.json.encode(e)
     assert codec.SIZED.decode(data) == e
     assert codec.LOG_EVENT.decode(data) == e

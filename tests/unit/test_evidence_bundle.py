@@ -10,11 +10,11 @@ import msgspec
 import pytest
 
 from reverie_canary.client.checks import CHECKS_VERSION
+from reverie_canary.client.reply import Reply
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.evidence import EvidenceError, cases_of, probe_verdict
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL
 from reverie_canary.services.prober.recorded import check_lines
-from reverie_canary.client.reply import Reply
 from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.events import EVIDENCE_TEXT_CHARS, Endpoint, ProbeResult, ProbeTask
 
@@ -100,8 +100,8 @@ async def test_the_bundle_rerun_gives_the_probes_verdict_check_by_check(scene):
     cases = cases_of(result, ENDPOINT, source="test")
     assert len(cases) == len(replies)
     verdicts = rerun(cases)
-    recorded = [a for a in result.attempts] or [result]
-    for case, verdict, logged in zip(cases, verdicts, recorded):
+    recorded = list(result.attempts) or [result]
+    for case, verdict, logged in zip(cases, verdicts, recorded, strict=False):
         assert verdict["ok"] is True, (scene, verdict, logged.outcome, logged.reason)
         assert (verdict["outcome"], verdict["reason"]) == (logged.outcome, logged.reason)
         assert [(c["check"], c["outcome"], c["reason"]) for c in verdict["checks"]] == \

@@ -12,11 +12,11 @@ from reverie_canary.services.judge.replay import JUDGE_SUBJECTS
 from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.router.service import REBUILD_PREFIXES, ROUTER_FOLDS, ROUTER_INPUT
 from reverie_canary.shared.contract import codec, inputs
-from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.contract.errors import Undecodable
 from reverie_canary.shared.contract.events import ProbeTask
-from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.settings import Settings
 
 
 def test_the_judges_consumer_replay_decoder_and_fold_all_come_from_its_row():
@@ -24,7 +24,7 @@ def test_the_judges_consumer_replay_decoder_and_fold_all_come_from_its_row():
     spec = streams.judge_consumer(Settings.load(env={}))
     assert spec.filter_subjects == ["canary.discovery.>", "canary.results.>", "canary.ops.>", "canary.routing.>"]
     assert spec.filter_subjects == inputs.filters("judge")
-    assert JUDGE_SUBJECTS == tuple(f.removesuffix(">") for f in spec.filter_subjects)
+    assert tuple(f.removesuffix(">") for f in spec.filter_subjects) == JUDGE_SUBJECTS
     assert set(typing.get_args(JudgeInput)) == set(inputs.folded("judge"))
     assert JUDGE_INPUT.name == "judge input"
 
@@ -33,8 +33,8 @@ def test_the_routers_consumer_decoder_fold_and_rebuild_come_from_its_row():
     """The router reads decisions, ops and discovery; its rebuild reads those plus its own answers."""
     spec = streams.router_consumer(Settings.load(env={}))
     assert spec.filter_subjects == ["canary.decisions.>", "canary.ops.>", "canary.discovery.>"]
-    assert ROUTER_FOLDS == inputs.folded("router")
-    assert REBUILD_PREFIXES == (*inputs.prefixes("router"), "canary.answers.router.")
+    assert inputs.folded("router") == ROUTER_FOLDS
+    assert (*inputs.prefixes("router"), "canary.answers.router.") == REBUILD_PREFIXES
     assert ROUTER_INPUT.name == "router input"
 
 

@@ -136,7 +136,7 @@ def test_a_quality_failure_beside_a_blind_result_still_counts():
     mixed["a/fp8"] = {"ttft": ("fail", "ttft_exceeded"), "structured": ("blind", "gateway_auth")}
     states, effects = fold([*cycle_events(0, bad()), *cycle_events(1, mixed)], POLICY)
     [verdict] = [e for e in effects if isinstance(e, CycleVerdict) and e.cycle_no == 1]
-    assert {v.provider: v.verdict for v in verdict.verdicts} == {"a/fp8": "failed", **{p: "blind" for p in FLEET[1:]}}
+    assert {v.provider: v.verdict for v in verdict.verdicts} == {"a/fp8": "failed", **dict.fromkeys(FLEET[1:], "blind")}
     assert len(decisions(effects, "suspend")) == 1 and len(decisions(effects, "canary_blind")) == 1
 
 

@@ -24,7 +24,7 @@ def folded(events, policy, *, share_every: int | None = None, rnd: random.Random
     folder = Folder(policy)
     effects = []
     shared: list[tuple[object, bytes]] = []
-    for i, event in enumerate(events):
+    for _i, event in enumerate(events):
         model = getattr(event, "model", None)
         if model is None:
             continue

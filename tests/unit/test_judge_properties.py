@@ -20,7 +20,7 @@ OUTCOMES = ("pass", "pass", "pass", "fail", "transport_error", "inconclusive", "
 DAY = 48  # cycles per day
 
 outcome_st = st.sampled_from(OUTCOMES)
-cycle_st = st.fixed_dictionaries({p: st.fixed_dictionaries({k: outcome_st for k in KINDS}) for p in PROVIDERS})
+cycle_st = st.fixed_dictionaries({p: st.fixed_dictionaries(dict.fromkeys(KINDS, outcome_st)) for p in PROVIDERS})
 gap_st = st.one_of(st.just(1), st.just(1), st.just(1), st.integers(2, 5), st.sampled_from([DAY, 3 * DAY, 7 * DAY, 15 * DAY]))
 extra_st = st.sampled_from(["none", "none", "none", "lift", "override"])
 
@@ -100,7 +100,7 @@ def test_no_suspension_without_two_consecutive_failed_cycles(events, policy):
     whose first cycle has left it (a Hypothesis example found it).
     """
     verdicts: dict[str, list[tuple[str, str]]] = {}  # provider -> [(cycle, verdict)] in cycle order
-    for event, before, after, effects in steps(events, policy):
+    for _event, _before, _after, effects in steps(events, policy):
         for e in effects:
             if isinstance(e, CycleVerdict):
                 for v in e.verdicts:
@@ -130,7 +130,7 @@ def usable(state: ModelState, at) -> int:
 @given(logs(), policies)
 def test_the_capacity_floor_is_never_broken_by_a_suspension(events, policy):
     """After any step that suspends, at least min_hosts usable hosts remain."""
-    for event, before, after, effects in steps(events, policy):
+    for event, _before, after, effects in steps(events, policy):
         if any(isinstance(d, Decision) and d.action == "suspend" for d in effects):
             assert usable(after, event.at) >= policy.min_hosts
 
@@ -212,12 +212,12 @@ def test_a_failure_eleven_frozen_cycles_and_a_failure_suspend_with_both_cycles_n
         events += cycle_events(n, out)
     actions = []
     history = []
-    for event, before, after, effects in steps(events, Policy(mode="enforce")):
+    for _event, _before, after, effects in steps(events, Policy(mode="enforce")):
         for d in effects:
             if isinstance(d, Decision) and d.provider == "d/x":
                 actions.append((d.action, d.cycles))
                 history = [h.cycle_no for h in after.providers["d/x"].history]
     cycle = {n: cycle_events(n, healthy(*fleet))[0].cycle for n in (1, 13)}
     assert actions[-1] == ("suspend", [cycle[1], cycle[13]])
-    assert ("unjudgeable", ) == actions[0][:1]  # said once the frozen cycles ran past unjudgeable_after
+    assert actions[0][:1] == ("unjudgeable", )  # said once the frozen cycles ran past unjudgeable_after
     assert 1 not in history and history[-1] == 13

@@ -54,7 +54,7 @@ def test_every_language_of_every_provider_within_the_bound_over_many_cycles(boun
     providers = {e.provider for e in FLEET} - {"ctl/filter"}
     for n in plans:
         assert set(plans[n]) == providers
-        for provider, langs in plans[n].items():
+        for langs in plans[n].values():
             assert len(langs) == len(set(langs)) == -(-17 // bound)
     for first in list(cycles)[: -bound + 1 or None]:
         for provider in providers:
@@ -91,7 +91,7 @@ def test_weighted_languages_get_the_probes_above_the_bound_in_proportion_to_traf
     counts: Counter[str] = Counter()
     cycles = range(1000, 1800)
     plans = {n: _language_tasks(n, languages_per_cycle=6, language_weights=weights) for n in cycles}
-    for n, by_provider in plans.items():
+    for _n, by_provider in plans.items():
         langs = by_provider["deepinfra/fp8"]
         assert len(langs) == len(set(langs)) == 6
         counts.update(langs)

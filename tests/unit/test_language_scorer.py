@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from reverie_canary.client.checks.language import (
+    _WORD,
     AUTOMATON_DEPTH,
     DEFAULT_POLICY,
     LANGUAGES,
     SEPARATOR,
-    _WORD,
     _letters_in,
     _scorer,
 )
@@ -102,7 +102,7 @@ def test_score_texts_equals_scoring_each_sentence_alone(lang):
         each, whole = scorer.score_texts(texts)
         alone, combined = _one_by_one(scorer, texts)
         assert each.shape == (len(texts), len(scorer.classes))
-        for row, expected in zip(each, alone):
+        for row, expected in zip(each, alone, strict=False):
             assert row.argmax() == expected.argmax()
             assert row == pytest.approx(expected, abs=1e-4)
         assert whole.argmax() == combined.argmax()

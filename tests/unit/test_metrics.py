@@ -13,8 +13,8 @@ from reverie_canary.services.judge import gauges
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.services.judge.service import JUDGE_INPUT
 from reverie_canary.services.prober.service import record
-from reverie_canary.shared.runtime import metrics
 from reverie_canary.shared.contract.events import ProbeAttempt, ProbeResult, ReplyEvidence
+from reverie_canary.shared.runtime import metrics
 from reverie_canary.shared.runtime.settings import Settings
 from tests.conftest import STANDARD_METRICS_PORTS
 from tests.judge_events import MODEL, T0, cycle_events, healthy

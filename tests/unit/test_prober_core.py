@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from reverie_canary.client.reply import Reply
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.prompts import ECHO_TEXT, PREFIX, SENTINEL
-from reverie_canary.client.reply import Reply
 from reverie_canary.shared.contract.events import ProbeTask
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)

@@ -302,7 +302,7 @@ def test_spend_per_day_covers_the_last_24_hours_and_says_when_it_is_projected():
 
 def test_the_window_folds_each_event_once_and_a_redelivered_result_is_not_spent_twice():
     """The same log read twice (by sequence) and a result repeated under a new sequence change nothing."""
-    events = priced(cycle_events(0, healthy(*FLEET)), {p: PRICE for p in FLEET}, {"prompt_tokens": 10})
+    events = priced(cycle_events(0, healthy(*FLEET)), dict.fromkeys(FLEET, PRICE), {"prompt_tokens": 10})
     state, window = observe(events)
     before = msgspec.to_builtins(window)
     for seq, event in enumerate(events, 1):  # the same sequences again: ignored
@@ -340,7 +340,7 @@ def test_recent_cycles_say_what_was_planned_received_and_judged_per_provider():
 
 def test_a_listing_in_parts_is_merged_into_one_plan_and_one_listing():
     """A large model's EndpointsDiscovered in two parts: the cycle's plan and prices hold both halves."""
-    events = priced(cycle_events(0, healthy(*FLEET)), {p: PRICE for p in FLEET}, {"prompt_tokens": 10})
+    events = priced(cycle_events(0, healthy(*FLEET)), dict.fromkeys(FLEET, PRICE), {"prompt_tokens": 10})
     whole = next(e for e in events if isinstance(e, EndpointsDiscovered))
     halves = [msgspec.structs.replace(whole, endpoints=[e for e in whole.endpoints if e.provider in half],
                                       planned=[p for p in whole.planned if p.provider in half], part=i, parts=2)
@@ -360,11 +360,11 @@ def test_status_says_blind_with_the_cause_and_sees_again_from_the_judges_own_dec
     start = T0 + 2 * CYCLE
     unplanned = CycleUnplanned(at=start + timedelta(seconds=5), model=MODEL, cycle=ids.cycle_id(MODEL, start),
                                cycle_no=2, deadline=start + WINDOW, cause="gateway_auth", http_status=401)
-    blind = {p: {k: ("blind", "gateway_auth") for k in KINDS} for p in FLEET}
+    blind = {p: dict.fromkeys(KINDS, ("blind", "gateway_auth")) for p in FLEET}
     events = cycle_events(0, healthy(*FLEET)) + cycle_events(1, healthy(*FLEET)) + [unplanned] + cycle_events(3, blind)
     status = view(events)
     assert (status.health.state, status.health.cause) == ("blind", "gateway_auth")
-    assert {p.provider: p.state for p in status.providers} == {p: "blind" for p in FLEET}
+    assert {p.provider: p.state for p in status.providers} == dict.fromkeys(FLEET, "blind")
     assert {p.passed_streak for p in status.providers} == {2}  # blind cycles move no streak
     seen = view(events + cycle_events(4, healthy(*FLEET)))
     assert seen.health.state == "sees" and {p.state for p in seen.providers} == {"active"}

@@ -6,9 +6,15 @@ import hashlib
 
 import pytest
 
-from reverie_canary.shared.runtime.auth import (REDIS_USERS, generate_redis_passwords, redis_passwords_from,
-                                        redis_url_for, redis_url_without_credential, render_redis_acl)
 from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime.auth import (
+    REDIS_USERS,
+    generate_redis_passwords,
+    redis_passwords_from,
+    redis_url_for,
+    redis_url_without_credential,
+    render_redis_acl,
+)
 
 
 def test_the_rendered_file_has_every_user_under_the_namespace_with_hashes_and_no_password():

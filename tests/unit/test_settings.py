@@ -62,7 +62,7 @@ def test_an_unknown_canary_variable_is_named_with_the_closest_setting_and_legiti
 
     env = {"CANARY_MIN_HOST": "5", "CANARY_FAILED_CYCLE_TO_SUSPEND": "3", "CANARY_ZZZQ": "1", "CANARY_MIN_HOSTS": "3",
            "CANARY_WEBHOOK_SECRET_FILE": "/run/s", "CANARY_JUDGE_PASSWORD": "p", "CANARY_REDIS_READER_PASSWORD": "p",
-           "CANARY_REDIS_JUDGE_PASSWORD_FILE": "/run/p", "NATS_URL": "nats://x", **{k: "1" for k in NOT_SETTINGS}}
+           "CANARY_REDIS_JUDGE_PASSWORD_FILE": "/run/p", "NATS_URL": "nats://x", **dict.fromkeys(NOT_SETTINGS, "1")}
     assert unknown_variables(env) == {"CANARY_FAILED_CYCLE_TO_SUSPEND": "CANARY_FAILED_CYCLES_TO_SUSPEND",
                                       "CANARY_MIN_HOST": "CANARY_MIN_HOSTS", "CANARY_ZZZQ": None}
 
@@ -81,7 +81,7 @@ def test_every_canary_variable_the_code_reads_is_a_setting_or_a_listed_exception
         read |= set(re.findall(r"(?:\.get\(|getenv\(|environ\[)\s*[\"'](CANARY_[A-Z0-9_]+)[\"']",
                                path.read_text(encoding="utf-8")))
     assert "CANARY_DEBUG" in read and "CANARY_ACTOR" in read
-    assert unknown_variables({name: "1" for name in read}) == {}
+    assert unknown_variables(dict.fromkeys(read, "1")) == {}
 
 
 def test_a_misspelt_setting_in_the_environment_is_warned_about_once_at_start(tmp_path):

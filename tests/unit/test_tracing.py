@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reverie_canary.shared.runtime import tracing
 from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.shared.runtime import tracing
 from reverie_canary.shared.runtime.settings import Settings
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace")

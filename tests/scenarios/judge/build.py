@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from reverie_canary.shared.contract import codec, ids  # noqa: E402
 from reverie_canary.shared.contract.commands import LiftSuspension, SetMode  # noqa: E402
-from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
 from reverie_canary.shared.contract.events import CycleUnplanned  # noqa: E402
+from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot  # noqa: E402
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -39,12 +39,12 @@ def fail(provider: str, kind: str = "ttft", reason: str = "ttft_exceeded", fleet
 
 def transport(provider: str, fleet=FLEET):
     out = healthy(*fleet)
-    out[provider] = {k: ("transport_error", "http_503") for k in out[provider]}
+    out[provider] = dict.fromkeys(out[provider], ("transport_error", "http_503"))
     return out
 
 
 def blind(reason: str = "gateway_auth", fleet=FLEET):
-    return {p: {k: ("blind", reason) for k in ("ttft", "structured")} for p in fleet}
+    return {p: dict.fromkeys(("ttft", "structured"), ("blind", reason)) for p in fleet}
 
 
 def unplanned(n: int, cause: str = "gateway_unreachable"):
