@@ -42,6 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
 
 
+#: Folders under ``client/`` that a build leaves there and that are not the package itself.
+_NOT_PACKAGE = frozenset({"build", "dist", "__pycache__"})
+
+
 def _installed_client_is_current() -> str | None:
     """Why the installed reverie-canary-client differs from ``client/`` (``None``: it does not).
 
@@ -56,6 +60,8 @@ def _installed_client_is_current() -> str | None:
         return None  # an editable install of the client (pip install -e ./client)
     for source in sorted((ROOT / "client").rglob("*.py")):
         name = source.relative_to(ROOT / "client")
+        if name.parts[0] in _NOT_PACKAGE or name.parts[0].endswith(".egg-info"):
+            continue  # what pip's build of the client leaves beside its sources
         copy = here / name
         if not copy.exists() or copy.read_bytes() != source.read_bytes():
             return f"client/{name} differs from the installed copy in {here}"
