@@ -33,7 +33,8 @@ RSS_MAX_MB = 300.0
 CAUGHT_AS = {
     "keepalive_forever": {"ttft_exceeded"},
     "silent_after_headers": {"ttft_exceeded"},
-    "tokens_forever": {"reply_too_large"},
+    # a block of prose repeated without end: the repeat ranks above the size it reaches (checks/__init__)
+    "tokens_forever": {"reply_too_large", "repetition", "duplicated_text"},
     "html_200": {"body_parse"},
     "bad_utf8": {"encoding_broken"},
     "huge_reply": {"reply_too_large", "response_too_large"},

@@ -60,7 +60,11 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
     scenario = load_scenario("full")
     model = scenario.models[0].id
     async with serve(create_app(scenario)) as url:
-        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=6.0)
+        # no endpoint of the fleet hangs until the request timeout (the slow ones answer after the 1 s bar), so a
+        # wide timeout costs nothing on a quiet machine and keeps a starved one (2 cores shared with other work,
+        # the simulator on the same loop) from turning a slow answer into a transport_error (seen: mirage/fp8,
+        # deepthink/fp8 headers_timeout at 6 s)
+        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=30.0)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model)}
             prober = Prober(settings, client)
@@ -97,7 +101,7 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
 
     for tag, allowed in NEVER_FAIL.items():
         seen = {o for k in PROBE_KINDS for _, o, _ in outcomes[(tag, k)]}
-        assert seen <= allowed, (tag, seen)
+        assert seen <= allowed, (tag, seen, [o for k in PROBE_KINDS for o in outcomes[(tag, k)] if o[1] not in allowed][:3])
     assert {r for k in PROBE_KINDS for _, _, r in outcomes[("mirage/fp8", k)]} == {"pin_violated"}
 
     for tag, (kind, languages, reasons) in DEFECTS.items():
