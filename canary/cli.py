@@ -384,3 +384,69 @@ from reverie_canary.canary import (  # noqa: E402
     cli_probe,  # noqa: F401
     cli_status,  # noqa: F401
 )
+
+
+@app.command()
+def docs(
+    write: Annotated[bool, typer.Option("--write", help="write the checkout's docs/reference/ pages")] = False,
+    check: Annotated[bool, typer.Option("--check", help="exit 1 when a committed page differs from the code")] = False,
+) -> None:
+    """Generate the documentation's reference pages from the code: settings, metrics, alerts, reasons, CLI, messages.
+
+    Without an option, list the pages and whether each is current.  Works in a checkout only (the
+    pages and the alert rules live in the repository, not in the package).
+    """
+    from reverie_canary.canary import reference
+
+    if not (reference.ROOT / "docs").is_dir():
+        typer.echo(f"error: no docs/ under {reference.ROOT}: run from a checkout (pip install -e .)", err=True)
+        raise typer.Exit(2)
+    if write:
+        for path in reference.write():
+            typer.echo(f"wrote {path.relative_to(reference.ROOT)}")
+        return
+    behind = reference.stale()
+    for rel in reference.PAGES:
+        typer.echo(f"{'STALE' if rel in behind else 'current'}  docs/{rel}")
+    if behind and check:
+        typer.echo(f"{len(behind)} reference page(s) differ from the code: run `{reference.FIX}`", err=True)
+        raise typer.Exit(1)
+
+
+#: The help's command groups, in the order ``canary --help`` shows them, with what each is for.
+GROUPS: dict[str, str] = {
+    "Operate": "Day-to-day work on a running deployment: the fleet's state, overrides, lifts, modes, notices.",
+    "Investigate": "Why a provider is where it is, what served a user at a time, and reproducing a fault.",
+    "Audit": "Folding the log again: the decision timeline, observe mode's record, backtests.",
+    "Deploy": "Setting a deployment up and running its services.",
+    "Develop": "The demo, the simulated gateway, the wire contract and the documentation.",
+}
+#: Which group each top-level command belongs to (a command missing here fails tests/unit/test_cli_help.py).
+COMMAND_GROUPS: dict[str, str] = {
+    "status": "Operate", "override": "Operate", "lift": "Operate", "mode": "Operate", "exclusions": "Operate",
+    "notices": "Operate", "dashboard": "Operate",
+    "explain": "Investigate", "incident": "Investigate", "evidence": "Investigate", "probe": "Investigate",
+    "check": "Investigate", "watch": "Investigate",
+    "replay": "Audit", "report": "Audit",
+    "init": "Deploy", "run": "Deploy", "up": "Deploy", "redis-acl": "Deploy", "web-user": "Deploy",
+    "web-token": "Deploy",
+    "demo": "Develop", "simulator": "Develop", "schema": "Develop", "asyncapi": "Develop", "docs": "Develop",
+}
+
+
+def _command_name(info) -> str:
+    return info.name or info.callback.__name__.replace("_", "-")
+
+
+def _group_commands() -> None:
+    """Put every registered command (and sub-app) in its help group; sort them by group, then as registered."""
+    order = list(GROUPS)
+    for info in app.registered_commands:
+        info.rich_help_panel = COMMAND_GROUPS.get(_command_name(info), info.rich_help_panel)
+    for info in app.registered_groups:
+        info.rich_help_panel = COMMAND_GROUPS.get(info.name or "", info.rich_help_panel)
+    app.registered_commands.sort(key=lambda i: order.index(i.rich_help_panel) if i.rich_help_panel in order else 99)
+    app.registered_groups.sort(key=lambda i: order.index(i.rich_help_panel) if i.rich_help_panel in order else 99)
+
+
+_group_commands()

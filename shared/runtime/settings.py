@@ -10,7 +10,7 @@ A ``CANARY_*`` variable that is no setting (a typo: ``CANARY_MIN_HOST``) is warn
 load, naming the closest setting (:func:`warn_unknown_variables`); an unknown key in the file is refused.
 
 Units are in the names: ``_s`` seconds, ``_ms`` milliseconds.  Defaults follow
-DESIGN.md: 30-minute cycles, 10 s time to first token, two failed cycles to
+the design (docs/concepts/judge.md): 30-minute cycles, 10 s time to first token, two failed cycles to
 suspend, a 1/3/7-day ladder that resets after 14 quiet days, a floor of 2 hosts.
 
 The API key is never printed: ``repr`` and :meth:`Settings.public` mask it.
@@ -57,7 +57,66 @@ SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 class Settings(Struct, kw_only=True):
     """Every setting of every service.
 
-    Attributes (selected):
+    Every field is a setting: environment variable ``CANARY_<FIELD>`` (the seven
+    connection settings also under their conventional names, ``NATS_URL`` ...), or
+    a key of the ``CANARY_CONFIG`` TOML file.  The documentation's settings
+    reference is generated from this list (``canary docs --write``), so every
+    field has its line here.
+
+    Attributes:
+        nats_url: the NATS server, or several comma-separated (the nodes of a
+            cluster); ``tls://`` for TLS.  Environment ``NATS_URL``.
+        nats_user, nats_password: this process's NATS user and its password
+            (``NATS_USER``, ``NATS_PASSWORD``; one user per service, from
+            shared/nats/server.conf).
+        redis_url: the Redis of discovery, judge, router and notifier state, with
+            this service's Redis user (``redis://judge@redis:6379/0``;
+            ``rediss://`` for TLS).  Environment ``REDIS_URL``.
+        namespace: prefix of every Redis key (``<namespace>:judge:...``) and part of
+            every notice's ``webhook-id``: two deployments must not share one.
+        openrouter_base_url, openrouter_api_key: the gateway and the canary's key
+            (``OPENROUTER_BASE_URL``, ``OPENROUTER_API_KEY``); the key is never
+            printed, and one with spaces or control characters is refused.
+        http_referer, app_title: the ``HTTP-Referer`` and ``X-Title`` headers the
+            gateway attributes the canary's requests by.
+        models: the model ids watched (comma-separated in the environment).
+        kinds: the probe kinds planned each cycle (ttft, refusal, structured,
+            language, echo, tools).
+        languages: the languages probed, in rotation order (the 17 by default).
+        request_timeout_s: one probe request's limit; a request also ends by its
+            task's deadline.
+        max_tokens: the output budget of a probe request (at least 16).
+        language_confirmations: extra tries of a language probe whose first
+            reply showed an anomaly; the majority decides.
+        failed_cycles_to_suspend: failed cycles in a row that suspend a provider
+            (two: one strange reply is not proof).
+        passed_cycles_to_recover: passed cycles in a row that end a suspension
+            early (the ladder position is kept).
+        unjudgeable_after: frozen cycles in a row after which a provider is
+            reported ``unjudgeable`` (once).
+        common_mode_share: when more than this share of a model's probed
+            providers fail one kind in a cycle, the failure is the canary's or
+            the model's, not theirs: that kind is frozen for everyone.
+        exclusions_file: the reviewed exclusions (TOML; the router reloads it when
+            it changes); empty: none.
+        prober_id: this prober's name in its results (default: host, process id
+            and a random suffix).
+        max_deliver: deliveries of one message before it is dead-lettered
+            (``gave_up``).
+        retry_delay_s: the base of the redelivery delay of a message nak'ed on a
+            transient error (times its delivery count, +-25 %).
+        duplicate_window_s: JetStream's duplicate window of the streams: a
+            message republished with the same ``Nats-Msg-Id`` within it is dropped.
+        notify_timeout_s: one delivery attempt's limit.
+        notify_poll_s: how often a channel's loop looks for notices that came due.
+        notify_concurrency: deliveries in flight per channel (one while the
+            channel is failing).
+        metrics_host, metrics_port, metrics_ports: where ``/metrics``, ``/healthz``
+            and ``/readyz`` listen: the address (loopback by default), the port of
+            the one service ``canary run`` runs (0: the standard ports 9471-9475;
+            -1: no endpoint), and per service ``name=port`` (0: any free port).
+        log_format, log_level: ``console`` (readable ``key=value``) or ``json``
+            (one object a line, for collectors); DEBUG, INFO, WARNING or ERROR.
         event_loop: ``auto`` (the default: uvloop when it can be imported,
             except in a process that runs the prober; else asyncio's loop),
             ``uvloop`` (the prober too; refused at start without it) or
@@ -75,12 +134,12 @@ class Settings(Struct, kw_only=True):
         redis_password: the Redis user's password when ``redis_url`` names only the
             user (``redis://judge@redis:6379/0``), so that the password can come from a
             file (``REDIS_PASSWORD_FILE``, Docker secrets); a password in the URL wins.
-        cycle_interval_s: time between cycle starts (DESIGN.md: 30 min).
+        cycle_interval_s: time between cycle starts (30 min).
         probe_window_s: a cycle's deadline after its start; results later than
             this are late.  Must be below ``cycle_interval_s``.
         ttft_threshold_s: time to first token above which the latency probe
-            fails (DESIGN.md, contract 1: 10 s).
-        ladder_s: suspension lengths, in order (DESIGN.md: 1, 3, 7 days).
+            fails (the latency contract, docs/concepts/probes.md: 10 s).
+        ladder_s: suspension lengths, in order (the ladder: 1, 3, 7 days).
         ladder_reset_s: quiet time after which the ladder starts again (14 d).
         min_hosts: capacity floor, usable production hosts that must remain.
         controls: probe kind -> positive-control provider tag.
@@ -91,11 +150,14 @@ class Settings(Struct, kw_only=True):
             webhook (its secret in ``notify_secrets``), anything else an
             apprise URL (``slack://``, ``discord://``, ``mailto://``, ``ntfy://``,
             ``pagerduty://``, ``json://`` ...).  Secrets: never printed.
+        notify_secrets: channel name -> the ``whsec_...`` signing secret of a
+            webhook channel (24-64 random bytes, base64).  Never printed.
         notify_severity: channel name -> least severity it gets
             (``info`` | ``warning`` | ``critical``; default ``info``).
         notify_remind_s: a persisting state (floor held, pin violated ...)
             is told when it starts, again every this long while it lasts
-            (DESIGN.md, issue 9: 6 h), and when it ends.
+            (6 h: often enough to stay in view, seldom enough not to be muted),
+            and when it ends.
         notify_retry_base_s, notify_retry_max_s, notify_give_up_s: the
             delivery schedule of one notice on one channel: exponential
             backoff with full jitter from the base up to the max delay,
@@ -111,7 +173,7 @@ class Settings(Struct, kw_only=True):
         stream_compression: ``s2`` (JetStream file-store compression of the
             streams, the default) or ``none``.
         stream_replicas: copies of every stream and of the KV bucket (1, or
-            3 / 5 on a JetStream cluster; docs/scaling.md).
+            3 / 5 on a JetStream cluster; docs/deployment/scaling.md).
         prober_concurrency: the ceiling of the probes one prober runs at once
             (it holds at most this many tasks: it fetches one only when a
             worker is free).  How many it runs is derived each cycle by
@@ -134,9 +196,10 @@ class Settings(Struct, kw_only=True):
             (stream or body); past it: ``transport_error`` /
             ``response_too_large``.
         sse_line_max_bytes: bytes of one SSE line; past it: ``transport_error``
-            / ``line_too_long`` (issue 11 §2).
+            / ``line_too_long`` (a hostile gateway cannot grow a line without
+            end).
         language_coverage_cycles: the bound on the time to detect a
-            one-language defect (issue 12): every language of every provider
+            one-language defect: every language of every provider
             is probed at least once in every this many consecutive cycles
             (default 4: two hours at 30-minute cycles).
         languages_per_cycle: language probes per provider per cycle; 0 (the
@@ -370,7 +433,8 @@ NOT_SETTINGS: dict[str, str] = {
     "CANARY_SHARED_DIR": "tests: where shared/ is (tests/conftest.py)",
     "CANARY_REQUIRE_BROWSER": "tests: fail, not skip, without a browser (.ci/run)",
     "CANARY_REQUIRE_PROMTOOL": "tests: fail, not skip, without promtool (.ci/run)",
-    "CANARY_WRITE_DOCS": "tests: refresh the README's screenshot",
+    "CANARY_REQUIRE_MKDOCS": "tests: fail, not skip, without MkDocs (.ci/run)",
+    "CANARY_WRITE_DOCS": "tests: refresh the documentation's dashboard screenshot",
     "CANARY_ARTEFACTS": "tests: where the browser tests save screenshots",
 }
 
@@ -470,7 +534,7 @@ def nats_servers(url: str) -> list[str]:
     ['nats://n1:4222', 'nats://n2:4222']
 
     A client connects to one of them and learns the cluster's other nodes from
-    the server; listing them all lets it start when one is down (docs/scaling.md).
+    the server; listing them all lets it start when one is down (docs/deployment/scaling.md).
     """
     return [part.strip() for part in url.split(",") if part.strip()]
 
@@ -481,6 +545,66 @@ _URL_SCHEMES = {
     "openrouter_base_url": ("http://", "https://"),
 }
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+# The simple bounds, as tables: :func:`_problems` checks them and the settings reference
+# (``canary docs``) prints them, so the two cannot drift apart.  Rules between settings
+# (``probe_window_s`` below ``cycle_interval_s`` ...) are checked in :func:`_problems` and
+# said in each setting's line of the :class:`Settings` docstring; :data:`RELATIONS` names them.
+
+#: Numbers that must be above zero.
+POSITIVE: tuple[str, ...] = ("cycle_interval_s", "ttft_threshold_s", "request_timeout_s", "retry_delay_s",
+                             "duplicate_window_s", "log_max_age_s", "notify_remind_s", "notify_retry_base_s",
+                             "notify_retry_max_s", "notify_give_up_s", "notify_timeout_s", "notify_poll_s")
+#: The least value of a count.
+AT_LEAST: dict[str, int] = {"min_hosts": 0, "failed_cycles_to_suspend": 1, "passed_cycles_to_recover": 1,
+                            "language_coverage_cycles": 1, "languages_per_cycle": 0, "max_retests_per_cycle": 0,
+                            "prober_concurrency": 1, "max_deliver": 1, "language_confirmations": 0,
+                            "unjudgeable_after": 1, "max_tokens": 16, "judge_snapshot_events": 0,
+                            "notify_concurrency": 1}
+#: The least size of a stream's byte bound (a stream smaller than this holds too little to be useful).
+AT_LEAST_BYTES: dict[str, int] = {"log_max_bytes": 64 * 1024 ** 2, "deadletter_max_bytes": 16 * 1024 ** 2,
+                                  "tasks_max_bytes": 16 * 1024 ** 2}
+#: The values a setting may take (``log_level`` in any case).
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "stream_compression": ("s2", "none"),
+    "stream_replicas": (1, 3, 5),
+    "log_format": ("console", "json"),
+    "log_level": _LOG_LEVELS,
+    "event_loop": ("auto", "uvloop", "asyncio"),
+    "traces": ("off", "otlp"),
+    "mode": ("observe", "enforce"),
+    "webhook_min_severity": SEVERITIES,
+}
+#: The other rules :func:`_problems` checks, in words, by setting (the reference prints them).
+RELATIONS: dict[str, str] = {
+    "models": "at least one non-empty model id",
+    "probe_window_s": "> 0 and below `cycle_interval_s`",
+    "probe_fill_share": "> 0 and <= 1",
+    "prober_concurrency": f"<= {MAX_TASK_CONCURRENCY}",
+    "ladder_s": "at least one length, each > 0",
+    "reply_max_bytes": "at least 256 bytes per `max_tokens`",
+    "response_max_bytes": ">= `reply_max_bytes`",
+    "sse_line_max_bytes": ">= 65536 and <= `response_max_bytes`",
+    "kinds": "known probe kinds, at least one",
+    "languages": "known languages, each once, at least one",
+    "languages_per_cycle": "0, or at least `ceil(languages / language_coverage_cycles)` (more when weighted)",
+    "language_weights": "configured languages, finite shares >= 0",
+    "controls": "keys are probe kinds",
+    "kind_modes": "keys are probe kinds; values observe or enforce",
+    "common_mode_share": "> 0 and <= 1",
+    "metrics_port": "-1 to 65535",
+    "metrics_ports": "keys are services; ports -1 to 65535",
+    "metrics_host": "an address to bind",
+    "notify_retry_max_s": ">= `notify_retry_base_s`",
+    "notify_urls": "channel names of 1-32 of `[a-z0-9_-]`; `webhook` only when `webhook_url` is unset",
+    "notify_severity": "keys are channels; values info, warning or critical",
+    "notify_secrets": "keys are channels",
+    "nats_url": "each of the list starts with nats://, tls://, ws:// or wss://",
+    "redis_url": "starts with redis://, rediss:// or unix://",
+    "openrouter_base_url": "starts with http:// or https://",
+    "nats_cert_file": "with `nats_key_file`; any NATS TLS file needs a TLS URL",
+    "redis_cert_file": "with `redis_key_file`",
+}
 
 
 def _problems(s: Settings) -> list[str]:
@@ -497,9 +621,7 @@ def _problems(s: Settings) -> list[str]:
         problems.append("cycle_interval_s must be > 0")
     if not 0 < s.probe_window_s < s.cycle_interval_s:
         problems.append("probe_window_s must be > 0 and below cycle_interval_s")
-    for name in ("ttft_threshold_s", "request_timeout_s", "retry_delay_s", "duplicate_window_s", "log_max_age_s",
-                 "notify_remind_s", "notify_retry_base_s", "notify_retry_max_s", "notify_give_up_s",
-                 "notify_timeout_s", "notify_poll_s"):
+    for name in POSITIVE:
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be > 0")
     if not 0 < s.probe_fill_share <= 1:
@@ -509,19 +631,15 @@ def _problems(s: Settings) -> list[str]:
         problems.append(f"prober_concurrency must be <= {MAX_TASK_CONCURRENCY}")
     if not s.ladder_s or any(x <= 0 for x in s.ladder_s):
         problems.append("ladder_s needs at least one positive length")
-    for name, least in (("min_hosts", 0), ("failed_cycles_to_suspend", 1), ("passed_cycles_to_recover", 1),
-                        ("language_coverage_cycles", 1), ("languages_per_cycle", 0), ("max_retests_per_cycle", 0), ("prober_concurrency", 1),
-                        ("max_deliver", 1), ("language_confirmations", 0), ("unjudgeable_after", 1), ("max_tokens", 16),
-                        ("judge_snapshot_events", 0)):
+    for name, least in AT_LEAST.items():
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least}")
-    for name, least in (("log_max_bytes", 64 * 1024 ** 2), ("deadletter_max_bytes", 16 * 1024 ** 2),
-                        ("tasks_max_bytes", 16 * 1024 ** 2)):
+    for name, least in AT_LEAST_BYTES.items():
         if getattr(s, name) < least:
             problems.append(f"{name} must be >= {least} bytes")
-    if s.stream_compression not in ("s2", "none"):
+    if s.stream_compression not in CHOICES["stream_compression"]:
         problems.append("stream_compression must be s2 or none")
-    if s.stream_replicas not in (1, 3, 5):
+    if s.stream_replicas not in CHOICES["stream_replicas"]:
         problems.append("stream_replicas must be 1, 3 or 5 (a JetStream cluster of that many servers or more)")
     if s.reply_max_bytes < 256 * s.max_tokens:
         problems.append(f"reply_max_bytes must be >= 256 bytes per max_tokens ({256 * s.max_tokens})")
@@ -552,13 +670,13 @@ def _problems(s: Settings) -> list[str]:
     if not s.metrics_host.strip():
         problems.append("metrics_host must be an address to bind (127.0.0.1, 0.0.0.0, ::)")
     problems.extend(_notify_problems(s))
-    if s.log_level.upper() not in _LOG_LEVELS:
+    if s.log_level.upper() not in CHOICES["log_level"]:
         problems.append(f"log_level must be one of {list(_LOG_LEVELS)}")
-    if s.log_format not in ("console", "json"):
+    if s.log_format not in CHOICES["log_format"]:
         problems.append("log_format must be console or json")
-    if s.event_loop not in ("auto", "uvloop", "asyncio"):
+    if s.event_loop not in CHOICES["event_loop"]:
         problems.append("event_loop must be auto, uvloop or asyncio (canary/loops.py)")
-    if s.traces not in ("off", "otlp"):
+    if s.traces not in CHOICES["traces"]:
         problems.append("traces must be off or otlp (OTLP over HTTP, the [otel] extra; shared/runtime/tracing.py)")
     for name, schemes in _URL_SCHEMES.items():
         urls = nats_servers(s.nats_url) if name == "nats_url" else [getattr(s, name)]
@@ -621,8 +739,6 @@ _CHANNEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 def _notify_problems(s: Settings) -> list[str]:
     """The notifier's settings: channel names, severities, the schedule (URLs and secrets never echoed)."""
     problems: list[str] = []
-    if s.notify_concurrency < 1:
-        problems.append("notify_concurrency must be >= 1")
     if s.notify_retry_max_s < s.notify_retry_base_s:
         problems.append("notify_retry_max_s must be >= notify_retry_base_s")
     if s.webhook_min_severity not in SEVERITIES:

@@ -161,7 +161,7 @@ async def test_a_three_node_cluster_loses_a_node_mid_cycle_and_nothing_is_lost_o
     killed_cycle = next(v for v in verdicts_logged if v.cycle_no == first + 1)
     missing = sum(len(pv.missing) + pv.missing_cut for pv in killed_cycle.verdicts)
     # a failover (4-9 s: JetStream's Raft election) inside a 12 s window can cost that cycle results
-    # (frozen, never counted twice); measured, not asserted: docs/scaling.md has the figures
+    # (frozen, never counted twice); measured, not asserted: docs/deployment/scaling.md has the figures
     print(f"cluster drill: new log leader {failover_s:.1f} s after the kill, the cycle closed "
           f"{closed_s:.1f} s after it, {missing} of its results missing; the restarted node current "
           f"{caught_up_s:.1f} s after its restart")
