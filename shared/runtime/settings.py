@@ -427,6 +427,7 @@ NOT_SETTINGS: dict[str, str] = {
     "CANARY_CONFIG": "the settings TOML file (Settings.load)",
     "CANARY_DEBUG": "canary: print the traceback of an unexpected error (canary/cli.py)",
     "CANARY_ACTOR": "operator commands: who asks (canary/cli_ops.py)",
+    "CANARY_WEB_CONFIG": "canary dashboard: its web configuration file, TLS and readers (--web-config)",
     "CANARY_NATS_CONFIG": "compose: the NATS server's configuration file (compose.yaml)",
     "CANARY_NATS_SERVER_NAME": "compose: a NATS cluster node's name (shared/nats/cluster.conf)",
     "CANARY_SCENARIO": "compose: the simulated gateway's scenario (compose.yaml)",

@@ -111,3 +111,27 @@ def test_every_unit_runs_a_command_the_cli_has():
             assert args[0] in commands, (path.name, args[0])
         else:
             assert binary.endswith("/nats-server") and "/etc/nats/host-tls.conf" in args, path.name
+
+
+def test_the_host_certificates_are_one_pair_per_service_from_one_ca(tmp_path):
+    """make-host-certs.sh issues a client pair per service and tool, all verifying against its CA, and a NATS
+    certificate that the cluster template with TLS accepts."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    out = tmp_path / "certs"
+    done = subprocess.run(["sh", str(ROOT / "deploy" / "make-host-certs.sh"), str(out),
+                           "DNS:n1.internal,IP:127.0.0.1", "DNS:redis.internal"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    who = [*SERVICE_NAMES, "dashboard", "admin", "operator", "backend"]
+    pems = [str(out / f"{name}.pem") for name in (*who, "nats", "redis")]
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(out / "ca.pem"), *pems], capture_output=True,
+                              text=True, timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert all(((out / f"{name}-key.pem").stat().st_mode & 0o077) == 0 for name in who)  # keys: owner only
+    for needed in ("server.conf", "host-tls.conf", "host-cluster-tls.conf"):
+        shutil.copy(NATS / needed, tmp_path / needed)
+    env = {**_environment(out), "NATS_SERVER_CERT_FILE": str(out / "nats.pem"),
+           "NATS_SERVER_KEY_FILE": str(out / "nats-key.pem"), "NATS_SERVER_CA_FILE": str(out / "ca.pem")}
+    checked = _check(tmp_path, "host-cluster-tls.conf", env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
