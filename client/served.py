@@ -45,7 +45,7 @@ class ServedCounts(Event, frozen=True, kw_only=True, tag="served_counts"):
 
     Published by a chat backend (``source``: its own name, optional) on
     ``canary.served.<model>``.  It carries counts only: no prompt, reply, user
-    or request id ever leaves the backend (README, "The chat backend's side").
+    or request id ever leaves the backend (docs/chat-backend.md, "The privacy line").
     ``counts`` keys are what the gateway said (provider names such as
     ``DeepInfra``) or endpoint tags when the backend knows them.
     """

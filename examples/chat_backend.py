@@ -91,7 +91,7 @@ def describe(client: IgnoreListClient) -> str:
 def tls_from_environment() -> ssl.SSLContext | None:
     """TLS to NATS from the canary's variables: ``CANARY_NATS_CA_FILE`` and the backend's client pair.
 
-    ``None`` unless ``NATS_URL`` is ``tls://`` (compose.tls.yaml, README "Deploying").
+    ``None`` unless ``NATS_URL`` is ``tls://`` (compose.tls.yaml; docs/deployment/security.md).
     """
     if not os.environ.get("NATS_URL", "").startswith("tls://"):
         return None

@@ -118,7 +118,7 @@ async def _drill(*, nats_url: str, redis_url: str, namespace: str, workdir: Path
                  window_s: float, concurrency: int, mode: str, log: bool, prefix: str) -> AsyncIterator[_Drill]:
     """The simulated gateway (scenario ``default``) as a process, the drill's settings and streams.
 
-    The settings are the README's short-cycle ones, compressed (``cycle_s``,
+    The settings are the short-cycle ones of docs/getting-started.md, compressed (``cycle_s``,
     ``window_s``, a 1 s latency bar).  On exit every prober the drill started
     and the gateway are stopped (SIGTERM, then SIGKILL after 15 s) and the
     log files (``<prefix>-*.log`` in ``workdir`` when ``log``) closed.
@@ -164,7 +164,7 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
                             extra_env: dict[str, str] | None = None, log: bool = False) -> KillReport:
     """Two probers share the task consumer; SIGKILL one while it holds tasks of the first cycle.
 
-    The settings are the README's short-cycle ones, compressed (``cycle_s``,
+    The settings are the short-cycle ones of docs/getting-started.md, compressed (``cycle_s``,
     ``window_s``, a 1 s latency bar) with the default request timeout (60 s):
     before issue 11 §1 the consumer's ``ack_wait`` followed that timeout
     (370 s) and the dead prober's tasks came back after their cycle closed.

@@ -12,7 +12,7 @@ Every service serves, by default, on ``metrics_host`` (loopback; compose sets
 ``canary up`` (every service in one process) serves each service on its own port
 as well, so one scrape configuration fits both layouts; prober replicas of one
 process share the prober's endpoint.  The series are declared once, in
-:data:`FAMILIES` (the README's table and the dashboard test read it): label
+:data:`FAMILIES` (the metrics reference, docs/reference/metrics.md, is generated from it and the dashboard test reads it): label
 values are bounded (:class:`LabelBudget`): models and providers are fine, task
 ids never appear, and a label that sees too many distinct values folds the rest
 into ``_other`` and counts that in ``canary_metrics_labels_folded_total``

@@ -84,5 +84,5 @@ def reconnect_wait_s() -> float:
 #: instead of probing the provider again (issue 11 §7).
 RESULT = Backoff("result", 0.2, 2.0, "a prober's result publish while the bus fails over, within the task's deadline")
 
-#: Every policy, by name (documented in the README's "Deploying" part).
+#: Every policy, by name (documented in docs/concepts/messages.md, "Retries").
 POLICIES: dict[str, Backoff] = {p.name: p for p in (GATEWAY, DEPENDENCY, LOOP, RESULT)}

@@ -307,7 +307,7 @@ def task_ack_wait_s(settings: Settings) -> float:
     A prober says every task it holds is in progress :data:`HEARTBEATS_PER_ACK_WAIT`
     times per ``ack_wait`` (:func:`task_heartbeat_s`), from the moment it fetched
     it, so ``ack_wait`` no longer has to cover a probe: it is an eighth of the probe
-    window, between 2 and 30 s (README short cycles, a 14 s window: 2 s; the
+    window, between 2 and 30 s (the getting-started page's short cycles, a 14 s window: 2 s; the
     default 600 s window: 30 s), and a SIGKILLed prober's tasks are probed by
     another prober within the same cycle (issue 11 §1; before, ``ack_wait``
     followed the request timeout: 370 s).  ``task_ack_wait_s`` in the settings

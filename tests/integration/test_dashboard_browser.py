@@ -8,7 +8,7 @@ one (``default_demo``, ``tests/demo_run.py``); the browser is Debian's ``/usr/bi
 installs them).  Nothing downloads a browser: Selenium gets both paths and
 ``SE_OFFLINE``.  Every page is saved as a screenshot under ``tmp/artefacts/``
 (``CANARY_ARTEFACTS`` elsewhere); ``CANARY_WRITE_DOCS=1`` also writes the fleet
-live fleet page to ``docs/dashboard-fleet.png``, the README's image.
+live fleet page to ``docs/dashboard-fleet.png``, the documentation's image.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def test_a_new_cycle_appears_without_a_reload(demo, browser):
     assert browser.execute_script("return window.__notReloaded;") == "same page"
     assert browser.find_elements("css selector", "section.model.fresh")  # swapped in by the live update
     path = screenshot(browser, "fleet-live")
-    if os.environ.get("CANARY_WRITE_DOCS"):  # the README's image: the live fleet page
+    if os.environ.get("CANARY_WRITE_DOCS"):  # the documentation's image: the live fleet page
         shutil.copyfile(path, ROOT / "docs" / "dashboard-fleet.png")
 
 

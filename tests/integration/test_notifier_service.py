@@ -273,7 +273,7 @@ async def test_a_decision_redelivered_with_another_schema_version_is_announced_o
 
 async def test_two_deployments_and_a_redeploy_never_share_a_webhook_id(infra, tmp_path):
     """prod and staging (own NATS, Redis, namespace) announce the same decision; staging is then redeployed (its
-    router starts again at ignore-list v1): a receiver deduping on webhook-id, as the README shows, keeps all four."""
+    router starts again at ignore-list v1): a receiver deduping on webhook-id, as docs/operating/notices.md shows, keeps all four."""
     from tests.conftest import servers
 
     secret = new_secret()

@@ -97,7 +97,7 @@ async def test_the_pipeline_runs_end_to_end_over_tls_only(tmp_path, certs):
         finally:
             await backend.stop()
 
-        # the example chat backend, configured the way the README says
+        # the example chat backend, configured the way docs/deployment/security.md says
         env = {**os.environ, "NATS_URL": settings.nats_url, "NATS_USER": "backend",
                "NATS_PASSWORD": p.passwords["backend"], "CANARY_NATS_CA_FILE": certs["ca"],
                "CANARY_NATS_CERT_FILE": certs["client"], "CANARY_NATS_KEY_FILE": certs["client-key"],

@@ -9,7 +9,7 @@ from reverie_canary.shared.runtime.settings import Settings
 
 
 @pytest.mark.parametrize(("window_s", "interval_s", "ack_wait_s"), [
-    (14.0, 20.0, 2.0),      # README short cycles: an eighth is 1.75 s, at least 2 s
+    (14.0, 20.0, 2.0),      # the getting-started page's short cycles: an eighth is 1.75 s, at least 2 s
     (80.0, 120.0, 10.0),    # an eighth of the window
     (600.0, 1800.0, 30.0),  # the default window: at most 30 s
 ])
