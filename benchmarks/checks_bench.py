@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlanguage (pt): {sentences} sentences, {lang_pt / sentences:.0f} µs per sentence")
 
     # The one use of py3langid internals (checks/language.py ``_Scorer``), beside the public API that it
-    # replaces, on the same text in the same run (issue 10: keep the private path only if it is needed).
+    # replaces, on the same text in the same run (keep the private path only if it is needed).
     from reverie_canary.client.checks.language import DEFAULT_POLICY, _scorer
     scorer = _scorer(DEFAULT_POLICY.label_set)
     pieces = [s.strip() + "." for s in PT.split(".") if s.strip()]

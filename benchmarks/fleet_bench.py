@@ -1,4 +1,4 @@
-"""A fleet of endpoints at realistic gateway latency: cycle wall time against its latency-bound ideal (issues 11, 13).
+"""A fleet of endpoints at realistic gateway latency: cycle wall time against its latency-bound ideal.
 
 The simulated gateway serves ``--models`` models of ``--providers`` healthy
 providers each (default 100 x 20 = 2,000 endpoints), every one with its own
@@ -12,8 +12,8 @@ every service and ``--probers`` probers each run in a process of their own
 (``canary run``) on embedded NATS and Redis, so each one's CPU and memory are its own.
 
 ``--cycles`` cycles run back to back (default 2).  Discovery sizes each cycle
-from the probe times it measured in the cycles before (issue 13 §4,
-``CycleSized``): the first one, with nothing measured, runs every prober at its
+from the probe times it measured in the cycles before
+(``CycleSized``): the first one, with nothing measured, runs every prober at its
 ceiling (``--ceiling``, ``prober_concurrency``), the next ones at the probes in
 flight that end the plan within ``--window-s x --fill-share`` (600 x 0.25 =
 150 s).

@@ -1,4 +1,4 @@
-"""Eight hostile providers beside eight healthy ones: prober memory, token timing, outcomes in time (issue 11 §2).
+"""Eight hostile providers beside eight healthy ones: prober memory, token timing, outcomes in time.
 
 The simulated gateway (scenario ``hostile``: keep-alives forever, tokens
 forever, headers then silence, HTML with 200, bad UTF-8, a stream without

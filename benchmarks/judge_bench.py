@@ -13,7 +13,7 @@ side so that the machine's noise hits every row alike:
   ``Folder`` the judge and replays use;
 - **judge into Redis**: the judge's own path (``Judge.apply_batch``: fold the batch in
   memory, one atomic save of what it changed, the outbox to a publisher that discards
-  it), 256 events a batch; a tree without batches (``--per-event``, or before issue 13)
+  it), 256 events a batch; a tree without batches (``--per-event``, or before batched saves)
   goes through ``Judge.apply_to`` one event at a time (load, decide, compare-and-set save);
 - **running service**: the judge service itself (``create_app``) on an embedded NATS and
   Redis, the log published first, from its first acknowledgement to its last (it reads
@@ -21,7 +21,7 @@ side so that the machine's noise hits every row alike:
 
 Each row: events/s, median of the repetitions (min-max), and the ratio to the anchor;
 then, per row, the rate at the largest size divided by the rate at the smallest
-(issue 13 §1: >= 0.9 when the cost of an event does not grow with the model).
+(the goal: >= 0.9, the cost of an event does not grow with the model).
 """
 
 from __future__ import annotations

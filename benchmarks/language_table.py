@@ -5,14 +5,13 @@ Usage::
 
     python benchmarks/language_table.py [--shared DIR] [--limit N] [--variants-limit M]
 
-Data (read by path, never copied): ``<shared>/data/lang`` (see its
-``SOURCES.md``): Leipzig sentences, word pairs and single words for the 17
+Data (read by path, never copied): ``<shared>/data/lang`` (its own notes name
+every source): Leipzig sentences, word pairs and single words for the 17
 languages, sentences of seven look-alike languages, ftfy's mojibake cases.
 ``<shared>`` defaults to ``$CANARY_SHARED_DIR`` or the ``shared`` folder next
 to the repository.
 
-What is measured (targets from the issue; language-detection.md has the
-research behind the setup):
+What is measured (this comparison is the research behind the language check's setup):
 
 - *same*: replies of 2-5 consecutive real sentences in the requested language
   (non-overlapping, sizes cycling 2, 3, 4, 5).  A ``language_switch`` /
@@ -29,7 +28,7 @@ research behind the setup):
 - *mojibake*: ftfy's in-the-wild cases (where ftfy's expected fix differs from
   the text) fail ``encoding_broken`` >= 95 %; its negative cases that are not
   damaged are flagged <= 2 %.
-- *defect families* (issue 12, items 1-7; letters of another language of a
+- *defect families* (letters of another language of a
   shared script, a reply or passage sent twice): each family's check on
   every real sentence and every reply of 2-5 sentences (item 6: on the
   single words and word pairs) must trip 0.00 % in every language; the
@@ -95,7 +94,7 @@ VARIANTS: dict[str, LanguagePolicy] = {
 
 
 def default_shared() -> Path:
-    """Return ``$CANARY_SHARED_DIR`` or ``<repo>/../shared``."""
+    """Return ``$CANARY_SHARED_DIR``, else the folder ``shared`` beside the checkout."""
     env = os.environ.get("CANARY_SHARED_DIR")
     return Path(env) if env else ROOT.parent / "shared"
 
@@ -282,7 +281,7 @@ def measure_mojibake(data: Path) -> dict[str, tuple[int, int, list[str]]]:
     return out
 
 
-# -- the defect families of issue 12 on real text --------------------------------
+# -- the defect families (leaked tokens, scripts, salad) on real text----------------
 
 #: family -> the check whose false trips on real text are counted (items 1-5, 7).
 FAMILY_CHECKS = {
@@ -532,7 +531,7 @@ def print_variants(reports: dict[str, Report]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", type=Path, default=None, help="the shared folder (default: $CANARY_SHARED_DIR or ../shared)")
+    parser.add_argument("--shared", type=Path, default=None, help="the shared folder (default: $CANARY_SHARED_DIR, else 'shared' beside the checkout)")
     parser.add_argument("--limit", type=int, default=None, help="replies per language and dataset at most (default: all)")
     parser.add_argument("--variants-limit", type=int, default=40,
                         help="replies per language for the detector-alone comparison (default 40)")

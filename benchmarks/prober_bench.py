@@ -1,4 +1,4 @@
-"""The prober's throughput and CPU per probe, and how honestly it times first tokens (issue 13 §3).
+"""The prober's throughput and CPU per probe, and how honestly it times first tokens.
 
 Two parts, each printed beside an anchor measured in the same run:
 

@@ -21,7 +21,7 @@ received -> KV put sent                  bare Redis PING round trip
 KV put sent -> put acknowledged          bare KV put -> its acknowledgement
 KV put sent -> all N clients applied     bare KV put -> N bare watchers' callbacks (N
   (fan-out, decode, apply)               connections, no decoding)
-published -> all N applied (the total)   goal of issue 13 §5: <= 2 x RTT + 5 ms
+published -> all N applied (the total)   goal: <= 2 x RTT + 5 ms
 ======================================  ==================================================
 
 "router received" is when ``Router.step`` is entered for the decision, "KV put"
@@ -359,7 +359,7 @@ async def main(argv: list[str] | None = None) -> int:
     print(f"  bare NATS request/reply (512 B): {cell(rtts, None)}  p99 {cell(rtts, 0.99)}")
     print(f"  bare Redis PING:                 {cell(pings, None)}  p99 {cell(pings, 0.99)}")
     goal = 2 * rtt_med + 0.005
-    print(f"  goal (issue 13 §5): all N applied <= 2 x RTT + 5 ms = {goal * 1000:.2f} ms")
+    print(f"  goal: all N applied <= 2 x RTT + 5 ms = {goal * 1000:.2f} ms")
     header = (f"  {'step':<34} {'median':>20} {'p99':>20}   {'anchor':<28} {'median':>20} {'p99':>20} "
               f"{'÷ anchor':>7}")
     for n in counts:

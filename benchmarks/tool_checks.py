@@ -3,7 +3,7 @@
 
 Usage::
 
-    CANARY_SHARED_DIR=../shared python benchmarks/tool_checks.py [--runs N] [--no-real-text]
+    CANARY_SHARED_DIR=/path/to/shared python benchmarks/tool_checks.py [--runs N] [--no-real-text]
 
 Three tables:
 

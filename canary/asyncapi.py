@@ -37,7 +37,7 @@ class Channel:
     description: str
 
 
-#: Subject families, in DESIGN.md's order ("Subjects and streams").  ``pattern`` is the NATS wildcard
+#: Subject families, in the order of docs/concepts/messages.md ("Subjects").  ``pattern`` is the NATS wildcard
 #: form of ``address`` (each ``{parameter}`` one token), used to match the publish permissions.
 CHANNELS: tuple[Channel, ...] = (
     Channel("discovery", "canary.discovery.{model}", "canary.discovery.*", {"model": "the model id, token-encoded"},

@@ -38,7 +38,7 @@ def watched_model(settings: Settings, model: str) -> str:
 
     The one check of every read command that names a model (``status``, ``incident``,
     ``explain``, ``report``): an unwatched model (a typo) must not get a plausible
-    picture with exit 0 (issue 9, guard rails).
+    picture with exit 0 (guard rails).
 
     Raises:
         typer.Exit: status 2 for a model the settings do not watch.
@@ -245,7 +245,7 @@ def simulator(
 
 
 @app.command()
-def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (shared/cases format); - reads stdin")]) -> None:
+def check(file: Annotated[Path, typer.Argument(help="recorded replies, one JSON object per line (the field cases' format, services/prober/recorded.py); - reads stdin")]) -> None:
     """Evaluate recorded replies with the probe checks; print one JSON verdict per line."""
     from reverie_canary.services.prober.recorded import check_file
 
@@ -266,7 +266,7 @@ def wire_schema() -> dict:
 
     FastStream's AsyncAPI generation cannot see our payload types (handlers take
     the raw message and decode strictly with msgspec), so the schema of the wire
-    is exported here instead (faststream-nats.md, section 8).
+    is exported here instead (FastStream's and nats-py's documentation).
     """
     import msgspec
 

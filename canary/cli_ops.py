@@ -2,14 +2,14 @@
 
 Each command is published on ``canary.ops.<verb>`` through JetStream with
 ``Nats-Msg-Id`` = its ``command_id`` (a fresh uuid4), so a retried publish is
-stored once (DESIGN.md, "The router: three layers into provider.ignore").
+stored once (docs/concepts/routing.md).
 The credential is the settings' one (``NATS_USER`` / ``NATS_PASSWORD``):
 operators use the ``operator`` user, the only one allowed to publish there
 (``shared/nats/server.conf``).  The actor is ``$CANARY_ACTOR``, else the login
 name.
 
 After publishing, every command waits (``--timeout``, 10 s) for its one answer
-(DESIGN.md, "Operator commands are answered by events"): the service that owns
+(docs/concepts/messages.md, "Operator commands are answered by events"): the service that owns
 it (the router for overrides and exclusions, the judge for lift and mode)
 publishes ``CommandApplied`` or ``CommandRefused`` on the log, and the command
 reads it with an ordered consumer filtered to its command id, from the

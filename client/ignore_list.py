@@ -12,7 +12,7 @@ needs only nats-py and msgspec)::
     ...
     await client.stop()
 
-Guarantees (DESIGN.md, "The router"; issue "Router and its users"):
+Guarantees (docs/concepts/routing.md; issue "Router and its users"):
 
 - At start it loads the last good snapshot from ``cache_path`` (if given), then
   the current one from the KV bucket ``canary-routing``, then watches it.
@@ -138,7 +138,7 @@ class IgnoreListClient:
         return self.snapshot.ignore_at(self.now())
 
     def provider(self, preferences: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The ``provider`` object for the next request (openrouter-api.md section 2).
+        """The ``provider`` object for the next request (OpenRouter's provider routing documentation).
 
         Args:
             preferences: the caller's own provider preferences (``order``,
@@ -389,7 +389,7 @@ class IgnoreListClient:
         What ``KeyValue.watch`` subscribes to (the bucket's stream and subject prefix, the last
         value per subject, an idle consumer dropped after 5 minutes), without its queue and
         the task that would read it: an update is decoded and applied in nats-py's delivery
-        callback, one hop fewer per client (issue 13 §5).  Deletes and purges are skipped;
+        callback, one hop fewer per client.  Deletes and purges are skipped;
         any other value goes through :meth:`apply` (bounds, malformed snapshots and rollbacks
         refused as before).
         """

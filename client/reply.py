@@ -34,7 +34,7 @@ class ToolCall(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     A streamed call is keyed by its ``index``: ``id``, ``type`` and ``function.name`` are taken
     from the first delta that carries them, ``function.arguments`` fragments are appended in
-    order; a call delivered whole in one chunk is one fragment (tool-calls.md §1.3, OpenAI's
+    order; a call delivered whole in one chunk is one fragment (the OpenAI tool-call wire as OpenRouter passes it, OpenAI's
     assembly rule).  An unstreamed ``message.tool_calls`` entry is one call whose ``index`` is its
     place in the list.
 
@@ -84,7 +84,7 @@ class Reply(Struct, frozen=True, kw_only=True):
             ``body_parse`` ...), ``None`` if it did not.
         ttft_ms: first content **or** reasoning delta with a visible
             (non-whitespace) character; keep-alive comments, empty and
-            whitespace-only deltas never start it (DESIGN.md, contract 1; the
+            whitespace-only deltas never start it (docs/concepts/probes.md, the latency contract; the
             rule of :mod:`reverie_canary.client.chunks`).
         timed_out: the client stopped waiting after the response opened
             (200) because nothing, or not all, arrived in time.
@@ -116,7 +116,7 @@ class Reply(Struct, frozen=True, kw_only=True):
         cut: the cap that stopped the read (``reply_max_bytes``,
             ``response_max_bytes``, ``sse_line_max_bytes``), ``None`` when the
             reply was read whole.  ``text`` and ``reasoning_text`` then hold the
-            first bytes only; the rest was never read (bounded reads, issue 11).
+            first bytes only; the rest was never read (bounded reads).
         invalid_utf8: data lines whose bytes were not valid UTF-8 (read with
             U+FFFD in place of the bad bytes).
         content_type: the response's ``Content-Type``.
@@ -176,7 +176,7 @@ class ProbeSpec(Struct, frozen=True, kw_only=True):
         response_format: ``json_schema`` / ``json_object`` if sent, else ``None``
             (then one enclosing Markdown fence is tolerated).
         max_tokens: the output budget sent.
-        ttft_threshold_ms: latency bar (DESIGN.md, contract 1: 10 000 ms).
+        ttft_threshold_ms: latency bar (docs/concepts/probes.md, the latency contract: 10 000 ms).
         tools: the OpenAI-format tool definitions offered (``[{"type": "function", "function":
             {"name", "description", "parameters"}}]``), ``None`` when the request offered none.
         expected_tool: the tool the prompt calls for; ``None`` when no tool fits and a text
@@ -223,11 +223,10 @@ FreeJson = Annotated[dict[Annotated[str, Meta(max_length=64)], Any], Meta(max_le
 #: declare the capability the probe needs; it is neither evidence for nor against.
 #: ``blind``: the canary itself could not see (the gateway refused the canary's key,
 #: its credit or its access, or could not be reached; :data:`BLIND_REASONS`): it says
-#: nothing about the provider and never touches its streak (DESIGN.md, "The canary's
-#: own health").
+#: nothing about the provider and never touches its streak (docs/concepts/health.md).
 Outcome = Literal["pass", "fail", "inconclusive", "transport_error", "not_applicable", "blind"]
 
-#: The HTTP statuses that are about the canary's own key, not a provider (openrouter-api.md §6).
+#: The HTTP statuses that are about the canary's own key, not a provider (OpenRouter's error documentation).
 BLIND_STATUS: dict[int, str] = {401: "gateway_auth", 402: "gateway_credit", 403: "gateway_forbidden"}
 
 

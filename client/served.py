@@ -2,7 +2,7 @@
 
 The chat backend hands :meth:`ServedRecorder.record` the gateway's response
 metadata (the JSON of a reply, or of its first streamed chunk: OpenRouter names
-the provider that served it in ``provider``, openrouter-api.md section 3).  The
+the provider that served it in ``provider``, OpenRouter's streaming documentation).  The
 recorder keeps **only** the provider, the model and the time -- never a prompt,
 a reply, a user or a request id: it takes those two fields out of the mapping
 and drops the rest -- in a ring of at most ``capacity`` entries (oldest out
@@ -11,7 +11,7 @@ with ``publish_served_s``) it publishes, for each period, one
 :class:`ServedCounts` per model on ``canary.served.<model>``: how many requests
 each provider served, nothing else.  ``canary incident`` and the dashboard's
 look-back show those counts beside the canary's verdicts, to connect a user's
-report to the route that served it (issue 14, section 2).
+report to the route that served it.
 
 Part of the chat-backend distribution: nats-py and msgspec only.
 """

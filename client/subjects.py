@@ -5,7 +5,7 @@ Provider tags (``deepinfra/fp8``), model ids (``deepseek/deepseek-chat-v3.1``,
 subject token must not contain ``.``, ``*``, ``>`` or whitespace, and a KV key
 must match ``[-/_=.a-zA-Z0-9]+`` (nats-py ``js/kv.py::VALID_KEY_RE``).  Every
 subject and key in the project is built from :func:`encode_token`, so the
-encoding lives in one place (DESIGN.md, "Subjects and streams"); the other subject
+encoding lives in one place (docs/concepts/messages.md, "Subjects"); the other subject
 builders are in :mod:`reverie_canary.shared.contract.subjects`.
 
 The encoding keeps ``[A-Za-z0-9-]`` and writes every other character as ``_``

@@ -5,7 +5,7 @@ re-exports them from :mod:`reverie_canary.shared.contract.events` and
 :mod:`reverie_canary.shared.contract.snapshots`.  The router writes an
 :class:`IgnoreSnapshot` to the KV bucket ``canary-routing`` (key: the encoded
 model id, :func:`reverie_canary.client.subjects.kv_key`) and publishes it on
-``canary.routing.<model>`` (DESIGN.md, "The router").  Each entry says which
+``canary.routing.<model>`` (docs/concepts/routing.md).  Each entry says which
 layer(s) put a provider there, why, and until when.
 
 Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
@@ -29,7 +29,7 @@ UtcDatetime = Annotated[datetime, Meta(tz=True)]
 #: ``"`` or ``\\``, so that it is one byte a character in JSON, a subject token, a Redis key
 #: and a log line (a tag with a control character or a space from a hostile listing is refused).
 Slug = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[!#-\[\]-~]+$")]
-#: The three layers of the ignore list (DESIGN.md, "The router: three layers").
+#: The three layers of the ignore list (docs/concepts/routing.md).
 Layer = Literal["exclusion", "override", "suspension"]
 
 #: The most endpoints (providers) of one model the system watches: four times the largest
@@ -38,7 +38,7 @@ Layer = Literal["exclusion", "override", "suspension"]
 MAX_ENDPOINTS_PER_MODEL = 256
 
 #: The schema version this code reads and writes.  A message of another version is
-#: refused at decoding, never read as this one (DESIGN.md, "Bounds"): a type whose
+#: refused at decoding, never read as this one (docs/concepts/messages.md, "Bounds"): a type whose
 #: shape changes incompatibly gets ``v: Annotated[int, Meta(ge=1, le=2)] = 2`` of its
 #: own and readers that handle both.
 SCHEMA_VERSION = 1

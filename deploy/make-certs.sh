@@ -1,5 +1,5 @@
 #!/bin/sh
-# Throwaway TLS certificates for compose.tls.yaml (issue 15 §1), made with openssl only:
+# Throwaway TLS certificates for compose.tls.yaml, made with openssl only:
 #
 #   sh deploy/make-certs.sh certs          # -> certs/ca.pem, nats.pem, redis.pem, client.pem (+ *-key.pem)
 #

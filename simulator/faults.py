@@ -2,7 +2,7 @@
 
 A provider's faults live in the scenario (:mod:`reverie_canary.simulator.scenario`);
 these are about the gateway itself, the answers that mean the canary cannot see
-(DESIGN.md, "The canary's own health"):
+(docs/concepts/health.md):
 
 - ``auth:N`` -- every request gets 401 from the demo's cycle ``N`` on (a revoked key);
 - ``credit:N`` -- 402 (the account has no credit left);

@@ -1,6 +1,6 @@
 """The simulated OpenRouter gateway: a Starlette app speaking OpenRouter's HTTP API.
 
-Same wire as the real gateway (``shared/reference/openrouter-api.md``), so the
+Same wire as the real gateway (OpenRouter's API documentation), so the
 same client code runs against both:
 
 - ``GET  /api/v1/models``, ``GET /api/v1/models/{author}/{slug}/endpoints``,
@@ -11,7 +11,7 @@ same client code runs against both:
   ``X-OpenRouter-Metadata: enabled`` (§9)
 - ``GET  /api/v1/generation?id=`` (§7)
 
-A hostile gateway (scenario ``HOSTILE_KINDS``, issue 11 §2) plays on the same
+A hostile gateway (scenario ``HOSTILE_KINDS``) plays on the same
 wire: keep-alives forever, tokens forever, headers then silence, an HTML page
 with 200, bytes that are not UTF-8 split across writes, a stream without
 ``[DONE]``, a 20 MB reply (as SSE deltas or as one JSON body).
@@ -119,7 +119,7 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None, **k
     return _json(error_body(status, message, **kwargs), status=status, headers=headers)
 
 
-#: What the gateway says to a key it will not serve (openrouter-api.md §6), by status.
+#: What the gateway says to a key it will not serve (OpenRouter's error documentation), by status.
 OUTAGE_ANSWERS: dict[int, tuple[str, str]] = {
     401: ("User not found.", "authentication"),
     402: ("Insufficient credits. Add more using https://openrouter.ai/settings/credits", "payment_required"),
@@ -212,7 +212,7 @@ class Gateway:
         self._routes[model_id] += 1
         return random.Random(f"{self.scenario.seed}|route|{model_id}|{n}")
 
-    # --- listings (openrouter-api.md §1) -----------------------------------
+    # --- listings (OpenRouter's endpoints listing API) -----------------------------------
 
     def public_endpoint(self, model: Model, e: Endpoint, *, authenticated: bool) -> PublicEndpoint:
         """The §1.1 ``PublicEndpoint`` of ``e``; latency/throughput are null without a key.

@@ -88,7 +88,7 @@ class Failure(Struct, frozen=True, kw_only=True):
     Attributes:
         kind: ``status`` (HTTP error before streaming), ``hang`` (no response
             headers for ``hang_s``) or ``midstream`` (an in-band error after
-            some content, openrouter-api.md §3).
+            some content, OpenRouter's streaming documentation).
         status: HTTP status for ``status``; 502 for ``midstream``.
         hang_s: seconds without headers for ``hang``.
         retry_after_s: ``Retry-After`` for 429/503.
@@ -110,7 +110,7 @@ class Plan(Struct, frozen=True, kw_only=True):
         content: the visible reply.
         content_at_s: when the first content delta is sent.
         chunk_interval_s: seconds between chunks.
-        finish_reason: normalised finish reason (openrouter-api.md §4).
+        finish_reason: normalised finish reason (OpenRouter's finish-reason documentation).
         native_finish_reason: the provider's raw finish reason.
         completion_tokens: output tokens, reasoning included.
         reasoning_tokens: reasoning part of ``completion_tokens``.

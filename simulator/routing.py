@@ -1,4 +1,4 @@
-"""Provider routing of the simulated gateway (openrouter-api.md §2).
+"""Provider routing of the simulated gateway (OpenRouter's provider routing documentation).
 
 Pure: from a model's endpoints, the request's ``provider`` object and the
 parameters it uses, the ordered list of endpoints to try.

@@ -2,7 +2,7 @@
 
 A scenario names every model the simulated gateway serves, each with its
 endpoints (one per provider tag, as ``GET /models/{author}/{slug}/endpoints``
-lists them, openrouter-api.md §1.1) and, per endpoint, a list of faults.  An
+lists them, OpenRouter's endpoints listing API) and, per endpoint, a list of faults.  An
 endpoint without faults is healthy.  Example::
 
     seed = 7
@@ -26,7 +26,7 @@ last user message, case-insensitive).
 Two families of faults: **provider defects** (:data:`FAULT_KINDS`: what the
 canary must catch and judge; the ``full`` scenario has one endpoint per kind)
 and a **hostile gateway** (:data:`HOSTILE_KINDS`: what the canary must
-survive, bounded in time and memory, issue 11 §2; the ``hostile`` scenario
+survive, bounded in time and memory; the ``hostile`` scenario
 has one endpoint per kind).  Both speak the real wire format.
 
 Decoding is strict (unknown fields and wrong types are errors) and every error
@@ -52,7 +52,7 @@ ProbeKind = Literal[PROBE_KINDS]  # type: ignore[valid-type]
 Share = Annotated[float, Meta(ge=0.0, le=1.0)]
 Seconds = Annotated[float, Meta(ge=0.0)]
 
-#: ``Parameter`` enum of the OpenAPI spec (openrouter-api.md §1.1).
+#: ``Parameter`` enum of the OpenAPI spec (OpenRouter's endpoints listing API).
 Parameter = Literal[
     "temperature", "top_p", "top_k", "min_p", "top_a", "frequency_penalty", "presence_penalty",
     "repetition_penalty", "max_tokens", "max_completion_tokens", "logit_bias", "logprobs",
@@ -174,7 +174,7 @@ class Flaky(FaultBase, tag="flaky", kw_only=True):
         timeout_share: share of the failures that hang without response
             headers for ``hang_s`` seconds (then 408, or the next endpoint).
         midstream_share: share of the failures that break mid-stream
-            (an in-band error event, openrouter-api.md §3).
+            (an in-band error event, OpenRouter's streaming documentation).
     """
 
     rate: Share = 0.5
@@ -236,7 +236,7 @@ class PinBypass(FaultBase, tag="pin_bypass", kw_only=True):
     serve_as: str
 
 
-# -- a hostile gateway (issue 11 §2): what the canary must survive, on the real wire ------------
+# -- a hostile gateway: what the canary must survive, on the real wire ------------
 
 
 class KeepaliveForever(FaultBase, tag="keepalive_forever", kw_only=True):
@@ -324,7 +324,7 @@ HOSTILE_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in Host
 
 
 class Pricing(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """USD per token as decimal strings (openrouter-api.md §1.1 ``pricing``)."""
+    """USD per token as decimal strings (OpenRouter's endpoints listing API ``pricing``)."""
 
     prompt: str = "0.00000025"
     completion: str = "0.000001"
@@ -395,7 +395,7 @@ class Scenario(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         chunk_interval_s: default seconds between streamed chunks.
         require_key: answer 401 to inference requests without a Bearer key.
         generation_delay_s: seconds before ``/generation`` knows a finished
-            generation (the real one lags, openrouter-api.md §7).
+            generation (the real one lags, OpenRouter's generation-stats API).
         controls: probe kind -> tag of the positive-control endpoint the canary
             should use with this fleet (read by ``canary demo``; the gateway
             itself treats control hosts like any other endpoint).

@@ -2,9 +2,8 @@
 
 Requests are decoded leniently about unknown fields (clients send many
 OpenAI/OpenRouter extras) and strictly about types.  Responses follow
-``shared/reference/openrouter-api.md``: endpoints listing §1.1, models §1.2,
-providers §1.3, streaming chunks §3, finish reasons §4, errors §6, generation
-stats §7.  Optional response fields are ``UNSET`` (omitted), not ``null``.
+OpenRouter's API documentation: the endpoints, models and providers listings,
+the streaming chunks, the finish reasons, the errors and the generation stats.  Optional response fields are ``UNSET`` (omitted), not ``null``.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ class Message(Struct, kw_only=True):
 
 
 class JsonSchemaConfig(Struct, kw_only=True):
-    """``response_format.json_schema`` (openrouter-api.md §5)."""
+    """``response_format.json_schema`` (OpenRouter's structured-outputs documentation)."""
 
     name: str
     schema: dict[str, Any] | None = None
@@ -56,7 +55,7 @@ class ResponseFormat(Struct, kw_only=True):
 
 
 class ProviderPreferences(Struct, kw_only=True):
-    """The ``provider`` routing object (openrouter-api.md §2); fields not simulated are accepted."""
+    """The ``provider`` routing object (OpenRouter's provider routing documentation); fields not simulated are accepted."""
 
     order: list[str] | None = None
     only: list[str] | None = None
@@ -98,7 +97,7 @@ class Percentiles(Struct, kw_only=True):
 
 
 class PublicEndpoint(Struct, kw_only=True):
-    """One entry of ``data.endpoints`` (openrouter-api.md §1.1, ``PublicEndpoint``)."""
+    """One entry of ``data.endpoints`` (OpenRouter's endpoints listing API, ``PublicEndpoint``)."""
 
     name: str
     model_id: str
@@ -163,7 +162,7 @@ class StreamChoice(Struct, kw_only=True):
 
 
 class ErrorObject(Struct, kw_only=True, omit_defaults=True):
-    """``error`` of an error envelope or an in-band error chunk (openrouter-api.md §6)."""
+    """``error`` of an error envelope or an in-band error chunk (OpenRouter's error documentation)."""
 
     code: int
     message: str
@@ -174,7 +173,7 @@ class ErrorObject(Struct, kw_only=True, omit_defaults=True):
 
 
 class Usage(Struct, kw_only=True):
-    """``usage`` (openrouter-api.md §3): token counts and cost in USD credits."""
+    """``usage`` (OpenRouter's streaming documentation): token counts and cost in USD credits."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -235,7 +234,7 @@ class Completion(Struct, kw_only=True):
 
 
 class ProviderResponse(Struct, kw_only=True):
-    """One attempt of a generation (openrouter-api.md §7 ``provider_responses``)."""
+    """One attempt of a generation (OpenRouter's generation-stats API ``provider_responses``)."""
 
     provider_name: str
     status: int | None
@@ -247,7 +246,7 @@ class ProviderResponse(Struct, kw_only=True):
 
 
 class Generation(Struct, kw_only=True):
-    """``data`` of ``GET /generation?id=`` (openrouter-api.md §7); times in ms."""
+    """``data`` of ``GET /generation?id=`` (OpenRouter's generation-stats API); times in ms."""
 
     id: str
     upstream_id: str | None
@@ -310,7 +309,7 @@ def error_body(code: int, message: str, *, metadata: dict[str, Any] | None = Non
     """Build an OpenRouter error envelope ``{"error": {code, message, metadata?, availability?}, ...}``.
 
     Args:
-        code: HTTP status; the response's status must equal it (openrouter-api.md §6).
+        code: HTTP status; the response's status must equal it (OpenRouter's error documentation).
         message: human-readable message.
         metadata: ``error.metadata`` (``error_type``, ``provider_name``, ``raw`` ...).
         availability: ``error.availability`` (``code``, ``retryable``, ``excluded_by`` ...);

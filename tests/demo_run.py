@@ -15,7 +15,7 @@ after all of them, as its last reader.
 The demo runs as ``canary demo --probers 2`` runs it: the default fleet with its dashboard,
 two probers on one durable (``test_status`` reads how they split the cycles; the probers'
 metrics are one process's, one endpoint), on the real sentences of
-``../shared/data/lang/sentences`` when they are there.
+``data/lang/sentences`` of the data folder (``$CANARY_SHARED_DIR``) when they are there.
 """
 
 from __future__ import annotations

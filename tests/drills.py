@@ -1,4 +1,4 @@
-"""Fault drills on real processes (issue 11): the harness shared by the tests and ``benchmarks/drills_bench.py``.
+"""Fault drills on real processes: the harness shared by the tests and ``benchmarks/drills_bench.py``.
 
 Each drill starts the simulated gateway and the probers as processes of their
 own, the judge and discovery in this process, on the NATS and Redis the
@@ -166,7 +166,7 @@ async def prober_kill_drill(*, nats_url: str, redis_url: str, namespace: str, wo
 
     The settings are the short-cycle ones of docs/getting-started.md, compressed (``cycle_s``,
     ``window_s``, a 1 s latency bar) with the default request timeout (60 s):
-    before issue 11 §1 the consumer's ``ack_wait`` followed that timeout
+    when the consumer's ``ack_wait`` followed that timeout
     (370 s) and the dead prober's tasks came back after their cycle closed.
 
     Args:

@@ -1,6 +1,6 @@
 """Synthetic replies for the defect families: what must be caught, and the traps.
 
-Families 1-7 are issue 12's (leaked tokens, foreign scripts, word salad,
+Families 1-7 are the first round's (leaked tokens, foreign scripts, word salad,
 short switches); 8 on are the third round's (letters of another language
 of a shared script, ...).  Written for this project (no public text copied):
 realistic replies to the canary's roleplay probes, in several of the 17

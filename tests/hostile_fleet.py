@@ -1,4 +1,4 @@
-"""Eight hostile providers beside eight healthy ones, on real processes: the harness of issue 11 §2's goal.
+"""Eight hostile providers beside eight healthy ones, on real processes: the harness of the bounded-prober goal.
 
 The simulated gateway (scenario ``hostile``) and the prober run in processes of
 their own, so the prober's memory is its own (peak RSS from ``/proc``) and the

@@ -2,7 +2,7 @@
 
 ``evaluate(reply, spec)`` runs every check that applies to the probe kind plus
 behavioural integrity, and folds them into one :class:`Evaluation`
-(DESIGN.md, "The four probe contracts (plus one)").  No network, no clock.
+(docs/concepts/probes.md).  No network, no clock.
 
 Order in which the checks run:
 
@@ -49,7 +49,7 @@ rank  failing reason                                   why it comes first
       ``channel_leak``, ``control_characters``,        whose call leaked into the text (FC-11),
       ``leading_junk``                                 and a call the tool probe missed (TC-01)
 5     ``unexpected_tool_calls``                        a tool call instead of an answer explains
-                                                       empty or cut text (issue 16)
+                                                       empty or cut text
 6     ``repetition``, ``duplicated_text``              a runaway, or the reply (or a passage) sent
                                                        twice, explains a cut, a broken JSON value,
                                                        a failed echo, a reply too large

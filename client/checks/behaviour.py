@@ -1,4 +1,4 @@
-"""Behavioural integrity (DESIGN.md, contract 5): runs on every reply.
+"""Behavioural integrity (docs/concepts/probes.md, behavioural integrity): runs on every reply.
 
 Faults a provider's engine, template or parser causes whatever the prompt:
 
@@ -76,7 +76,7 @@ def _char_kind(ch: str) -> str | None:
 def check_leading_junk(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail junk before the first character the reply should open with.
 
-    Rules (DESIGN.md contract 5; FC-14, FC-15, FP-06):
+    Rules (docs/concepts/probes.md, behavioural integrity; FC-14, FC-15, FP-06):
 
     - Leading spaces and newlines are ignored.
     - With ``spec.expected_prefix`` (the probe demanded ``*``): the reply must
@@ -176,7 +176,7 @@ def check_control_chars(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail C0 controls (except tab, newline, CR), DEL, C1 controls and U+FFFD.
 
     Reasons: ``control_characters``; ``encoding_broken`` for U+FFFD (bytes were
-    lost on the way; language-detection.md, recommendation 4).
+    lost on the way; the detector comparison (``benchmarks/language_table.py``)).
     Evidence: ``codepoints`` (up to five, ``U+XXXX``), ``offset``.
     """
     name = "corruption.control_chars"
@@ -283,7 +283,7 @@ def _longest_run(tokens: list[str], min_share: float) -> tuple[int, int, int] | 
 
 #: Characters of a reply the repetition check scans: a runaway shows long before
 #: (a 320-token reply is about 2 kB), and scanning a capped 256 KiB reply took
-#: 230 ms of CPU (issue 11 §2: bounded work per probe).
+#: 230 ms of CPU (bounded work per probe).
 REPETITION_SCAN_CHARS = 16 * 1024
 
 
@@ -325,7 +325,7 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
     ``pass``.  Without visible text: ``not_applicable`` / ``no_text``
     (``refusal.empty`` judges it); a reply cut because reasoning spent the
     output budget: ``inconclusive`` / ``reasoning_budget`` (FP-07: nothing
-    is proven about the provider, issue 16).
+    is proven about the provider).
     """
     name = "corruption.echo"
     if not spec.echo_text:
@@ -356,7 +356,7 @@ def check_echo(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 def check_tool_calls(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail tool calls on a probe that offered no tools (FC-11, issue 16).
+    """Fail tool calls on a probe that offered no tools (FC-11).
 
     ``finish_reason: tool_calls`` or ``delta.tool_calls`` in the stream when
     the request sent no ``tools``.  A request that offered tools
@@ -384,5 +384,5 @@ BEHAVIOUR_CHECKS = (check_leading_junk, check_tool_markup, check_control_tokens,
 
 
 def behaviour_checks(reply: Reply, spec: ProbeSpec) -> list[CheckResult]:
-    """Run every behavioural check (DESIGN.md contract 5) on one reply."""
+    """Run every behavioural check (docs/concepts/probes.md, behavioural integrity) on one reply."""
     return [check(reply, spec) for check in BEHAVIOUR_CHECKS]

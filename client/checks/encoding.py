@@ -1,6 +1,6 @@
-"""Encoding integrity (DESIGN.md, contract 4): broken encoding in a reply.
+"""Encoding integrity (docs/concepts/probes.md, the language contract): broken encoding in a reply.
 
-Rules (language-detection.md, recommendation 4, and case FC-22):
+Rules (the detector comparison (``benchmarks/language_table.py``), and case FC-22):
 
 - U+FFFD (a replacement character: bytes were lost) or a C1 control
   character (U+0080..U+009F, a cp1252 byte decoded as Latin-1): neither
@@ -120,7 +120,7 @@ def assess_encoding(text: str) -> CheckResult:
         ``fail`` / ``encoding_broken`` with evidence ``{"defect":
         "replacement_char" | "c1_control" | "replacement_mojibake" |
         "mojibake", "span", "fixed"?}``,
-        else ``pass``.  Source: language-detection.md (recommendation 4),
+        else ``pass``.  Source: the detector comparison (``benchmarks/language_table.py``),
         case FC-22.
     """
     for defect, pattern in (("replacement_char", REPLACEMENT), ("c1_control", C1_CONTROL),

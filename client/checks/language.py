@@ -1,7 +1,8 @@
-"""Language integrity (DESIGN.md, contract 4): switch and persistent mixing.
+"""Language integrity (docs/concepts/probes.md, the language contract): switch and persistent mixing.
 
 Deterministic and local.  The setup follows the measured recommendation of
-``shared/reference/language-detection.md``:
+the detector comparison on real sentences of the 17 languages and their
+neighbours (``benchmarks/language_table.py`` reproduces it):
 
 - **First opinion, every reply:** py3langid restricted to the 17 languages
   plus their look-alike neighbours ("langid-nb": a renormalising model
@@ -17,7 +18,7 @@ Deterministic and local.  The setup follows the measured recommendation of
 - **Pass** when the requested language wins and holds, with its look-alike
   neighbours, >= 0.9 of the probability; **switch** when another language
   wins, the requested group holds <= 0.1 and the top three >= 0.9
-  (language-detection.md, verdict rule).
+  (the detector comparison, ``benchmarks/language_table.py``).
 - **Mixing** is judged per sentence (whole-text detection cannot reveal a
   50/50 mix) and, inside a sentence, per clause: split on commas and other
   clause punctuation, on script changes, and where the high-signal function
@@ -33,7 +34,7 @@ sentences) are scored in one vectorised pass over the reply's bytes
 (:meth:`_Scorer.score_texts`): on a 300-token reply of 11 sentences about
 150 µs for all the scores, about 450 µs for the whole check (1.0 ms when each
 sentence went through py3langid's automaton byte by byte;
-benchmarks/checks_bench.py, issue 13 §6).
+benchmarks/checks_bench.py).
 
 Code spans, URLs, paths, e-mails and numbers are stripped first
 (:func:`.text.strip_for_detection`).  Encoding damage is a separate check
@@ -75,7 +76,7 @@ LANGUAGES: tuple[str, ...] = ALL_LANGUAGES
 #: Look-alike languages outside the 17, per requested language.  Their
 #: probability mass counts with the requested language (the model splits a
 #: short text between the two), but when one of them *wins* the answer is
-#: ``inconclusive``, never ``fail`` (language-detection.md, verdict rule).
+#: ``inconclusive``, never ``fail`` (the detector comparison, ``benchmarks/language_table.py``).
 NEIGHBOURS: dict[str, tuple[str, ...]] = {
     "es": ("ca", "gl"),
     "pt": ("gl",),
@@ -92,7 +93,7 @@ NEIGHBOURS: dict[str, tuple[str, ...]] = {
 #: rests on too little text: a ``pass`` then needs at least two sentences of
 #: three words or more; a one-sentence reply is ``inconclusive``.  Galician is
 #: not listed: the model's gl class takes a share of almost every short
-#: Portuguese text (language-detection.md, confusions pt->gl; case FP-03) and
+#: Portuguese text (the detector comparison, ``benchmarks/language_table.py``, confusions pt->gl; case FP-03) and
 #: no reference text exists to tell the two apart.
 #:
 #: Measured limit (benchmarks/language_table.py): Malay and Indonesian are
@@ -120,7 +121,7 @@ PARTNER: dict[str, str] = {
 
 @dataclass(frozen=True)
 class LanguagePolicy:
-    """Thresholds of the language check (language-detection.md, verdict rule).
+    """Thresholds of the language check (the detector comparison, ``benchmarks/language_table.py``).
 
     Attributes:
         languages: requested languages the check supports.
@@ -413,7 +414,7 @@ def _langdetect_factory(labels: tuple[str, ...]):
     from langdetect import DetectorFactory
     from langdetect.detector_factory import PROFILES_DIRECTORY
 
-    DetectorFactory.seed = 0  # unseeded, labels change between runs (language-detection.md)
+    DetectorFactory.seed = 0  # unseeded, labels change between runs (the detector comparison, ``benchmarks/language_table.py``)
     profiles = []
     for lang in labels:
         for name in _LANGDETECT_NAMES.get(lang, (lang,)):
@@ -782,7 +783,7 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
         - ``fail`` / ``language_switch`` with ``short: true``: a reply too
           short to detect whose letters are all in scripts the language never
           uses (``好的`` to a Portuguese request;
-          :func:`.scripts.short_reply_switch`, issue 12 item 6).
+          :func:`.scripts.short_reply_switch`).
         - ``inconclusive`` / ``too_short`` (< 20 letters or < 3 words, FP-04),
           ``neighbour`` (a look-alike wins, or a one-sentence reply too close
           to a distinct look-alike, or the look-alike's distinguishing words
@@ -805,7 +806,7 @@ def assess_language(text: str, expected: str | None, policy: LanguagePolicy = DE
     evidence: dict = {"expected": expected, "letters": letters}
     if letters < policy.min_letters or _too_few_words(clean, policy):
         switch = short_reply_switch(clean, expected)
-        if switch is not None:  # all in a script the language never uses: not ambiguous (issue 12, item 6)
+        if switch is not None:  # all in a script the language never uses: not ambiguous
             evidence.update(short=True, scripts=switch["scripts"])
             return CheckResult(check=CHECK, outcome="fail", reason="language_switch", evidence=evidence)
         return CheckResult(check=CHECK, outcome="inconclusive", reason="too_short", evidence=evidence)

@@ -1,4 +1,4 @@
-"""Time to first token (DESIGN.md, contract 1).
+"""Time to first token (docs/concepts/probes.md, the latency contract).
 
 The clock runs from request start to the first content **or** reasoning
 delta that holds a visible (non-whitespace) character; keep-alive comments,
@@ -6,7 +6,7 @@ empty and whitespace-only deltas never start it (cases FP-01, FP-09; the one
 rule of :mod:`reverie_canary.client.chunks`): a reasoning model that
 thinks before it speaks is not slow.
 
-Rules, in order (issue 16):
+Rules, in order:
 
 1. A measured time above the bar (``spec.ttft_threshold_ms``, 10 000 ms by
    default): ``fail`` / ``ttft_exceeded`` (FC-24).

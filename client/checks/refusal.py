@@ -1,4 +1,4 @@
-"""Filtering and silent refusal (DESIGN.md, contract 2).
+"""Filtering and silent refusal (docs/concepts/probes.md, the filtering contract).
 
 The filtering probe continues a fixed roleplay passage that represents
 supported traffic.  A reply fails when:
@@ -29,7 +29,7 @@ from reverie_canary.client.checks.text import SENTINEL_RE
 from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 
 #: Native finish reasons that mean a safety or policy stop (OpenAI, Google,
-#: Anthropic spellings; openrouter-api.md §4 gives ``native_finish_reason``).
+#: Anthropic spellings; OpenRouter's finish-reason documentation gives ``native_finish_reason``).
 FILTER_NATIVE = frozenset({
     "content_filter", "safety", "prohibited_content", "blocklist", "spii", "recitation",
     "refusal", "image_safety",
@@ -64,7 +64,7 @@ def check_finish(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail a ``content_filter`` finish reason, normalised or native.
 
     Canary prompts are benign, so any filter stop is a ``fail`` with reason
-    ``content_filter`` (case FC-02; openrouter-api.md §4).
+    ``content_filter`` (case FC-02; OpenRouter's finish-reason documentation).
 
     Returns:
         ``CheckResult(check="refusal.finish_reason")``; evidence holds both
@@ -135,7 +135,7 @@ def looks_cut(text: str) -> bool:
 def check_truncation(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail a reply cut off while the finish reason says it ended normally.
 
-    Rules (DESIGN.md contract 2; FC-06, FP-07):
+    Rules (docs/concepts/probes.md, the filtering contract; FC-06, FP-07):
 
     - ``finish_reason: length``: never a fail here; ``inconclusive`` /
       ``reasoning_budget`` when reasoning ate the budget, else

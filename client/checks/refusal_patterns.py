@@ -1,4 +1,4 @@
-"""High-confidence refusal phrasing in the 17 languages (DESIGN.md, contract 2).
+"""High-confidence refusal phrasing in the 17 languages (docs/concepts/probes.md, the filtering contract).
 
 Each pattern is anchored: it must match at the start of the reply (after
 whitespace and Markdown emphasis, never after a quote or a dialogue dash) or,

@@ -1,4 +1,4 @@
-"""Word salad (issue 12, item 5): fragments and punctuation noise with no sentence structure.
+"""Word salad: fragments and punctuation noise with no sentence structure.
 
 A collapsed quantization, a wrong RoPE scaling or a template that derails the
 model produces text of real-looking word pieces between runs of backslashes,

@@ -1,4 +1,4 @@
-"""Script integrity: letters of a script the requested language never uses (issue 12, items 4 and 6).
+"""Script integrity: letters of a script the requested language never uses.
 
 A broken sampler, a bad quantization or a tokenizer mismatch shows as one
 character to a few words of another script inside an otherwise good reply
@@ -245,7 +245,7 @@ def foreign_runs(text: str, lang: str) -> tuple[list[tuple[int, int]], str]:
 
 
 def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail short runs of a script the requested language never uses (issue 12, item 4).
+    """Fail short runs of a script the requested language never uses.
 
     Judged only on a reply in its home script (rule 4), in its first
     :data:`SCAN_CHARS` characters; see the module docstring for the
@@ -274,7 +274,7 @@ def check_foreign_script(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 def short_reply_switch(clean: str, lang: str) -> dict | None:
-    """Whether a reply too short to detect is all in scripts ``lang`` never uses (issue 12, item 6).
+    """Whether a reply too short to detect is all in scripts ``lang`` never uses.
 
     Args:
         clean: the reply's prose (code, URLs, numbers already stripped).

@@ -1,4 +1,4 @@
-"""Runaway output: a reply past the cap on text the prober reads (issue 11 §2).
+"""Runaway output: a reply past the cap on text the prober reads.
 
 The prober keeps at most ``reply_max_bytes`` of text and reasoning
 (:class:`reverie_canary.services.prober.http.ReadLimits`, 256 KiB by default:

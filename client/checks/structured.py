@@ -1,9 +1,9 @@
-"""Structured output (DESIGN.md, contract 3).
+"""Structured output (docs/concepts/probes.md, the structured-output contract).
 
 The probe asks for a small object with a fixed JSON schema
 (``response_format`` json_schema, strict) and validates it with
-``jsonschema``.  Rules (shared/cases/README.md, "Decisions these cases
-encode"; openrouter-api.md §5):
+``jsonschema``.  Rules (the field cases' decisions, which the tests replay; OpenRouter's
+structured-outputs documentation):
 
 - Under ``response_format`` (json_schema or json_object) the contract is raw
   JSON: a Markdown fence around it is ``fenced`` (FC-10), prose around it or
@@ -17,7 +17,7 @@ encode"; openrouter-api.md §5):
   problem, not the provider's).
 - No visible text and ``finish_reason: length``, or the client stopped
   waiting: ``not_applicable`` / ``no_text``; ``refusal.empty`` calls that reply
-  inconclusive, and this check must not turn it into a failure (issue 16).  Empty text that finished
+  inconclusive, and this check must not turn it into a failure.  Empty text that finished
   otherwise is ``not_json`` (and ``empty_output`` names the cause first).
 
 ``jsonschema`` is the client distribution's ``schema`` extra: it is imported when a schema is

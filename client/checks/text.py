@@ -1,7 +1,7 @@
 """Text helpers shared by the checks: normalisation, splitting, scripts.
 
 Pure string functions, no detector and no state.  The language check strips
-what is not prose before it detects anything (language-detection.md,
+what is not prose before it detects anything (the detector comparison, ``benchmarks/language_table.py``,
 recommendation 5: code, URLs, e-mail addresses, paths and numbers skew every
 detector towards ``en``), then splits the prose into sentences and clauses.
 """
@@ -116,7 +116,7 @@ def strip_for_detection(text: str, *, fold_cyrillic: bool = False) -> str:
         markers and the probe sentinel replaced by spaces; sentence
         punctuation and newlines are kept so that splitting still works.
         Each pattern runs only when a cheap test finds its trigger character.
-        Source: language-detection.md, recommendation 5; case FP-03.
+        Source: the detector comparison (``benchmarks/language_table.py``); case FP-03.
     """
     t = unicodedata.normalize("NFC", text)
     if "[" in t:
@@ -172,7 +172,7 @@ def split_sentences(text: str) -> list[str]:
     quotes or brackets), so ``3.14`` and ``e.g.x`` do not split.
 
     Returns:
-        Non-empty stripped sentences in order (language-detection.md,
+        Non-empty stripped sentences in order (the detector comparison, ``benchmarks/language_table.py``,
         recommendation 3).
     """
     out: list[str] = []

@@ -1,6 +1,6 @@
 """Leaked tokens by kind, not by string: template, reserved and channel tokens.
 
-Three families of leaked tokens (DESIGN.md contract 5; issue 12, items 1-3, 7),
+Three families of leaked tokens (docs/concepts/probes.md, behavioural integrity),
 each found on one *normalised view* of the reply (:func:`token_view`):
 
 - **control tokens** (``control_tokens``): chat-template, end-of-turn and
@@ -35,7 +35,7 @@ The view makes one pattern cover every spelling of a delimiter:
   U+2581 ``▁`` between the words of a token as ``_`` (DeepSeek's
   ``<｜tool▁calls▁begin｜>`` is ``<|tool_calls_begin|>``).  One character
   for one character, so offsets in the view are offsets in the reply;
-- **code is not leakage** (issue 12, item 7): inline code spans and fenced
+- **code is not leakage**: inline code spans and fenced
   blocks (CommonMark: an unclosed fence runs to the end) are blanked, so a
   reply that explains what ``<think>`` does in backticks passes and the same
   token bare in the prose still fails;
@@ -57,7 +57,7 @@ from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 # -- the normalised view -----------------------------------------------------------
 
 #: One character for one character: look-alike bars, full-width brackets and
-#: SentencePiece's space symbol in their ASCII form (issue 12, item 3).
+#: SentencePiece's space symbol in their ASCII form.
 _BARS = "\uff5c\u2502\u2223\u01c0\ufe31\ufe32\uffe8\u2758\u23d0\u05c0"  # ｜ │ ∣ ǀ ︱ ︲ ￨ ❘ ⏐ ׀
 CONFUSABLES = str.maketrans({
     **dict.fromkeys(_BARS, "|"),
@@ -147,7 +147,7 @@ CONTROL_TOKEN = re.compile(
     r"|<(?:start|end)_of_turn>",
 )
 
-#: Tool-call tokens of every serving family, read on the view (tool-calls.md §4): Kimi's
+#: Tool-call tokens of every serving family, read on the view (the serving stacks' tool-call parsers): Kimi's
 #: ``<|tool_calls_section_begin|>`` ``<|tool_call_begin|>`` ``<|tool_call_argument_begin|>``,
 #: DeepSeek's ``<｜tool▁calls▁begin｜>`` ``<｜tool▁sep｜>`` (any ``<|tool…|>`` or ``<|function…|>``),
 #: Llama's ``<|python_tag|>`` ``<|python_start|>``, Harmony's ``<|constrain|>`` ``<|call|>``,
@@ -253,7 +253,7 @@ def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
     Every bar and spacer spelling counts (:func:`token_view`: ``<｜User｜>``,
     ``<|tool▁calls▁begin|>``); a token in an inline code span or a fenced
-    block does not (issue 12, items 3 and 7).
+    block does not.
     Evidence: ``token`` (the first one), ``offset``, ``count``, ``tokens``
     (up to five distinct).
     """
@@ -261,7 +261,7 @@ def check_control_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
 
 def check_reserved_tokens(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail reserved and placeholder tokens anywhere outside code (issue 12, item 2).
+    """Fail reserved and placeholder tokens anywhere outside code.
 
     The family by pattern (:data:`RESERVED_TOKEN`): ``<unused123>``,
     ``<extra_id_7>``, ``<|reserved_special_token_42|>``, ``[PAD]``,
@@ -308,7 +308,7 @@ def find_channel_leak(view: str) -> re.Match[str] | None:
     word (every other alternative); trying the pattern there alone, in order,
     finds the leftmost match as ``search`` does, without running its
     lookbehinds at every character (18 ms on a 256 KiB reply, which held the
-    GIL and the event loop of every other probe: issue 11 §2).
+    GIL and the event loop of every other probe).
     """
     m = CHANNEL_LEAK.match(view)
     if m is not None:
@@ -321,7 +321,7 @@ def find_channel_leak(view: str) -> re.Match[str] | None:
 
 
 def check_channel_leak(reply: Reply, spec: ProbeSpec) -> CheckResult:
-    """Fail reasoning or channel text whose Harmony markers a parser stripped (issue 12, item 1).
+    """Fail reasoning or channel text whose Harmony markers a parser stripped.
 
     Rule (:data:`CHANNEL_LEAK`, read outside code): a channel name
     (``analysis``, ``commentary``, ``final``), alone or after ``assistant``,

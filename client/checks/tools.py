@@ -1,4 +1,4 @@
-"""Tool calls (DESIGN.md, contract 6): the calls that arrived, judged by code like the vendors' verifiers.
+"""Tool calls (docs/concepts/probes.md, the tool-call contract): the calls that arrived, judged by code like the vendors' verifiers.
 
 The probe offers a small fixed tool set and asks for one known call (values fixed by the
 prompt), or for none (a request no tool fits: text is right), or, on the second turn, for text
@@ -7,20 +7,20 @@ a pure function ``(reply, spec) -> CheckResult`` over :attr:`Reply.calls` (the c
 wire reader assembled them, arguments as raw strings) and :attr:`Reply.tool_faults` (what the
 reader saw go wrong on the way).  Rules that hold for all of them:
 
-- **Judge the calls that arrived, never the finish reason that claims them** (tool-calls.md
+- **Judge the calls that arrived, never the finish reason that claims them** (OpenRouter's and OpenAI's tool-calling documentation
   §1.2): ``finish_reason: tool_calls`` with no call is no call (TC-06); ``stop`` with a valid call
   is a call (TC-19; OpenAI's own API answers a named ``tool_choice`` with ``stop``).
 - **A call that exists only inside the reasoning is not a call** (the reasoning is never parsed);
   tool-call markup in the reasoning is not a failure either (TC-22): only the visible text is
   scanned.
-- **Arguments are parsed strictly, after the stream ended, never repaired** (tool-calls.md §1.3):
+- **Arguments are parsed strictly, after the stream ended, never repaired** (the OpenAI tool-call wire as OpenRouter passes it):
   JavaScript's ``JSON.parse`` is the bar (OpenRouter's Tool Call Error Rate uses it), so
   ``NaN``/``Infinity``, an empty string, a prefix before the object (``json\\n{…}``, TC-11), two
   values back to back (``{}{…}``, TC-15) and a JSON string holding the object (double-encoded,
   TC-12) all fail; nothing is unwrapped, because unwrapping would hide a serving fault.
 - **Schemas are JSON Schema draft 7** (``jsonschema.Draft7Validator`` with its format checker),
   the semantics OpenRouter's validator applies (``@cfworker/json-schema`` in ``'7'`` mode;
-  tool-calls.md §3): ``1.0`` is a valid ``integer``, ``true`` is not; known ``format``\\ s are
+  the JSON Schema specification): ``1.0`` is a valid ``integer``, ``true`` is not; known ``format``\\ s are
   asserted; ``pattern`` is unanchored; a schema that does not compile counts as always valid (as
   at OpenRouter).  ``jsonschema`` is the client distribution's ``schema`` extra and is imported
   only when a call is validated: without it the schema check says ``not_applicable`` /
@@ -45,7 +45,7 @@ the value only the tool's result holds), ``tool_markup_in_content`` (tool-call m
 visible text: an any-reply check, in :data:`reverie_canary.client.checks.behaviour.BEHAVIOUR_CHECKS`);
 ``reply_too_large`` for arguments past the reader's cap.  Declining a call and making one where
 none fits can be the model's own randomness: :data:`TOOL_TRIGGER_REASONS` are confirmed by the
-prober with two more tries, majority decides (DESIGN.md, contract 6).
+prober with two more tries, majority decides (docs/concepts/probes.md, the tool-call contract).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ TOOL_REASONS: tuple[str, ...] = (
 
 #: Assembly facts (:attr:`Reply.tool_faults`) that fail a reply.  ``id_resent`` and
 #: ``name_resent`` (the same id or name repeated at the same index, as Fireworks does on every
-#: chunk) are tolerated: the assembly rule takes them once (tool-calls.md §1.3) and OpenRouter's
+#: chunk) are tolerated: the assembly rule takes them once (the OpenAI tool-call wire as OpenRouter passes it) and OpenRouter's
 #: own SDK does the same; they stay in the evidence, because a client that concatenates every
 #: string field (openai-python's stream helper) would read ``read_fileread_file``.
 ASSEMBLY_FAULTS: frozenset[str] = frozenset({
@@ -206,7 +206,7 @@ def _why_invalid(text: str, exc: ValueError) -> Arguments:
 def check_tool_trigger(reply: Reply, spec: ProbeSpec) -> CheckResult:
     """Fail a required call not made, a call where none fits, another tool, too many calls.
 
-    Rules (DESIGN.md, contract 6; the vendors' "trigger agreement"):
+    Rules (docs/concepts/probes.md, the tool-call contract; the vendors' "trigger agreement"):
 
     - ``spec.expected_tool`` set: a reply with visible text and no call is ``tool_not_called``
       (TC-23; TC-06 whatever its finish reason says); no text and no call is left to

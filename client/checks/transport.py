@@ -1,19 +1,19 @@
-"""Transport: was there a reply to judge at all? (DESIGN.md, contract 1).
+"""Transport: was there a reply to judge at all? (docs/concepts/probes.md, the latency contract).
 
 No response headers, connection errors, 408/429/5xx (any status but 200), an
 error body, an in-band error chunk, ``finish_reason: error`` or an error in
 ``native_finish_reason`` are transport errors, never quality failures (cases
-FC-26, FC-27, FC-28; openrouter-api.md §3, §4, §6).  A ``200`` stream that
+FC-26, FC-27, FC-28; OpenRouter's streaming documentation).  A ``200`` stream that
 stopped without a finish reason (no ``[DONE]``) was cut; one the client gave
 up on after output had started stalled.  Content cannot be judged in either
 case.  A read the prober stopped at a cap on bytes on the wire
-(``response_too_large``, ``line_too_long``; issue 11 §2) is a transport error
+(``response_too_large``, ``line_too_long``) is a transport error
 too; one it stopped at the cap on text (``Reply.cut == "reply_max_bytes"``) is
 not cut: the checks judge it (``reply_too_large``).
 
 One exception is a quality ``fail``: a content filter speaking through an
 HTTP error.  A ``403`` moderation refusal of the benign canary prompt
-(openrouter-api.md §6, "Moderation (403)"), and any other 4xx whose error
+(OpenRouter's error documentation, "Moderation (403)"), and any other 4xx whose error
 body says a content filter blocked the prompt or the output (Azure's
 ``content_filter`` code, Anthropic's "Output blocked by content filtering
 policy", OpenAI's ``content_policy_violation``, DashScope's
@@ -23,15 +23,15 @@ a filter stopping supported traffic, reason ``content_filter``: no retry
 clears it.  Other 4xx stay transport errors (or ``blind``).
 
 The tool-call probe (``spec.kind == "tools"``) is sent only to endpoints that list ``tools``
-among their supported parameters, with ``require_parameters`` (DESIGN.md, contract 6): a
+among their supported parameters, with ``require_parameters`` (docs/concepts/probes.md, the tool-call contract): a
 ``400`` or ``422`` to that valid request is the endpoint failing the capability it advertises,
 a quality ``fail`` / ``tool_capability_error`` (TC-17: Novita's "function calling not support"),
 not a transport error; the gateway's own ``404`` "No endpoints found that support tool use" (or
 "… the provided 'tool_choice' value") says no endpoint can take the request:
-``not_applicable`` / ``tools_unsupported`` (tool-calls.md §2).
+``not_applicable`` / ``tools_unsupported`` (OpenRouter's tool-calling documentation).
 
 Answers about the canary itself are ``blind``, never a provider's transport
-error (DESIGN.md, "The canary's own health"): ``401`` (``gateway_auth``: the
+error (docs/concepts/health.md): ``401`` (``gateway_auth``: the
 key is missing or revoked), ``402`` (``gateway_credit``: no credit left), any
 other ``403`` (``gateway_forbidden``), and no connection to the gateway at all
 (``gateway_unreachable``: refused, unresolvable, connect timeout).  Through the
@@ -56,7 +56,7 @@ UNREACHABLE = frozenset({"connect_error", "connect_timeout"})
 #: (``network_error``, ``error``, ``provider_error`` ...; FC-28).
 ERROR_NATIVE = ("error", "timeout", "abort", "cancel", "interrupted", "overloaded", "unavailable")
 
-#: The gateway's own answer when no endpoint of the model takes a tool request (tool-calls.md §2).
+#: The gateway's own answer when no endpoint of the model takes a tool request (OpenRouter's tool-calling documentation).
 NO_TOOL_ENDPOINT = re.compile(r"No endpoints found that support (?:tool use|the provided 'tool_choice')", re.I)
 #: Statuses that refuse a valid tool request: the endpoint fails the capability it lists.
 TOOL_REFUSAL_STATUS = frozenset({400, 422})
@@ -232,7 +232,7 @@ def check_transport(reply: Reply, spec: ProbeSpec | None = None) -> CheckResult:
     elif status == 200 and reply.finish_reason is None and reply.cut is None \
             and (produced or (called and not reply.done)):
         # calls that came whole (``[DONE]`` or a complete body) with no finish reason are judged as calls:
-        # the finish reason does not make a call (tool-calls.md §1.2: ``finish_reason: null`` with calls)
+        # the finish reason does not make a call (the OpenAI tool-call wire as OpenRouter passes it: ``finish_reason: null`` with calls)
         return CheckResult(check=CHECK, outcome="transport_error", reason="stream_cut",
                            evidence={"output_chars": len(reply.text)})
     return CheckResult(check=CHECK, outcome="pass")

@@ -2,7 +2,7 @@
 
 What lives here: every derivation that ``canary status``, ``canary explain --json``
 and ``canary override list --json`` show (and that the dashboard and ``canary
-incident`` of issue 14 will show), so that they cannot disagree.  It has **no
+incident`` show), so that they cannot disagree.  It has **no
 policy of its own**: every state is read from what the services stored or
 announced --
 
@@ -58,7 +58,7 @@ from reverie_canary.shared.contract.events import (
 from reverie_canary.shared.contract.listing import ListingFacts, listing_facts
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreSnapshot
 
-#: The time window of the canary's own spend (s): "per day" (issue 9, section 4).
+#: The time window of the canary's own spend (s): "per day".
 SPEND_WINDOW_S = 86400.0
 #: The time to first token is the median over a provider's last this many cycles.
 TTFT_CYCLES = 6
@@ -286,7 +286,7 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     ``cycles`` the recent cycles the log read holds (:class:`CycleSummary`).
     ``language_coverage_cycles`` is the bound on the time to detect a
     one-language defect that discovery's last plan keeps (every language of
-    every provider probed at least once in every that many cycles; issue 12),
+    every provider probed at least once in every that many cycles),
     ``languages_per_cycle`` its language probes per provider per cycle;
     ``None`` when no plan in the log said it.  ``listing`` what the latest
     listing said beyond its endpoints (entries dropped, tags derived, the
@@ -324,7 +324,7 @@ class FleetStatus(Struct, frozen=True, kw_only=True):
     ``log_since`` is where the log read started; ``log_events`` how many events
     it folded; ``spend`` the sum over the models; ``sizing`` discovery's sizing
     of the latest cycle (``CycleSized``: probes in flight, the expected wall
-    time, whether it fits its window; issue 13 §4), ``None`` before one.
+    time, whether it fits its window), ``None`` before one.
     """
 
     at: datetime
@@ -716,7 +716,7 @@ def spend_entry(result: ProbeResult, pricing: Pricing | None) -> SpendEntry:
     USD = (prompt tokens x prompt price + completion tokens x completion price +
     the request price) x (1 - discount), per billed request (one whose usage
     names tokens), at the prices discovery listed for the probe's cycle
-    (openrouter-api.md 1.1 ``pricing``: USD per token).  No listed price, or a
+    (OpenRouter's endpoints listing API ``pricing``: USD per token).  No listed price, or a
     variable one (``-1``): ``usd`` is ``None``.
     """
     replies = [a.reply for a in result.attempts] if result.attempts else [result.reply]

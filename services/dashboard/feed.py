@@ -11,7 +11,7 @@ them).  Both are built from what ``canary status`` reads
 :class:`~reverie_canary.services.dashboard.core.ModelWindow`), so the feed, the
 pages and ``canary status`` cannot disagree.
 
-The rules of a control's cycle (the judge's, DESIGN.md "The probe contracts",
+The rules of a control's cycle (the judge's, docs/concepts/probes.md,
 contract 2): a positive control is a host known to fail its kind's probe.  In
 one closed cycle, per kind:
 

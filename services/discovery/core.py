@@ -5,11 +5,11 @@ configured kind, the language rotation, retests the judge asked for, and the
 positive controls.  It knows nothing of NATS, HTTP or the wall clock: the
 shell passes the cycle number, its start and the listed endpoints.
 
-Rules (DESIGN.md, contract 4 and "Services and the flow of data"):
+Rules (docs/concepts/probes.md, the language contract and "Services and the flow of data"):
 
 - Cycles start at multiples of ``cycle_interval_s`` (UTC epoch); a cycle's
   deadline is ``probe_window_s`` after its start.
-- Time to detect a one-language defect is bounded (issue 12): every language of
+- Time to detect a one-language defect is bounded: every language of
   every provider is probed at least once in every ``language_coverage_cycles``
   consecutive cycles (default 4).  The language probes per provider per cycle
   follow from it: ``ceil(languages / language_coverage_cycles)`` (17 languages
@@ -253,7 +253,7 @@ def same_names(endpoints: Iterable[Endpoint]) -> dict[str, list[str]]:
     """Per endpoint tag, the other endpoints listed with the same ``provider_name`` (case and spaces aside).
 
     The gateway names the provider that served a reply by display name only
-    (openrouter-api.md section 3), so the pin check cannot tell these apart:
+    (OpenRouter's streaming documentation), so the pin check cannot tell these apart:
     ``fireworks`` and ``fireworks/fast`` are both ``Fireworks``.  At most
     ``MAX_SAME_NAME`` others per endpoint, by tag; an endpoint without a name
     or alone with its name is not in the result.
@@ -286,7 +286,7 @@ def watched(endpoints: list[Endpoint], controls: dict[str, str]) -> list[Endpoin
 
 
 def split(event: EndpointsDiscovered, budget: int = MESSAGE_MAX_BYTES) -> list[EndpointsDiscovered]:
-    """``event`` as parts that each encode to at most ``budget`` bytes (DESIGN.md, "Bounds").
+    """``event`` as parts that each encode to at most ``budget`` bytes (docs/concepts/messages.md, "Bounds").
 
     A model's listing fits one message up to a few hundred endpoints; past the
     budget its endpoints, each with the probes planned for it, are packed in

@@ -6,14 +6,14 @@ probe onto the work queue, and ``CycleClosed`` at the deadline.  A cycle that
 cannot be planned (the listing answers 401/402/403 or another 4xx, an
 unparseable body, or the gateway stays unreachable or failing until the
 deadline) is a fact on the log too: ``CycleUnplanned`` with its cause
-(DESIGN.md, "The canary's own health"), never a silent skip.  Every message
+(docs/concepts/health.md), never a silent skip.  Every message
 has a deterministic id, so a restarted discovery repeating a step publishes
 nothing twice, and a cycle a discovery before it started and never closed (it
 was killed or stopped mid-cycle) is closed at its deadline by the next one
 (:meth:`Discovery.close_open_cycles`).  The judge's ``RetestRequested`` events are kept in Redis until
 the cycle they ask for is planned.
 
-Each cycle is sized before its tasks go out (issue 13 §4): discovery plans
+Each cycle is sized before its tasks go out: discovery plans
 every model first, then derives the probes in flight that end the plan within
 ``probe_window_s x probe_fill_share`` from the probe times it measured in the
 live results (``canary.results.>``, how long each held its prober) and the
@@ -411,7 +411,7 @@ class Discovery:
         return False
 
     def announce(self) -> None:
-        """The start line: the models, the cycle and the bound on the time to detect a one-language defect (issue 12)."""
+        """The start line: the models, the cycle and the bound on the time to detect a one-language defect."""
         s = self.config
         if "language" not in s.kinds:
             self.shell.log.info("discovery_started", models=len(s.models), cycle_interval_s=s.cycle_interval_s,
@@ -486,7 +486,7 @@ class Discovery:
         return out
 
     async def close_open_cycles(self, before_cycle_no: int) -> None:
-        """Close, each at its deadline, the cycles :meth:`open_cycles` finds (DESIGN.md: nothing is skipped
+        """Close, each at its deadline, the cycles :meth:`open_cycles` finds (docs/concepts/index.md: nothing is skipped
         silently; before, a discovery restarted mid-cycle left that cycle unjudged without a word).
 
         The close is the one the cycle would have had (``CycleClosed`` stamped

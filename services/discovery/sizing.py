@@ -1,6 +1,6 @@
 """How many probes a cycle runs at once: derived from the plan, the measured probe times and the window.
 
-Pure functions (issue 13 §4, "a cycle sized to fit"): discovery's shell passes
+Pure functions: discovery's shell passes
 the cycle's plan (how many probes of each kind), the probe times it measured
 (:class:`ProbeTimes`, folded from the probers' results) and the settings, and
 publishes the :class:`reverie_canary.shared.contract.events.CycleSized` this returns
@@ -46,7 +46,7 @@ import msgspec
 from reverie_canary.shared.contract.events import CycleSized, SizingBasis
 
 #: Seconds a probe of a kind is assumed to take before one was measured: a streamed reply of a few
-#: hundred tokens after a time to first token of 0.3-2 s (issue 13's realistic gateway), rounded up.
+#: hundred tokens after a time to first token of 0.3-2 s (realistic gateway), rounded up.
 PRIOR_PROBE_S = 3.0
 #: Weight of the newest cycle in the running mean of a kind's probe time (the rest: the cycles before).
 NEWEST_WEIGHT = 0.5

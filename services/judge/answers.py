@@ -1,14 +1,13 @@
 """The judge's answers to the operator commands it owns: lift and mode.
 
-Pure, like :mod:`reverie_canary.services.judge.core` (DESIGN.md, "Operator
-commands are answered by events"): from the command and what folding it
+Pure, like :mod:`reverie_canary.services.judge.core` (docs/concepts/messages.md, "Operator commands are answered by events"): from the command and what folding it
 produced, the one ``CommandApplied`` or ``CommandRefused`` the judge publishes
 on ``canary.answers.judge.<command id>``.  Time comes from the command
 (``at`` of the answer = ``at`` of the command), so the same log gives the same
 answer.
 
 - A command for a model the judge does not watch is refused (``unknown_model``):
-  a typo must not look accepted (issue 9, guard rails).
+  a typo must not look accepted (guard rails).
 - A lift that ends no suspension is refused (``not_suspended``); one that ends
   one (or observe mode's shadow of one) is applied, with its decision.
 - A mode switch is applied, with its ``mode_changed`` decision per model.

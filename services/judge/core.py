@@ -1,7 +1,6 @@
 """The judge's policy: a pure fold ``decide(state, event) -> (state, effects)``.
 
-Every rule that changes a provider's state lives here (DESIGN.md, "The judge:
-a pure fold"; issue "Judge: the complete suspension policy").  This module
+Every rule that changes a provider's state lives here (docs/concepts/judge.md; issue "Judge: the complete suspension policy").  This module
 knows nothing of NATS, Redis, HTTP or the wall clock: time comes only from the
 ``at`` of events, so folding the same log again gives the same state and the
 same decisions.  Unknown, stale or repeated input returns the same state and
@@ -39,7 +38,7 @@ The rules, in the order :func:`_close_cycle` applies them:
 8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
    ``unjudgeable`` once.
 
-The canary's own health (DESIGN.md, "The canary's own health"), folded into
+The canary's own health (docs/concepts/health.md), folded into
 the same rules:
 
 - A probe result ``blind`` (401, 402, 403, gateway unreachable) says nothing
@@ -129,7 +128,7 @@ class Policy(Struct, frozen=True, kw_only=True):
     models: tuple[str, ...] = ()
     #: How far ahead a blind moment holds a suspension that comes due (s): two cycle
     #: intervals, so that a hold renewed every cycle never lapses while cycles go on,
-    #: and one lapses on its own once they stop (DESIGN.md, "The canary's own health").
+    #: and one lapses on its own once they stop (docs/concepts/health.md).
     blind_hold_s: float = 2 * 1800.0
 
     @classmethod
@@ -270,7 +269,7 @@ Effect = CycleVerdict | Decision | RetestRequested
 JudgeInput = Union[inputs.folded("judge")]  # type: ignore[valid-type]  # noqa: UP007 (a tuple of types, from the table)
 
 #: Streak transitions: verdict -> (failed, passed, frozen) updates.  ``+1``
-#: grows, ``0`` resets, ``None`` keeps (DESIGN.md: frozen neither grows nor resets).
+#: grows, ``0`` resets, ``None`` keeps (docs/concepts/index.md: frozen neither grows nor resets).
 STREAK_TRANSITIONS: dict[str, tuple[int | None, int | None, int | None]] = {
     "failed": (+1, 0, 0),
     "passed": (0, +1, 0),
@@ -375,7 +374,7 @@ def fold_targets(model: str, watched: Collection[str], known: Iterable[str]) -> 
     The live judge (``services/judge/service.py``), ``canary replay``, ``report`` and the
     backtests (``services/judge/replay.py``) and the judge's rebuild all ask this, so a refold
     folds exactly what the judge folded: an event of a model the judge does not watch gives
-    no state and no decision anywhere (issue 9, guard rails: a typo must not look applied).
+    no state and no decision anywhere (guard rails: a typo must not look applied).
 
     Args:
         model: the event's ``model`` (``*``: every model).
@@ -522,7 +521,7 @@ def _copy(state: ModelState) -> ModelState:
     and hold only frozen :class:`ResultRef` and :class:`PlannedProbe` objects, which nothing
     changes: each cycle is a new object with its own ``planned``, ``results`` and ``parts``
     containers around the same items, a quarter of the round trip's time at 250 providers
-    (issue 13 §1, ``benchmarks/judge_bench.py``).
+    (``benchmarks/judge_bench.py``).
     """
     new = _STATE_DECODER.decode(_STATE_JSON.encode(msgspec.structs.replace(state, open_cycles={})))
     new.open_cycles = {cid: msgspec.structs.replace(c, planned=list(c.planned), results=dict(c.results),
@@ -597,7 +596,7 @@ def _another_part(state: ModelState, cycle: OpenCycle, event: EndpointsDiscovere
     The first part to arrive opened the cycle and marked the providers it
     listed present; each further part adds its planned probes and marks its
     providers present, so that once every part is folded the cycle is the
-    one a single message would have opened (DESIGN.md, "Bounds").
+    one a single message would have opened (docs/concepts/messages.md, "Bounds").
     """
     if event.parts <= 1 or event.part in cycle.parts:
         return []
@@ -743,7 +742,7 @@ def _missing_language_retests(state: ModelState, cycle: OpenCycle, by_provider: 
                               at: datetime) -> list[RetestRequested]:
     """A language probe whose result never came is probed again next cycle.
 
-    Its language is unproven, like an anomaly's (DESIGN.md, contract 4); above
+    Its language is unproven, like an anomaly's (docs/concepts/probes.md, the language contract); above
     all, when it was itself the retest of an anomaly, the chain of retests must
     not end on a late result, or a provider that drifts in one language only
     could pass the next cycles in other languages and recover while still

@@ -6,7 +6,7 @@ of the ``state`` families in :data:`reverie_canary.shared.runtime.metrics.FAMILI
 The judge's service computes them at each scrape, so a gauge is never staler
 than the state the judge holds, and nothing is computed per event.
 
-Definitions (DESIGN.md, "The judge"):
+Definitions (docs/concepts/judge.md):
 
 * verdict: the provider's verdict in the last cycle that judged it;
 * suspended: an enforced suspension is in the state (observe mode's shadow
@@ -14,8 +14,7 @@ Definitions (DESIGN.md, "The judge"):
 * floor held: the provider failed at least ``failed_cycles_to_suspend`` cycles
   in a row and is not suspended: the capacity floor keeps it in traffic;
 * blind: the model, from its ``canary_blind`` to its ``canary_sees``; a
-  provider, while its latest word is canary-side (DESIGN.md, "The canary's own
-  health"); last cycle closed: the deadline of the last cycle the judge closed;
+  provider, while its latest word is canary-side (docs/concepts/health.md); last cycle closed: the deadline of the last cycle the judge closed;
 * only providers the gateway still lists (``present``) are exported.
 """
 

@@ -1,7 +1,7 @@
 """Audits: fold the stored log again, compare with live state, backtest other thresholds.
 
 ``canary replay`` answers "why was provider X suspended at T?" and checks that
-Redis agrees with the log (DESIGN.md, "Subjects and streams"): it reads
+Redis agrees with the log (docs/concepts/messages.md, "Subjects"): it reads
 ``CANARY_LOG`` in stream order -- the order the judge read live -- folds it
 through the same :func:`reverie_canary.services.judge.core.decide` into scratch state, and
 reports any difference from the stored state.

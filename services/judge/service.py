@@ -431,7 +431,7 @@ class Judge:
 async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], until_seq: int) -> list[str]:
     """Fold the log again, up to ``until_seq``, into every model that has no stored record.
 
-    Redis only stores the result of the fold (DESIGN.md, "The judge"): when its
+    Redis only stores the result of the fold (docs/concepts/judge.md): when its
     state is gone (flushed, replaced without persistence) the judge refolds the
     log the consumer had already applied, so the next event continues from where
     the lost state was.  The fold starts from the newest snapshot at or below

@@ -1,4 +1,4 @@
-"""Snapshots of the judge's fold, kept in NATS, so that a rebuild starts from the last one (issue 13 §2).
+"""Snapshots of the judge's fold, kept in NATS, so that a rebuild starts from the last one.
 
 Redis holds the judge's state, but only as the result of folding the log; when Redis
 loses it the judge folds the log again (:func:`reverie_canary.services.judge.service.rebuild`).

@@ -15,7 +15,7 @@ with their positions and outboxes, in **one** atomic step (:meth:`JudgeStore.com
 before it publishes and acknowledges anything.  A crash between save and
 publish is repaired when the judge reads its records again: an outbox whose
 position is not ``sent`` is published again under the same ``Nats-Msg-Id`` s
-(CONVENTIONS.md, "A service is a pure core").
+(docs/development.md, "A service is a pure core").
 
 A state is stored in parts so that a batch writes what it changed, not the
 whole record: every field of :class:`ModelState` but ``providers`` and
@@ -23,7 +23,7 @@ whole record: every field of :class:`ModelState` but ``providers`` and
 cycle without its results (``c:<cycle>``) and each result of an open cycle
 (``r:<cycle> <task id>``: cycle ids and task ids are slugs, which hold no space).
 A probe result therefore writes one result and ``m:updated_at``, whatever the
-number of providers of its model (issue 13 §1; ``benchmarks/judge_bench.py``).
+number of providers of its model (``benchmarks/judge_bench.py``).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _result_value(cycle: str, task_id: str, ref: ResultRef) -> bytes:
     """``ref`` as stored under :func:`_result_field`: ``[kind, outcome, reason, language]``.
 
     Without the task id and cycle the field's name already holds, a stored result is about 40
-    bytes instead of 150 (a large model writes one a result: issue 13 §1).  A reference whose
+    bytes instead of 150 (a large model writes one a result).  A reference whose
     own task id or cycle is not its field's (no fold makes one) is stored whole.
     """
     if ref.task_id == task_id and ref.cycle == cycle:
@@ -207,7 +207,7 @@ def _result_value(cycle: str, task_id: str, ref: ResultRef) -> bytes:
 def _result_from(cycle: str, task_id: str, raw: bytes) -> ResultRef:
     """The result stored under ``r:<cycle> <task_id>`` (the short form of :func:`_result_value`, or whole)."""
     if raw[:1] != b"[":
-        return _RESULT.decode(raw)  # whole (as before issue 13's short form)
+        return _RESULT.decode(raw)  # whole (as before the short form)
     short = _STORED_RESULT.decode(raw)
     return ResultRef(task_id=task_id, cycle=cycle, kind=short.kind, outcome=short.outcome, reason=short.reason,
                      language=short.language)
@@ -291,7 +291,7 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
     """The record stored in ``parts`` (hash fields; a legacy ``doc`` record too)."""
     if not parts:
         return JudgeRecord(state=initial(model))
-    if LEGACY_DOC in parts:  # the layout before issue 13: one JSON document per model
+    if LEGACY_DOC in parts:  # the first layout: one JSON document per model
         legacy = _LEGACY.decode(parts[LEGACY_DOC])
         return JudgeRecord(state=legacy.state, position=legacy.position, revision=legacy.revision,
                            outbox=legacy.outbox, sent=legacy.sent)
@@ -502,8 +502,8 @@ class RedisJudgeStore:
     ``<namespace>:judge-lease``.
 
     A batch's save is one Lua script (atomic in Redis, one round trip): it checks the lease's token
-    and every model's revision, then writes the parts each model changed (a record in the layout
-    before issue 13, one ``doc`` field, is rewritten whole the first time).
+    and every model's revision, then writes the parts each model changed (a record in the first
+    layout, one ``doc`` field, is rewritten whole the first time).
     """
 
     def __init__(self, client: aioredis.Redis, namespace: str) -> None:

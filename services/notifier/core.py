@@ -212,7 +212,7 @@ def _suspension_held(held: Held, verdict: CycleVerdict) -> Verdict:
     return "none", ""
 
 
-#: The persisting states, by the decision action that starts them (issue 9, section 3).
+#: The persisting states, by the decision action that starts them.
 PERSISTING: dict[str, Persisting] = {
     "floor_held": Persisting("provider", _floor_held, frozenset({"suspend", "would_suspend"}),
                              noun="capacity floor holding back a suspension"),

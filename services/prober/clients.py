@@ -1,4 +1,4 @@
-"""The prober's HTTP clients: its requests spread over small connection pools (issue 13 §3).
+"""The prober's HTTP clients: its requests spread over small connection pools.
 
 httpcore's pool (1.0.x) walks every connection it holds twice per request
 (when it assigns one, when the response closes) and asks each idle one

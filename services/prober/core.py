@@ -7,7 +7,7 @@ provider proves nothing: ``inconclusive``/``pin_violated``; the served-by name
 proves the provider, not which of its endpoints served: :func:`pin_check`) and the language
 probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`,
 two more tries at once, sent concurrently; the majority decides, all replies
-kept; DESIGN.md, contract 4).  The checks themselves are in
+kept; docs/concepts/probes.md, the language contract).  The checks themselves are in
 :mod:`reverie_canary.client.checks`.
 
 No NATS, no httpx objects: the request goes through the ``send`` callable the
@@ -41,7 +41,7 @@ from reverie_canary.shared.contract.events import (
     ReplyEvidence,
 )
 
-#: ``supported_parameters`` a probe kind needs (openrouter-api.md section 5).
+#: ``supported_parameters`` a probe kind needs (OpenRouter's structured-outputs documentation).
 REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
     "structured": ("structured_outputs",),
 }
@@ -81,7 +81,7 @@ def pin_check(provider: str, provider_name: str, served_by: str | None,
     """What the served-by name of a reply proves about the pin (``canary check`` applies it to a recorded reply).
 
     The gateway names the provider that served a reply by display name only
-    (openrouter-api.md section 3: ``provider`` in the chunks; the tag is not
+    (OpenRouter's streaming documentation: ``provider`` in the chunks; the tag is not
     echoed), so the name is compared with the endpoint's listed
     ``provider_name``, case and spaces aside.  It can prove which *provider*
     served, never which of its endpoints: ``fireworks`` and ``fireworks/fast``
@@ -129,7 +129,7 @@ def with_pin(evaluation: Evaluation, pin: CheckResult | None) -> Evaluation:
     return msgspec.structs.replace(evaluation, checks=[*evaluation.checks, pin])
 
 
-#: What the evidence keeps of a reply's ``usage``: token counts, and ``cost`` (USD, openrouter-api.md
+#: What the evidence keeps of a reply's ``usage``: token counts, and ``cost`` (USD, OpenRouter's API documentation
 #: section 3) for the canary's own spend (``canary_probe_cost_usd_total``).
 USAGE_KEPT = ("prompt_tokens", "completion_tokens", "total_tokens", "cost")
 
@@ -150,8 +150,7 @@ def evidence_of(reply: Reply) -> ReplyEvidence:
     Status, finish reasons, timings, the visible text (``first_bytes`` its first
     160 characters, ``text_rest`` the rest, together at most
     ``EVIDENCE_TEXT_CHARS``), the reasoning (``EVIDENCE_REASONING_CHARS``), how
-    much of them was left out (``text_cut``), the reply's transport facts
-    (issue 12, "An evidence bundle behind every decision") and its tool calls
+    much of them was left out (``text_cut``), the reply's transport facts and its tool calls
     as assembled (raw arguments, the reader's facts, whether it streamed).  Every field is
     bounded (finish reasons 64 characters, labels 128, ``error`` 300, the error
     object and ``usage`` the wire's free-JSON bounds, ``usage`` the token counts,
@@ -217,8 +216,8 @@ async def run_probe(
         send: sends one request and returns the finished reply.
         now: UTC clock, for ``started_at`` and ``at``.
         max_tokens: output budget of each request.
-        ttft_threshold_s: latency bar (DESIGN.md, contract 1).
-        confirmations: extra tries on a language anomaly (DESIGN.md: 2).
+        ttft_threshold_s: latency bar (docs/concepts/probes.md, the latency contract).
+        confirmations: extra tries on a language anomaly (two: the majority of three decides).
         prober: this prober's id, recorded in the result.
         judge: runs the checks on a reply (default: inline).
     """

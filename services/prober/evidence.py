@@ -1,10 +1,10 @@
 """Evidence bundles: the probes behind a decision as field cases that ``canary check`` reads.
 
 What lives here: turning logged :class:`~reverie_canary.shared.contract.events.ProbeResult`
-events into the recorded-reply format of ``shared/cases/README.md`` (one JSON
+events into the recorded-reply format of :mod:`reverie_canary.services.prober.recorded` (one JSON
 object per request), so that anyone, a provider included, can run the same
-checks on the same replies and get the same verdicts (issue 12, "An evidence
-bundle behind every decision").  Pure: the log is read by ``canary evidence``
+checks on the same replies and get the same verdicts: an evidence
+bundle behind every decision.  Pure: the log is read by ``canary evidence``
 (:mod:`reverie_canary.canary.cli_evidence`).
 
 One line per request the prober sent: a probe with confirmations (the language
@@ -172,7 +172,7 @@ def probe_verdict(tries: Iterable[tuple[str, str]]) -> tuple[str, str]:
     One try: its verdict.  Several (the language probe's confirmations): the
     outcome most of them have, with the reason of the first try that has it;
     no strict majority: ``inconclusive`` / ``no_majority``
-    (:func:`reverie_canary.services.prober.core.run_probe`; DESIGN.md, contract 4).
+    (:func:`reverie_canary.services.prober.core.run_probe`; docs/concepts/probes.md, the language contract).
     """
     tries = list(tries)
     if len(tries) == 1:

@@ -1,6 +1,6 @@
 """Send one pinned probe to the gateway and read the reply, bounded in time and size.
 
-Streaming chat completions per openrouter-api.md section 3, read line by line
+Streaming chat completions per OpenRouter's streaming documentation, read line by line
 from the response bytes by :class:`reverie_canary.client.chunks.ChunkReader`
 (the one reader of this wire; SSE comments such as ``: OPENROUTER PROCESSING``
 are counted and never start the clock).  The request is pinned to one
@@ -10,7 +10,7 @@ provider's defect (no caching header, no plugins such as response-healing, no
 session) and asks for router metadata so the serving provider can be verified
 (section 9).
 
-Bounds (issue 11 §2, :class:`ReadLimits`): text plus reasoning kept up to
+Bounds (:class:`ReadLimits`; a hostile gateway cannot make a probe's work unbounded): text plus reasoning kept up to
 ``reply_max_bytes``; bytes read per response up to ``response_max_bytes``
 (stream or body); one SSE line up to ``sse_line_max_bytes``; an error body up
 to ``error_body_max_bytes``.  Hitting a cap stops the read at once (the
@@ -24,7 +24,7 @@ more for the usage chunk and ``[DONE]``.  A body larger than
 ``offload_bytes`` is decoded in a worker thread, so that other probes on the
 event loop keep honest times.
 
-**The clock** (issue 11 §2, issue 13 §3): every time of a :class:`Reply`
+**The clock**: every time of a :class:`Reply`
 (``ttft_ms``, ``first_content_ms``, ``first_reasoning_ms``, ``total_ms``) is
 in ms from the moment the request's last byte was written to the socket
 (httpcore's ``http11.send_request_body.complete`` trace event), not from
@@ -36,7 +36,7 @@ request never got that far (a connect error, a transport without httpcore)
 the clock starts at the call.  Each chunk is timed when its bytes come off
 the connection, before they are parsed.
 
-**Connections are kept** (issue 13 §3): after ``data: [DONE]`` the little
+**Connections are kept**: after ``data: [DONE]`` the little
 that is left of the body (the chunked encoding's last chunk) is read, at most
 :data:`DRAIN_BYTES` within :data:`DRAIN_S`, so that httpcore returns the
 connection to the pool instead of closing it: without it every probe paid a
@@ -91,7 +91,7 @@ def chat_url(client: httpx.AsyncClient) -> httpx.URL:
 
 
 class ReadLimits(Struct, frozen=True, kw_only=True):
-    """Caps on one reply (issue 11 §2); bytes unless the name says otherwise.
+    """Caps on one reply; bytes unless the name says otherwise.
 
     Attributes:
         reply_max_bytes: text plus reasoning kept (UTF-8).  256 KiB is more
@@ -132,7 +132,7 @@ def budget_parameter(supported_parameters: Sequence[str], *, require_parameters:
     when it lists that and not ``max_tokens`` (OpenAI's reasoning models, for
     one).  When it lists neither, ``max_tokens`` is sent unless
     ``require_parameters`` is on: then the gateway would refuse every request
-    for a parameter the endpoint does not list (openrouter-api.md section 2),
+    for a parameter the endpoint does not list (OpenRouter's provider routing documentation),
     so no budget is sent (``None``) and the prober's read caps bound the reply.
     """
     declared = set(supported_parameters)

@@ -1,6 +1,6 @@
 """Probe prompts: synthetic, fixed per language, versioned.
 
-No real conversation is ever used (DESIGN.md, contract 2).  Each probe asks for
+No real conversation is ever used (docs/concepts/probes.md, the filtering contract).  Each probe asks for
 something a check can verify exactly: a required first character, a closing
 marker, an exact echo, a JSON schema, a language.  Change any text here and
 bump :data:`PROMPT_VERSION`: results of different versions are not comparable.
@@ -13,7 +13,7 @@ simulated gateway, :mod:`simulator`) can follow them:
 - ``End your reply with the marker [[END]].``
 - ``Repeat exactly, without any other text: <sentence>``
 
-The tool-call probe (kind ``tools``, DESIGN.md contract 6) offers the fixed tool set
+The tool-call probe (kind ``tools``, docs/concepts/probes.md, the tool-call contract) offers the fixed tool set
 :data:`TOOLS` (version :data:`TOOL_SET_VERSION`) and asks, per variant
 (:data:`reverie_canary.client.reply.TOOL_VARIANTS`), for one known call with values the prompt
 fixes (:data:`TOOL_CALLS`; ``call`` unstreamed, ``call_stream`` streamed), for none
@@ -27,7 +27,7 @@ tool probe sends (the HTTP layer adds ``model``, ``provider`` and ``plugins`` as
 No ``tool_choice`` (the default with tools is ``auto``, which trigger agreement needs) and no
 ``parallel_tool_calls`` (default ``true``): the only parameter an endpoint must list is
 ``tools``.  No tool is ``strict``: strict schemas require every property, and the set has
-optional ones (tool-calls.md §3).
+optional ones (the JSON Schema specification).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ TOOL_SET_VERSION = "t1"
 #: Three functions whose parameters hold a nested object (``create_event.start``), an enum
 #: (``get_weather.unit``), an array of strings (``create_event.attendees``), a number with a
 #: minimum, patterns, required and optional fields.  The shapes of the field cases
-#: (``shared/cases/tools``), so recorded and live calls are judged against one set.
+#: of the team's data folder, so recorded and live calls are judged against one set.
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
         "name": "get_weather",
@@ -302,7 +302,7 @@ def second_turn_messages(language: str, system: str) -> list[dict[str, Any]]:
 
     The result is a JSON string (``{"city": …, "temperature": 31, "unit": "celsius"}``); the
     assistant turn carries ``content: null`` beside its call, as OpenRouter's own example does
-    (tool-calls.md §1.4; some providers reject ``""``).
+    (the OpenAI tool-call wire as OpenRouter passes it; some providers reject ``""``).
     """
     city, question = SECOND_TURN[language]
     arguments = json.dumps({"city": city, "unit": "celsius"}, ensure_ascii=False)

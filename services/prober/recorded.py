@@ -1,6 +1,6 @@
 """Recorded replies: read field cases and judge them with the prober's checks.
 
-The format is ``shared/cases/README.md`` (one JSON object per line: ``id``,
+The format is the field cases' (one JSON object per line: ``id``,
 ``kind``, ``request_language``, ``schema``, ``output_text``,
 ``finish_reason``, ``expected``, ``accept``, ``meta`` ...).  Each line becomes
 ``(id, Reply, ProbeSpec)`` and then one verdict dict; this backs
@@ -461,7 +461,7 @@ def check_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     """Judge field-case lines, one verdict dict per non-blank line.
 
     Args:
-        lines: JSON lines (``shared/cases/README.md``); blank lines are skipped.
+        lines: JSON lines in the field cases' format (this module's docstring); blank lines are skipped.
 
     Yields:
         The verdict of :func:`judge_case`, or for a line that cannot be read

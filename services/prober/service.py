@@ -1,17 +1,17 @@
 """Prober service: pull ProbeTasks from the shared durable, probe, publish ProbeResults.
 
 Every replica binds the same durable (``prober-v2``), so tasks are spread
-across probers (DESIGN.md, "Subjects and streams").  A prober fetches a task
+across probers (docs/concepts/messages.md, "Subjects").  A prober fetches a task
 only when one of its workers is free and says it is in
 progress every ``ack_wait / 4`` while it probes (:class:`~reverie_canary.shared.runtime.consumer.Consumer`), so
 the consumer's ``ack_wait`` is a few seconds (:func:`reverie_canary.shared.runtime.streams.task_ack_wait_s`)
 and a dead prober's tasks are redelivered to another within it, in the same
-cycle (issue 11 §1).  A result is published with the task id
+cycle.  A result is published with the task id
 as ``Nats-Msg-Id`` before the task is acked, so a redelivered task's second
 result is dropped by JetStream.  A task past its cycle's deadline is dropped
 unprobed: its result could not count any more.
 
-How many workers: what the cycle was sized to (issue 13 §4).  Every task
+How many workers: what the cycle was sized to.  Every task
 carries ``concurrency``, the probes each prober runs at once during its cycle,
 which discovery derives from the plan, the measured probe times and the
 window (:mod:`reverie_canary.services.discovery.sizing`); the prober takes the
@@ -19,13 +19,13 @@ latest task's number, never above its ceiling ``prober_concurrency`` (a task
 without one: the ceiling).
 
 Every request is bounded by the task's deadline as well as the request
-timeout (issue 11 §1, §2): it gets the lesser of ``request_timeout_s`` and the
+timeout: it gets the lesser of ``request_timeout_s`` and the
 time left before ``task.deadline`` less :data:`DEADLINE_MARGIN_S` (to judge
 the reply and publish its result), and reads are capped
 (:class:`reverie_canary.services.prober.http.ReadLimits`).
 
 The event loop that reads the streams times every probe's tokens, so it does
-no check (issue 11 §2, issue 13 §3): every reply is judged in the checks
+no check: every reply is judged in the checks
 thread (:meth:`Prober.judge`; a 300-token reply's language check alone is
 1.6-4 ms, 11 ms at 8 KiB, which inline delayed the timestamp of every chunk
 that came meanwhile), and the interpreter hands the GIL over every
@@ -103,7 +103,7 @@ def freeze_startup_objects() -> None:
     The language detectors, the compiled checks and the libraries are some 150,000
     objects that live as long as the process; a full (generation 2) collection walked
     them all, 60-100 ms with the GIL held, about twice per 1,000 probes at 64 in flight:
-    every chunk that came meanwhile was stamped that much late (issue 13 §3; the TTFT
+    every chunk that came meanwhile was stamped that much late (the TTFT
     error's max and p99).  Frozen, a full pass walks only what came since (about 20 ms).
     """
     gc.collect()
@@ -220,7 +220,7 @@ async def publish_result(publisher, task: ProbeTask, result: ProbeResult) -> Non
     cluster failing over) is tried again with the same id after
     :data:`reverie_canary.shared.runtime.retry.RESULT`'s delays, the task kept alive
     meanwhile, rather than given back to be probed again: a reply already
-    judged is not asked for twice (issue 11 §7).
+    judged is not asked for twice.
 
     Raises:
         Transient: when the next wait would end past the task's deadline (the task is

@@ -1,6 +1,6 @@
 """The router's core: the three layers, their merge into ``provider.ignore``, and the fold that keeps them.
 
-What lives here (DESIGN.md, "The router: three layers into provider.ignore"):
+What lives here (docs/concepts/routing.md):
 every rule that changes what the router ignores or answers.  :func:`decide`
 is ``decide(state, input, now, policy) -> (state, effects)`` in the judge's
 style: total and deterministic; time comes only from its ``now`` argument
@@ -31,12 +31,11 @@ The rules, in the order :func:`decide` applies them:
 
    - a ``suspend`` decision adds a suspension (it must have an ``until``); an
      ``end`` removes it, unless it is older than the suspension it would end;
-     a ``suspension_held`` (enforce mode: the canary is blind, DESIGN.md "The
-     canary's own health") moves its ``until`` to the decision's, or puts it
+     a ``suspension_held`` (enforce mode: the canary is blind, docs/concepts/health.md) moves its ``until`` to the decision's, or puts it
      back when it had lapsed here first;
      observe mode's ``would_*`` and the other actions never touch routing;
    - ``AddOverride`` is refused for a model that is not watched, or when it
-     expires before it starts or before it arrives; the guard rails (issue 9)
+     expires before it starts or before it arrives; the guard rails
      refuse it, unless ``force``, when the gateway does not list the provider
      for the model (the last ``EndpointsDiscovered`` known) or when fewer than
      ``min_hosts`` usable hosts would remain -- a model whose endpoints are not
@@ -257,7 +256,7 @@ def parse_exclusions(text: str, path: str = "<exclusions>") -> list[Exclusion]:
                                   "model id has none")
             if not _IDENTIFIER.match(entry[key].strip()):
                 raise ConfigError(f"{path}:{line}: {key} {entry[key]!r} is not an identifier: at most 256 "
-                                  "visible ASCII characters without quotes or backslashes (DESIGN.md, Bounds)")
+                                  "visible ASCII characters without quotes or backslashes (docs/concepts/messages.md, Bounds)")
         for key, bound in (("reason", 4000), ("reference", 256)):
             if len(entry[key].strip()) > bound:
                 raise ConfigError(f"{path}:{line}: {key} has {len(entry[key].strip())} characters, at most {bound}")
@@ -291,7 +290,7 @@ class RouterPolicy(Struct, frozen=True, kw_only=True):
     """What the router's rules need from the settings.
 
     ``models``: the watched models (an override names one of them or ``*``);
-    ``min_hosts``: the capacity floor (DESIGN.md, "The judge": never fewer than
+    ``min_hosts``: the capacity floor (docs/concepts/judge.md: never fewer than
     2 production hosts), which operator commands may break only with ``force``.
     """
 
@@ -438,7 +437,7 @@ def entries_digest(entries: list[IgnoreEntry]) -> str:
 def covers(entry: str, host: Host) -> bool:
     """Whether the ignore entry ``entry`` removes ``host`` from routing.
 
-    As the gateway's ``provider.ignore`` matches (openrouter-api.md section 2, read
+    As the gateway's ``provider.ignore`` matches (OpenRouter's provider routing documentation, read
     the way the simulated gateway reads it): the endpoint's tag itself, a base
     slug of it (``lambda`` covers ``lambda/fp8``) or its display name,
     case-insensitively.
@@ -742,7 +741,7 @@ def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPo
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
     hosts = [Host(tag=e.provider, name=e.provider_name) for e in event.endpoints if e.provider not in controls]
     if known is not None and known.cycle == event.cycle and event.parts > 1:
-        # a further part of a large model's listing (DESIGN.md, "Bounds"): the cycle's endpoints are the union
+        # a further part of a large model's listing (docs/concepts/messages.md, "Bounds"): the cycle's endpoints are the union
         controls |= set(known.controls)
         hosts = [h for h in {h.tag: h for h in [*known.hosts, *hosts]}.values() if h.tag not in controls]
     state.endpoints[event.model] = KnownEndpoints(cycle=event.cycle, at=event.at, controls=sorted(controls),

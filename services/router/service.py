@@ -14,8 +14,7 @@ then carry out the outbox: write each new snapshot to the KV bucket
 (compare-and-set on the revision, versions never go back) and publish it on
 ``canary.routing.<model>``, then publish the command's answer
 (``CommandApplied`` or ``CommandRefused``, id ``answer|<command id>``) on
-``canary.answers.router.<command id>`` (DESIGN.md, "Operator commands are
-answered by events").  A redelivered input (same position) carries out its
+``canary.answers.router.<command id>`` (docs/concepts/messages.md, "Operator commands are answered by events").  A redelivered input (same position) carries out its
 saved outbox again under the same ids, so it gets the same answer, stored once.
 
 When Redis has lost the router's record while the durable consumer has already

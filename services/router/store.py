@@ -7,7 +7,7 @@ the last input applied and what that input still had to carry out (the
 outbox: snapshots to write, the command's answer), saved together in one
 step, so that a crash between save and publish is repaired by redelivery: the
 same position is recognised and its outbox carried out again under the same
-ids (CONVENTIONS.md, "A service is a pure core"; the judge's store is the model).
+ids (docs/development.md, "A service is a pure core"; the judge's store is the model).
 
 :meth:`RouterStore.load` is also the documented read accessor for read models
 (``canary status``, the dashboard): the record's ``state`` has the layers

@@ -1,4 +1,4 @@
-"""The size bounds every wire message keeps (DESIGN.md, "Bounds").
+"""The size bounds every wire message keeps (docs/concepts/messages.md, "Bounds").
 
 Three layers, each checked where it can be:
 

@@ -2,7 +2,7 @@
 
 One encoder for everything; one ``Decoder`` per accepted type or tagged union,
 built once at import.  Decoding is strict about types: ``"7"`` is not ``7``.
-Unknown fields are accepted for forward compatibility (CONVENTIONS.md,
+Unknown fields are accepted for forward compatibility (docs/development.md,
 "Messages are types").
 """
 

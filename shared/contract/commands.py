@@ -3,7 +3,7 @@
 Only the operators' NATS credential may publish on ``canary.ops.>`` (the server
 configuration in ``shared/nats/server.conf``); every command still names its ``actor`` and
 carries a ``command_id`` (its ``Nats-Msg-Id``) so that a command sent twice is
-applied once (DESIGN.md, "The router: three layers into provider.ignore").
+applied once (docs/concepts/routing.md).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Command(Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 #: The longest an operator override lasts, from its command's ``at`` to its ``expires_at`` (s):
-#: 365 days.  An override is an incident's stop-gap (DESIGN.md, "The router": runtime incident
+#: 365 days.  An override is an incident's stop-gap (docs/concepts/routing.md: runtime incident
 #: overrides); a defect that outlasts a year belongs in the reviewed exclusions file, dated and
 #: reviewed, and a slip such as ``--for 100000d`` or ``--expires 9999-12-31`` must not mean "forever".
 MAX_OVERRIDE_S = 365 * 86400.0
@@ -57,7 +57,7 @@ class AddOverride(Command, frozen=True, kw_only=True, tag="add_override"):
 
     ``force``: apply it past the guard rails (a provider the gateway does not
     list for the model, or fewer than ``min_hosts`` usable hosts left); the
-    router's answer then says which were passed (issue 9, guard rails).
+    router's answer then says which were passed (guard rails).
     """
 
     provider: CommandSlug
@@ -124,7 +124,7 @@ VERBS: dict[type, str] = {
     ReloadExclusions: "exclusions-reload",
 }
 
-#: The service that owns (and answers) each command (DESIGN.md, "Operator commands are answered by events").
+#: The service that owns (and answers) each command (docs/concepts/messages.md, "Operator commands are answered by events").
 OWNERS: dict[type, str] = {
     AddOverride: "router",
     RemoveOverride: "router",

@@ -1,6 +1,6 @@
 """One root error and three intents, each mapped once to an ack action.
 
-(CONVENTIONS.md, "Errors say what to do".)  The settle table,
+(docs/development.md, "Errors say what to do".)  The settle table,
 :mod:`reverie_canary.shared.runtime.settle`, is the only place that turns them into
 ``ack`` / ``nak(delay)`` / ``term``.
 

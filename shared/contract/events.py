@@ -3,7 +3,7 @@
 Every event is a past-tense fact with a ``type`` tag (never renamed), a schema
 version ``v`` and the UTC time it describes in ``at``.  Folding the log again
 gives the same state because no decision reads the wall clock: time comes from
-``at`` (DESIGN.md, "Services and the flow of data").
+``at`` (docs/concepts/index.md).
 
 Evolution rules (msgspec ``docs/schema-evolution.rst``): new fields get
 defaults, a field's type never changes, unknown fields are accepted so that an
@@ -68,7 +68,7 @@ MAX_TASK_CONCURRENCY = 4096
 #: The most other endpoints of the same provider name one task names (``ProbeTask.same_name``).
 MAX_SAME_NAME = 16
 
-#: The probe kinds (DESIGN.md, "The probe contracts").
+#: The probe kinds (docs/concepts/probes.md).
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity.  ``tools`` (contract 6) is a
 #: kind the wire carries; it joins :data:`PROBE_KINDS` (the kinds planned by default) once the
 #: prober sends it.
@@ -79,7 +79,7 @@ PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "ec
 PROMPT_VERSION = "p1"
 
 #: Reasons of a language probe that are anomalies *of that language*
-#: (DESIGN.md, contract 4: a whole-reply switch, persistent mixing, broken
+#: (docs/concepts/probes.md, the language contract: a whole-reply switch, persistent mixing, broken
 #: encoding, letters of a script the language never uses or of another language of its script;
 #: ambiguous; ``no_majority`` among the three tries).  The prober
 #: confirms such a reply with two more tries; the judge asks for the language
@@ -93,13 +93,13 @@ LANGUAGE_ANOMALIES: frozenset[str] = frozenset({
 })
 
 
-#: A provider's verdict for one cycle (DESIGN.md, "The judge: a pure fold").  ``blind``:
+#: A provider's verdict for one cycle (docs/concepts/judge.md).  ``blind``:
 #: the canary could not see it this cycle (a ``blind`` probe outcome, or the cycle could
 #: not be planned): no streak moves.
 CycleVerdictKind = Literal["passed", "failed", "frozen", "blind"]
 
 #: The canary-side causes, the reason codes of a ``blind`` probe outcome and of a
-#: :class:`CycleUnplanned` (DESIGN.md, "The canary's own health"):
+#: :class:`CycleUnplanned` (docs/concepts/health.md):
 #:
 #: - ``gateway_auth``: 401, the key is missing, wrong or revoked;
 #: - ``gateway_credit``: 402, the key's account has no credit left;
@@ -123,12 +123,12 @@ Mode = Literal["observe", "enforce"]
 
 
 #: A listed price in USD as the gateway writes it, a decimal string (``"0.0000002"``); ``"-1"`` is
-#: OpenRouter's "variable" price (openrouter-api.md 1.1 ``pricing``).
+#: OpenRouter's "variable" price (OpenRouter's endpoints listing API ``pricing``).
 Price = Annotated[str, Meta(max_length=32, pattern=r"^-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?$")]
 
 
 class Pricing(Struct, frozen=True, kw_only=True):
-    """An endpoint's listed prices (openrouter-api.md 1.1 ``pricing``): USD per token, per request.
+    """An endpoint's listed prices (OpenRouter's endpoints listing API ``pricing``): USD per token, per request.
 
     ``prompt`` and ``completion`` are USD **per token**; ``request`` USD per
     request (``"0"`` when not listed); ``discount`` a share in [0, 1] taken off
@@ -144,7 +144,7 @@ class Pricing(Struct, frozen=True, kw_only=True):
 #: How the canary came by an endpoint's tag (:attr:`Endpoint.tag_from`): ``""`` the listing's own ``tag``;
 #: ``provider_name`` the display name made a slug (``DeepInfra`` -> ``deepinfra``), and
 #: ``provider_name+quantization`` with the quantization after it (``deepinfra/bf16``) when the listing has
-#: another endpoint of the same provider.  Older listings carry no ``tag`` (openrouter-api.md 1.1).
+#: another endpoint of the same provider.  Older listings carry no ``tag`` (OpenRouter's endpoints listing API).
 TAG_SOURCES: tuple[str, ...] = ("", "provider_name", "provider_name+quantization")
 
 
@@ -183,7 +183,7 @@ def degraded(endpoint: Endpoint) -> bool:
     """Whether the gateway itself marks ``endpoint`` degraded: a listed ``status`` below 0.
 
     OpenRouter lists ``status`` 0 for a normal endpoint and -1, -2, -3, -5 or
-    -10 otherwise (openrouter-api.md 1.1; the levels are not documented, the
+    -10 otherwise (OpenRouter's endpoints listing API; the levels are not documented, the
     sign is what the canary reads).  The canary still probes such an endpoint:
     the gateway's mark is shown beside the canary's own verdict, never taken
     for it.
@@ -297,7 +297,7 @@ class CycleUnplanned(Event, frozen=True, kw_only=True, tag="cycle_unplanned"):
     the error as said (never the key), ``attempts`` how many times the listing
     was tried.  ``at`` is when discovery gave up (UTC), ``deadline`` the end of
     the cycle's probe window.  Published on ``canary.discovery.<model>`` with the
-    id ``unplanned|<model>|<cycle_no>`` (DESIGN.md, "The canary's own health").
+    id ``unplanned|<model>|<cycle_no>`` (docs/concepts/health.md).
     """
 
     model: Slug
@@ -315,7 +315,7 @@ SizingBasis = Literal["measured", "partial", "prior"]
 
 
 class CycleSized(Event, frozen=True, kw_only=True, tag="cycle_sized"):
-    """Discovery's sizing of one cycle of every model, published before the cycle's tasks (issue 13 §4).
+    """Discovery's sizing of one cycle of every model, published before the cycle's tasks.
 
     The probes in flight that end the cycle's plan within ``target_s``
     (``probe_window_s x probe_fill_share``), from the measured probe times
@@ -373,7 +373,7 @@ class ReplyEvidence(Struct, frozen=True, kw_only=True, omit_defaults=True):
     Times are ms from request start.  ``served_by`` is the provider display name
     the response named; ``first_bytes`` the start of the visible output.
 
-    The reply as the prober assembled it, for ``canary evidence`` (issue 12):
+    The reply as the prober assembled it, for ``canary evidence``:
     ``first_bytes + text_rest`` is the visible text the checks read, up to
     :data:`EVIDENCE_TEXT_CHARS`; ``reasoning`` the reasoning text, up to
     :data:`EVIDENCE_REASONING_CHARS`; ``text_cut`` the characters of both left
@@ -613,7 +613,7 @@ class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):
 # -- answers to operator commands ---------------------------------------------------
 #
 # Every operator command gets one answer on the log from the service that owns it
-# (DESIGN.md, "Operator commands are answered by events"): the router answers
+# (docs/concepts/messages.md, "Operator commands are answered by events"): the router answers
 # overrides and exclusions, the judge lifts and modes.  The answer's id is
 # ``answer|<command id>`` (its ``Nats-Msg-Id``), so a redelivered command gives
 # the same answer, stored once.
@@ -641,7 +641,7 @@ class FloorBreach(Struct, frozen=True, kw_only=True):
     """A model left with fewer than ``min_hosts`` usable hosts by an operator's ``--force``.
 
     ``usable`` lists the production hosts (endpoint tags) still usable after the
-    command; the floor is DESIGN.md's capacity floor (setting ``min_hosts``).
+    command; the floor is the judge's capacity floor (docs/concepts/judge.md) (setting ``min_hosts``).
     """
 
     model: Slug

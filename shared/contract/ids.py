@@ -2,7 +2,7 @@
 
 The same fact always gets the same id, so a retry after a crash, or a
 redelivered task, is dropped by JetStream's duplicate window instead of being
-stored twice (faststream-nats.md, section 4).
+stored twice (FastStream's and nats-py's documentation).
 """
 
 from __future__ import annotations

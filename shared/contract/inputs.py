@@ -2,7 +2,7 @@
 
 A service's input used to be listed in four places (its durable consumer's
 filter, the subjects ``canary replay`` reads, the service's strict decoder and
-its fold's union type) and the four drifted (issue 10, "one list per fact").
+its fold's union type) and the four drifted.
 :data:`READS` says, per service, which message types it folds and the subject
 family (``canary.<family>.>``) each arrives on; from it:
 
@@ -42,7 +42,7 @@ from reverie_canary.shared.contract.subjects import PREFIX
 
 #: service -> subject family -> the message types of that family the service folds.
 READS: dict[str, dict[str, tuple[type, ...]]] = {
-    # DESIGN.md, "The judge: a pure fold": discovery opens and closes cycles (or says it could
+    # docs/concepts/judge.md: discovery opens and closes cycles (or says it could
     # not plan one: the canary is blind), results fill them, the routing snapshot feeds the
     # capacity floor, the operator lifts and switches modes.
     "judge": {
@@ -51,21 +51,21 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
         "ops": (LiftSuspension, SetMode),
         "routing": (IgnoreSnapshot,),
     },
-    # DESIGN.md, "The router": the judge's decisions, the operators' overrides and reloads,
+    # docs/concepts/routing.md: the judge's decisions, the operators' overrides and reloads,
     # and the endpoints the gateway lists (for the guard rails on operator commands).
     "router": {
         "decisions": (Decision,),
         "ops": (AddOverride, RemoveOverride, ReloadExclusions),
         "discovery": (EndpointsDiscovered,),
     },
-    # issue 9 section 3: the notifier tells every decision, folds persisting states with the
+    # the notifier tells every decision, folds persisting states with the
     # cycle verdicts, tells each new ignore list, and each operator command by its answer.
     "notifier": {
         "decisions": (Decision,),
         "verdicts": (CycleVerdict,),
         "routing": (IgnoreSnapshot,),
         "answers": (CommandApplied, CommandRefused),
-        # issue 13 §4: a cycle that cannot fit its window is told before it runs, and when one fits again
+        # a cycle that cannot fit its window is told before it runs, and when one fits again
         "cycles": (CycleSized,),
     },
 }

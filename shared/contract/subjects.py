@@ -4,7 +4,7 @@ The reversible encoding of slugs into tokens (:func:`encode_token`), the routing
 subject and the KV key live in the chat backend's client distribution
 (:mod:`reverie_canary.client.subjects`), which both distributions share; they are
 re-exported here so that services import every subject from one module
-(DESIGN.md, "Subjects and streams").
+(docs/concepts/messages.md, "Subjects").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one way times are written for people: UTC, ISO 8601, ``Z``.
 
 Every message, table and log detail that shows a time uses :func:`utc_text`
-(issue 10: six functions formatted UTC times, some with and some without the
+(six functions formatted UTC times, some with and some without the
 zone).  Pure: it formats the time it is given, it never reads the clock.
 """
 

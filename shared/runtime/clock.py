@@ -1,7 +1,7 @@
 """The wall clock, for service shells only.
 
 Cores never call this: time reaches a policy through the ``at`` of events
-(DESIGN.md, "no decision reads the wall clock inside the policy").
+(docs/concepts/index.md: no decision reads the wall clock inside the policy).
 """
 
 from __future__ import annotations

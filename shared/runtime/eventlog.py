@@ -4,7 +4,7 @@ Audits (``canary replay``) and the services' recovery from a lost Redis both
 fold the log again: a service's Redis state is a cache of a fold over the log,
 so when it is gone and the service's durable consumer has already moved on,
 the state is rebuilt from the log up to the consumer's acknowledged position
-(DESIGN.md, "Subjects and streams": the log keeps at least 30 days).
+(docs/concepts/messages.md, "Subjects": the log keeps at least 30 days).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ async def scan_log(js: JetStreamContext, on_event: Callable[[LoggedEvent], None]
             the server is asked for the whole log under one filter and the rest is dropped here.
             A consumer with several filters (``filter_subjects``) is delivered about 4x slower
             than one with a single filter by nats-server 2.10-2.15 (its multi-filter lookup per
-            message; nats-server issues 4888, 7014): 9-11 k against 32-46 k events/s for the
+            message; nats-io/nats-server#4888, #7014): 9-11 k against 32-46 k events/s for the
             judge's four families (``benchmarks/replay_bench.py``), while dropping the few
             other messages costs this side little.  Leave it off when the prefixes match a small
             part of the log (decisions, verdicts): the server's filter then saves the transfer.

@@ -4,7 +4,7 @@ A :class:`Link` is one service's connection state to one dependency, over all
 of its connections to it (the judge holds two NATS connections: the broker's
 and the log reader's).  The first connection lost logs one ``<dep>_disconnected``
 line; the last one back logs one ``<dep>_reconnected`` line with the outage
-length (issue 11, "Connections that say what they do"); nothing is logged per
+length; nothing is logged per
 reconnect attempt.  The same state feeds ``/readyz`` and the series
 ``canary_dependency_up``, ``canary_dependency_outages_total`` and
 ``canary_dependency_last_outage_seconds``.

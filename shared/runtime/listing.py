@@ -3,7 +3,7 @@
 Pure: bytes in, a :class:`Listing` out; no HTTP, no clock.  The HTTP call is
 :func:`reverie_canary.shared.runtime.openrouter.fetch_listing`.
 
-Rules (openrouter-api.md 1.1, and real listings captured in public repositories):
+Rules (OpenRouter's endpoints listing API, and real listings captured in public repositories):
 
 - The envelope, ``{"data": {"endpoints": [...]}}``, must have the documented
   shape; a body that does not is refused whole (:class:`ListingUnreadable`,
@@ -273,7 +273,7 @@ def _integer(entry: dict[str, Any], key: str, unread: list[str], *, nullable: bo
 
 
 def listed_pricing(raw: dict[str, Any] | None) -> Pricing | None:
-    """The ``pricing`` object of a listed endpoint as :class:`Pricing` (openrouter-api.md 1.1).
+    """The ``pricing`` object of a listed endpoint as :class:`Pricing` (OpenRouter's endpoints listing API).
 
     Only ``prompt``, ``completion``, ``request`` and ``discount`` are kept (the
     other prices concern images, audio, web search and caches, which probes do

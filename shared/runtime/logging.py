@@ -6,7 +6,7 @@ plain-``logging`` lines of every library (FastStream, nats-py, httpx, uvicorn,
 redis, asyncio, ``warnings``) come out in the same shape, one event a line, JSON
 in production (``CANARY_LOG_FORMAT=json``) and readable ``key=value`` text for
 people (``console``, the default and the demo's).  The redaction processor runs
-on every line, whatever its origin (operators.md section 6):
+on every line, whatever its origin (structlog's standard-library integration):
 
 * registered secrets (:func:`redact`: the API key, the NATS password) become ``***``;
 * a secret URL (:func:`redact_url` with ``whole=True``: the webhook URL, whose path

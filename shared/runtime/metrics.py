@@ -16,7 +16,7 @@ process share the prober's endpoint.  The series are declared once, in
 values are bounded (:class:`LabelBudget`): models and providers are fine, task
 ids never appear, and a label that sees too many distinct values folds the rest
 into ``_other`` and counts that in ``canary_metrics_labels_folded_total``
-(operators.md section 3: unbounded label values break Prometheus).
+(Prometheus's instrumentation practices: unbounded label values break Prometheus).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("probe_seconds", "canary_probe_seconds", "histogram",
            "Wall time of one probe (all its requests), seconds", ("kind",), ("prober",), PROBE_BUCKETS_S),
     Family("ttft", "canary_probe_ttft_seconds", "histogram",
-           "Time to first token of probe replies that produced text, seconds (DESIGN.md, contract 1)",
+           "Time to first token of probe replies that produced text, seconds (docs/concepts/probes.md, the latency contract)",
            ("model", "provider"), ("prober",), TTFT_BUCKETS_S),
     Family("probe_tokens", "canary_probe_tokens_total", "counter",
            "Tokens the probes used (the gateway's usage), by type prompt or completion",

@@ -2,7 +2,7 @@
 
 The same code talks to the real gateway (``OPENROUTER_BASE_URL`` default
 ``https://openrouter.ai/api/v1`` with ``OPENROUTER_API_KEY``) and to the
-simulated one (:mod:`simulator`).  Request headers follow openrouter-api.md
+simulated one (:mod:`simulator`).  Request headers follow OpenRouter's API documentation
 section 9: ``Authorization: Bearer`` (only when a key is set; the key is never
 logged), ``HTTP-Referer`` and ``X-OpenRouter-Title`` for attribution; no
 caching or session headers, so that every probe reaches a provider.
@@ -71,7 +71,7 @@ class ListingFailed(CanaryError, ValueError):
 
 
 async def fetch_listing(client: httpx.AsyncClient, model: str) -> Listing:
-    """List a model's endpoints: ``GET /models/{author}/{slug}/endpoints`` (openrouter-api.md 1.1).
+    """List a model's endpoints: ``GET /models/{author}/{slug}/endpoints`` (OpenRouter's endpoints listing API).
 
     Each endpoint is read on its own (:func:`reverie_canary.shared.runtime.listing.read_listing`):
     one the canary cannot use is dropped and named, the others are kept, so

@@ -2,9 +2,9 @@
 
 A service that starts with the wrong credential used to run anyway: the prober
 of ``NATS_USER=judge canary up`` took tasks from the shared queue, could not
-publish their results, and the cycle lost them (issue 9 section 2).  And
+publish their results, and the cycle lost them.  And
 ``canary init`` retried a permanent ``Authorization Violation`` until its wait
-ran out (issue 17).  This module holds what both need:
+ran out.  This module holds what both need:
 
 - :func:`refusal`: whether an error is a refusal that no retry heals (a wrong
   or missing password, a permission the credential lacks) and its one-line name;
@@ -398,7 +398,7 @@ def settings_problem(settings: Settings, service: str) -> str | None:
 
     A gateway service (:data:`GATEWAY_SERVICES`) pointed at the real gateway
     without ``OPENROUTER_API_KEY`` would get 401 for every request: the canary
-    blind from its first cycle (issue 9 section 2).
+    blind from its first cycle.
     """
     from urllib.parse import urlsplit
 

@@ -81,7 +81,7 @@ def reconnect_wait_s() -> float:
 
 #: A prober's result publish that JetStream did not acknowledge (a stream leader lost, the bus failing
 #: over): retried with the same ``Nats-Msg-Id`` while the task's deadline allows, from 0.2 s to 2 s,
-#: instead of probing the provider again (issue 11 §7).
+#: instead of probing the provider again.
 RESULT = Backoff("result", 0.2, 2.0, "a prober's result publish while the bus fails over, within the task's deadline")
 
 #: Every policy, by name (documented in docs/concepts/messages.md, "Retries").

@@ -123,8 +123,8 @@ def redis_client(settings: Settings) -> aioredis.Redis:
     A pooled connection idle for :data:`REDIS_HEALTH_CHECK_S` is checked with a
     PING before use, and a command that meets a dead connection (Redis restarted
     since) is sent again on a new one, 3 times at most with jittered backoff
-    (50 ms .. 0.5 s): the first command after a restart does not fail (issue 11,
-    field report: the notifier's first use of an old connection failed once).
+    (50 ms .. 0.5 s): the first command after a restart does not fail (a field
+    report: the notifier's first use of an old connection failed once).
     During an outage a command fails after about 1 s.
     """
     return aioredis.from_url(
@@ -189,7 +189,7 @@ async def check_redis_credential(settings: Settings, service: str) -> None:
     """Refuse to start when Redis refuses ``settings.redis_url``'s credential (one PING, 1 s).
 
     An unreachable Redis is not refused here: the service starts, its watch logs the
-    outage and its stores retry (DESIGN.md, "The canary's own health").
+    outage and its stores retry (docs/concepts/health.md).
 
     Raises:
         ConfigError: a wrong password, an unknown or disabled user, no user where the

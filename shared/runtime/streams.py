@@ -1,7 +1,7 @@
 """Streams, durable consumers and the KV bucket: declared here and only here.
 
 Two services that declare one stream differently overwrite each other
-(faststream-nats.md, section 2), so every service calls :func:`ensure` with the
+(FastStream's and nats-py's documentation), so every service calls :func:`ensure` with the
 same settings and binds with ``JStream(name, declare=False)``.
 
 - ``CANARY_LOG``: the audit log (LIMITS retention, ``log_max_age_s`` >= 30 days
@@ -21,7 +21,7 @@ same settings and binds with ``JStream(name, declare=False)``.
   a rebuild after Redis lost the state starts there, not at the log's start.
 
 A durable's configuration is not updated by the server once it exists, nor by
-nats-py or FastStream when a service binds it (faststream-nats.md, section 3):
+nats-py or FastStream when a service binds it (FastStream's and nats-py's documentation):
 every service reconciles its durables with this module at start
 (:func:`reverie_canary.shared.runtime.preflight.reconcile_consumers`), which updates what
 the server allows to change in place (``ack_wait``, ``max_deliver``,
@@ -85,7 +85,7 @@ LOG_SUBJECTS = [
 def stream_configs(settings: Settings) -> list[StreamConfig]:
     """The streams, configured from ``settings`` (durations in seconds, sizes in bytes).
 
-    Every stream has an age and a byte limit (DESIGN.md, "Bounds"; past
+    Every stream has an age and a byte limit (docs/concepts/messages.md, "Bounds"; past
     either the oldest messages go), S2 compression of the file store
     (``stream_compression``: JSON events shrink about three times,
     ``benchmarks/log_storage.py``) and ``stream_replicas`` copies.
@@ -309,7 +309,7 @@ def task_ack_wait_s(settings: Settings) -> float:
     it, so ``ack_wait`` no longer has to cover a probe: it is an eighth of the probe
     window, between 2 and 30 s (the getting-started page's short cycles, a 14 s window: 2 s; the
     default 600 s window: 30 s), and a SIGKILLed prober's tasks are probed by
-    another prober within the same cycle (issue 11 §1; before, ``ack_wait``
+    another prober within the same cycle (before, ``ack_wait``
     followed the request timeout: 370 s).  ``task_ack_wait_s`` in the settings
     overrides it.
     """
@@ -343,7 +343,7 @@ def prober_consumer(settings: Settings) -> ConsumerSpec:
     )
 
 
-#: Messages the judge holds at a time: one batch, folded and saved together (issue 13 §1).
+#: Messages the judge holds at a time: one batch, folded and saved together.
 JUDGE_BATCH = 256
 
 
@@ -424,7 +424,7 @@ def notifier_resend_consumer(settings: Settings) -> ConsumerSpec:
 
 
 def discovery_consumer(settings: Settings) -> ConsumerSpec:
-    """The judge's retest requests (DESIGN.md, contract 4)."""
+    """The judge's retest requests (docs/concepts/probes.md, the language contract)."""
     return ConsumerSpec(
         stream=LOG,
         durable="discovery-v1",

@@ -1,4 +1,4 @@
-"""TLS to NATS and Redis from the settings (issue 15 §1).
+"""TLS to NATS and Redis from the settings.
 
 ``tls://`` NATS URLs and ``rediss://`` Redis URLs, with the CA, client certificate and key
 files of :class:`reverie_canary.shared.runtime.settings.Settings` (``CANARY_NATS_CA_FILE``,

@@ -1,4 +1,4 @@
-"""Traces across the pipeline with OpenTelemetry: optional (the ``[otel]`` extra), off by default (issue 15 §6).
+"""Traces across the pipeline with OpenTelemetry: optional (the ``[otel]`` extra), off by default.
 
 One probe is one trace. The W3C trace context (``traceparent``) travels in the NATS headers
 of every message a service publishes (:class:`reverie_canary.shared.runtime.broker.Publisher`), and

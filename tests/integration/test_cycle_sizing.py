@@ -1,4 +1,4 @@
-"""A cycle sized to fit (issue 13 §4), on the whole pipeline: each service its own NATS and Redis user.
+"""A cycle sized to fit, on the whole pipeline: each service its own NATS and Redis user.
 
 Discovery measures the probe times in the live results and sizes the next
 cycle from them; with a ceiling of one probe per prober the default fleet's

@@ -1,6 +1,6 @@
 """The canary's own blindness end to end: simulated gateway, real NATS, Redis and the signed webhook receiver.
 
-DESIGN.md, "The canary's own health"; issue 9, part 1 and its done-when: one
+docs/concepts/health.md: one
 critical ``canary_blind`` notice in the cycle the gateway starts refusing the
 canary, no provider's streak moved while blind, a suspension that comes due
 held, one ``canary_sees`` once a cycle judges again; ``canary replay`` agrees.

@@ -1,7 +1,7 @@
 """A discovery stopped or killed mid-cycle: the next one closes that cycle at its deadline (nothing skipped silently).
 
 Before, the cycle's tasks ran but no ``CycleClosed`` ever came: no verdict, no
-frozen providers, no word in any log (DESIGN.md, "The canary's own health").
+frozen providers, no word in any log (docs/concepts/health.md).
 """
 
 from __future__ import annotations

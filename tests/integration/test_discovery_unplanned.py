@@ -1,4 +1,4 @@
-"""A cycle discovery cannot plan is a fact on the log, with its cause (DESIGN.md, "The canary's own health")."""
+"""A cycle discovery cannot plan is a fact on the log, with its cause (docs/concepts/health.md)."""
 
 from __future__ import annotations
 

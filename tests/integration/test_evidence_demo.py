@@ -1,4 +1,4 @@
-"""``canary evidence`` on a demo suspension (issue 12): the bundle, rerun through ``canary check``, gives exactly
+"""``canary evidence`` on a demo suspension: the bundle, rerun through ``canary check``, gives exactly
 the verdicts the judge used."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Eight hostile providers beside eight healthy ones for ten cycles, on real processes (issue 11 §2).
+"""Eight hostile providers beside eight healthy ones for ten cycles, on real processes.
 
 The gateway and the prober run in processes of their own (``tests/hostile_fleet.py``),
 discovery and the judge here, on a real NATS and Redis.  What must hold whatever
@@ -8,7 +8,7 @@ with a defined outcome, every hostile kind is caught for what it is, no result
 comes near NATS's ``max_payload``, and no healthy provider is ever failed.  How
 close the healthy providers' times to first token come to the injected delays,
 and the share of tasks probed before their deadline, are figures of
-``benchmarks/hostile_bench.py`` (measured, not asserted: CONVENTIONS.md, "Speed
+``benchmarks/hostile_bench.py`` (measured, not asserted: docs/development.md, "Speed
 is measured in benchmarks").
 """
 

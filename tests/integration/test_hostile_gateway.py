@@ -1,4 +1,4 @@
-"""A hostile gateway on the real wire: every kind gets its defined outcome, in bounded time and size (issue 11 §2).
+"""A hostile gateway on the real wire: every kind gets its defined outcome, in bounded time and size.
 
 The simulated gateway's hostile kinds (``simulator/scenarios/hostile.toml``,
 ``scenario.HOSTILE_KINDS``) against the real prober path (pinned request, the

@@ -1,4 +1,4 @@
-"""``canary init`` stops at the first refusal no retry heals and names it; it retries only what can heal (issue 17)."""
+"""``canary init`` stops at the first refusal no retry heals and names it; it retries only what can heal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The judge reads in batches and still folds every message once, in log order (issue 13 §1).
+"""The judge reads in batches and still folds every message once, in log order.
 
 A batch in flight is no longer ordered by the server: a message that a stopped process
 held, or one nak'ed, comes back after later ones.  These tests make that happen on a real

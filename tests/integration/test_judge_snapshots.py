@@ -1,4 +1,4 @@
-"""Snapshots of the judge's fold in NATS: a rebuild starts from the last one, not from the log's start (issue 13 §2)."""
+"""Snapshots of the judge's fold in NATS: a rebuild starts from the last one, not from the log's start."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ async def test_a_judge_without_the_lease_cannot_write(store):
 
 
 async def test_a_record_in_the_layout_before_batches_is_read_and_rewritten_whole(infra):
-    """One ``doc`` field (the layout before issue 13): loaded as it was, and the first commit leaves no doc."""
+    """One ``doc`` field (the first layout): loaded as it was, and the first commit leaves no doc."""
     client = aioredis.from_url(infra.redis_url)
     store = RedisJudgeStore(client, infra.namespace)
     try:

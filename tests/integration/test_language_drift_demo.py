@@ -1,4 +1,4 @@
-"""``canary demo --scenario full`` within its default cycles: the language coverage bound end to end (issue 12).
+"""``canary demo --scenario full`` within its default cycles: the language coverage bound end to end.
 
 The full fleet has two providers whose defect lives in one language only: saltmarsh/fp8 answers Spanish
 requests in Portuguese, tidewater/fp8 mixes Spanish into Portuguese.  At 2 languages a cycle the

@@ -1,6 +1,6 @@
 """The whole pipeline, end to end, on real NATS and Redis against the simulated gateway.
 
-Healthy providers answer with real sentences from ``../shared/data/lang/sentences``
+Healthy providers answer with real sentences from the data folder's ``data/lang/sentences``
 (text no one here wrote), so the checks meet natural language.
 """
 
@@ -37,7 +37,7 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
     # every service ran as its own Redis user (shared/redis/users.acl) and none was refused a
     # command or a key: the ACL grants what the pipeline needs
     assert denied == []
-    # the live Redis state is exactly the fold of the log (DESIGN.md: replay gives the same state)
+    # the live Redis state is exactly the fold of the log (docs/concepts/index.md: replay gives the same state)
     assert replay_differences == []
     assert replayed_suspends == sorted([BROKEN, SLOW])
     # and the auditors' command says so

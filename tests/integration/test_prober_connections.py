@@ -1,4 +1,4 @@
-"""The prober's connections to the gateway, and what its clock counts (issue 11 §2, issue 13 §3).
+"""The prober's connections to the gateway, and what its clock counts.
 
 On a real socket against the simulated gateway (scenario ``hostile``): a reply
 read to ``[DONE]`` leaves its connection in the pool for the next probe (it

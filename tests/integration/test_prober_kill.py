@@ -1,9 +1,9 @@
-"""A prober SIGKILLed mid-probe beside a second one costs its cycle no result (issue 11 §1), on real processes.
+"""A prober SIGKILLed mid-probe beside a second one costs its cycle no result, on real processes.
 
 The gateway and both probers are processes of their own (``tests/drills.py``);
 discovery and the judge run here on a real NATS and Redis, with the
 short-cycle settings compressed and the default 60 s request timeout.  Before
-issue 11 §1 the task consumer's ``ack_wait`` followed that timeout (370 s) and
+the bounded ack wait the task consumer's ``ack_wait`` followed that timeout (370 s) and
 the killed prober's tasks came back after their cycle had closed: 3 of 55
 results missing, their providers frozen (``python -m tests.drills``).
 """

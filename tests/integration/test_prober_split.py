@@ -1,11 +1,11 @@
-"""Two probers, then four: the work of a cycle splits over all of them and no probe is done twice (issue 11), on real processes.
+"""Two probers, then four: the work of a cycle splits over all of them and no probe is done twice, on real processes.
 
 The gateway and the probers are processes of their own (``tests/drills.py``,
 :func:`~tests.drills.prober_split_drill`); discovery and the judge run here on
 a real NATS and Redis with the short-cycle settings of docs/getting-started.md compressed.  Two
 probers more are started beside the first two between two cycles: no
 configuration changes, the shared durable hands the next cycle's tasks to all
-four, and discovery's sizing (issue 13 §4) counts the probers it saw.
+four, and discovery's sizing counts the probers it saw.
 """
 
 from __future__ import annotations

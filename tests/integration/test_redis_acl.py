@@ -1,4 +1,4 @@
-"""A Redis user per service (shared/redis/users.acl, issue 15 §2), on a real redis-server.
+"""A Redis user per service (shared/redis/users.acl), on a real redis-server.
 
 Each service's user reaches its own keys with its own store and nothing of another
 service's (nor of another namespace); the operators' reader reads all and writes none;
@@ -207,7 +207,7 @@ def test_canary_run_with_a_wrong_redis_password_exits_2_with_one_line(acl, tmp_p
 
 
 async def test_a_user_in_the_url_and_its_password_from_a_file_are_let_in(acl, tmp_path):
-    """compose's Docker secrets: ``REDIS_URL=redis://judge@host`` and ``REDIS_PASSWORD_FILE`` (issue 15 §3)."""
+    """compose's Docker secrets: ``REDIS_URL=redis://judge@host`` and ``REDIS_PASSWORD_FILE``."""
     from reverie_canary.shared.runtime.service import redis_client, redis_watch_client
 
     secret = tmp_path / "redis_judge_password"

@@ -49,7 +49,7 @@ async def answers_on_log(nc, command_id: str) -> list:
 
 
 async def test_an_override_removed_before_a_crash_is_answered_applied_on_redelivery(infra):
-    """Issue 10: a router killed after removing an override, before answering, must not answer 'refused' later.
+    """A router killed after removing an override, before answering, must not answer 'refused' later.
 
     The removal, its position and its answer were saved in one step; the redelivered command (a new router)
     finds its position and publishes the saved answer: one CommandApplied on the log, same id."""

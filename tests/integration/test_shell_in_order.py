@@ -1,4 +1,4 @@
-"""A consumer of one message at a time (the router's pull, issue 13 §5): in log order, given back at a stop."""
+"""A consumer of one message at a time (the router's pull): in log order, given back at a stop."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ async def sim() -> AsyncIterator[Sim]:
 
 def probe_body(kind: str, language: str = "en", *, tag: str | None = None, fallbacks: bool = False,
                require_parameters: bool = False, stream: bool = False, **extra: Any) -> dict[str, Any]:
-    """A chat body for one probe, pinned to ``tag`` the way the canary pins (openrouter-api.md §2)."""
+    """A chat body for one probe, pinned to ``tag`` the way the canary pins (OpenRouter's provider routing documentation)."""
     probe = build(kind, language)
     body: dict[str, Any] = {"model": MODEL, "messages": probe.messages, "max_tokens": probe.max_tokens,
                             "stream": stream}
@@ -213,7 +213,7 @@ def shared_dir() -> Path:
     return Path(os.environ.get("CANARY_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
 
 
-# --- listings (openrouter-api.md §1) -----------------------------------------
+# --- listings (OpenRouter's endpoints listing API) -----------------------------------------
 
 
 PUBLIC_ENDPOINT_FIELDS = {
@@ -277,7 +277,7 @@ async def test_models_and_providers_listings_name_the_fleet(sim: Sim) -> None:
     assert providers["Alpha"] == "alpha" and providers["Beta Turbo"] == "beta" and providers["Acme"] == "acme"
 
 
-# --- routing (openrouter-api.md §2) -------------------------------------------
+# --- routing (OpenRouter's provider routing documentation) -------------------------------------------
 
 
 async def test_pin_with_order_and_no_fallback_serves_exactly_that_provider(sim: Sim) -> None:
@@ -435,7 +435,7 @@ async def test_require_key_rejects_requests_without_bearer_key() -> None:
         assert r.status_code == 200
 
 
-# --- streaming (openrouter-api.md §3) -------------------------------------------
+# --- streaming (OpenRouter's streaming documentation) -------------------------------------------
 
 
 async def test_stream_sends_keepalives_until_first_content_then_usage_and_done(sim: Sim) -> None:
@@ -510,7 +510,7 @@ async def test_midstream_failure_is_one_error_event_then_the_end(sim: Sim) -> No
     assert all("usage" not in e for e in evs)
 
 
-# --- non-stream (openrouter-api.md §3, §6) -----------------------------------------
+# --- non-stream (OpenRouter's streaming documentation) -----------------------------------------
 
 
 async def test_non_stream_response_shape(sim: Sim) -> None:
@@ -549,7 +549,7 @@ async def test_max_tokens_cuts_the_reply_with_finish_reason_length(sim: Sim) -> 
     assert r.json()["usage"]["completion_tokens"] == 5
 
 
-# --- generation stats (openrouter-api.md §7) -------------------------------------
+# --- generation stats (OpenRouter's generation-stats API) -------------------------------------
 
 
 async def test_generation_lookup_reports_the_served_provider(sim: Sim) -> None:

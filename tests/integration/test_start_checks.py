@@ -1,4 +1,4 @@
-"""Services refuse a wrong setup at start in one line, reconcile their durables, and say what they do (issue 9 §2).
+"""Services refuse a wrong setup at start in one line, reconcile their durables, and say what they do.
 
 Real NATS (with the project's authorization where credentials matter) and Redis;
 ``canary run`` and ``canary up`` run as the processes an operator starts.

@@ -1,4 +1,4 @@
-"""Every stream has an age and a byte limit and S2 compression, on a real server (issue 11 §5)."""
+"""Every stream has an age and a byte limit and S2 compression, on a real server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pipeline end to end over TLS only (issue 15 §1): NATS and Redis with no plain port.
+"""The pipeline end to end over TLS only: NATS and Redis with no plain port.
 
 A throwaway CA (``trustme``) signs the servers' certificate (127.0.0.1) and one client
 certificate; both servers require it (mutual TLS). The five services, the demo's observer

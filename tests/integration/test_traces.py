@@ -1,4 +1,4 @@
-"""One probe is one trace, from discovery's task to the router's snapshot (issue 15 §6; shared/runtime/tracing.py).
+"""One probe is one trace, from discovery's task to the router's snapshot (shared/runtime/tracing.py).
 
 The whole pipeline runs on real NATS and Redis with an in-memory span exporter; the trace
 context travels in the NATS headers of the task, the result and the decision.

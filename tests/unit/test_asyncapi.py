@@ -1,4 +1,4 @@
-"""The message contract as AsyncAPI 3.0 (issue 15 §4): valid, complete, and the committed file is current."""
+"""The message contract as AsyncAPI 3.0: valid, complete, and the committed file is current."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_senders_are_who_nats_lets_publish(doc):
     assert ("judge", "decisions") in senders and ("prober", "results") in senders
     assert ("router", "routing-kv") in senders and ("operator", "ops") in senders
     assert not {s for s in senders if s[1] == "decisions" and s[0] != "judge"}  # only the judge decides
-    # a chat backend publishes its served-by counts and nothing else (issue 14 §2); the dashboard nothing at all
+    # a chat backend publishes its served-by counts and nothing else; the dashboard nothing at all
     assert {s for s in senders if s[0] == "backend"} == {("backend", "served")}
     assert not {s for s in senders if s[0] == "dashboard"}
     receives = {(op["x-canary-user"], op["channel"]["$ref"].rsplit("/", 1)[1]) for op in ops.values()
@@ -69,7 +69,7 @@ def test_senders_are_who_nats_lets_publish(doc):
 def test_streams_consumers_and_permissions_are_carried(doc):
     assert {"CANARY_LOG", "CANARY_TASKS", "CANARY_DEADLETTER"} <= set(doc["x-canary-streams"])
     assert doc["x-canary-streams"]["CANARY_TASKS"]["retention"] == "workqueue"
-    assert doc["x-canary-consumers"]["judge-v1"]["maxAckPending"] == 256  # one batch (issue 13 §1)
+    assert doc["x-canary-consumers"]["judge-v1"]["maxAckPending"] == 256  # one batch
     assert doc["x-canary-permissions"]["prober"]["publish"][-2:] == ["canary.results.>", "canary.deadletter.prober"]
     assert doc["x-canary-permissions"]["admin"] == {"publish": [">"], "subscribe": [">"]}
 

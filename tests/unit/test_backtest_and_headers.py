@@ -1,4 +1,4 @@
-"""Issue 17: backtests compare two fully stated configurations; headers and decision lines say the mode."""
+"""Backtests compare two fully stated configurations; headers and decision lines say the mode."""
 
 from __future__ import annotations
 

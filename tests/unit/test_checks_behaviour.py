@@ -1,4 +1,4 @@
-"""Behavioural integrity (DESIGN.md contract 5): junk, control tokens, byte-level markers, repetition, echo."""
+"""Behavioural integrity (docs/concepts/probes.md, behavioural integrity): junk, control tokens, byte-level markers, repetition, echo."""
 
 from __future__ import annotations
 

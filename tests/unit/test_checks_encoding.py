@@ -1,4 +1,4 @@
-"""Encoding integrity (DESIGN.md contract 4): U+FFFD, C1 controls, mojibake (language-detection.md #4)."""
+"""Encoding integrity (docs/concepts/probes.md, the language contract): U+FFFD, C1 controls, mojibake (the detector comparison, ``benchmarks/language_table.py``)."""
 
 from __future__ import annotations
 

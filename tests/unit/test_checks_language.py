@@ -1,4 +1,4 @@
-"""Language integrity (DESIGN.md contract 4): switch, mixing, abstention; language-detection.md setup."""
+"""Language integrity (docs/concepts/probes.md, the language contract): switch, mixing, abstention; the detector comparison (``benchmarks/language_table.py``)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_too_short_is_inconclusive(text):
     """Below 20 letters or 3 words the check abstains (FP-04): inconclusive, never fail.
 
     Unless every letter is in a script the language never uses (``好的`` to a
-    Portuguese request): tests/unit/test_checks_scripts.py (issue 12, item 6).
+    Portuguese request): tests/unit/test_checks_scripts.py.
     """
     result = assess_language(text, "pt")
     assert (result.outcome, result.reason) == ("inconclusive", "too_short")
@@ -227,7 +227,7 @@ def test_sentence_split(text, expected):
     ("texto [[END]]", "END"),
 ])
 def test_strip_for_detection_removes_non_prose(text, gone):
-    """Code, URLs, e-mails, paths, numbers, identifiers and the sentinel are stripped (language-detection.md #5)."""
+    """Code, URLs, e-mails, paths, numbers, identifiers and the sentinel are stripped (the detector comparison, ``benchmarks/language_table.py``)."""
     assert gone not in strip_for_detection(text)
 
 

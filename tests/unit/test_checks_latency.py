@@ -1,4 +1,4 @@
-"""Time to first token (DESIGN.md contract 1): content or reasoning, keep-alives never count."""
+"""Time to first token (docs/concepts/probes.md, the latency contract): content or reasoning, keep-alives never count."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ SPEC = ProbeSpec(kind="ttft", language="en")
     (Reply(text="", http_status=200, timed_out=True), "fail", "ttft_exceeded"),                          # FC-25
     (Reply(text="", http_status=200, timed_out=True, total_ms=10_500.0, keepalives=50), "fail", "ttft_exceeded"),
     (Reply(text="", http_status=200, timed_out=True, total_ms=3_000.0), "inconclusive", "timed_out"),   # gave up early
-    (Reply(text="", http_status=200), "not_applicable", "no_text"),                       # finished: not slow (issue 16)
+    (Reply(text="", http_status=200), "not_applicable", "no_text"),                       # finished: not slow
     (Reply(text="", http_status=200, finish_reason="tool_calls", total_ms=320.0), "not_applicable", "no_text"),
     (Reply(text=" \n", http_status=200, finish_reason="stop", total_ms=320.0), "not_applicable", "no_text"),
     (Reply(text="Use a hash map.", first_reasoning_ms=1_100.0, first_content_ms=13_400.0), "pass", ""),  # FP-09

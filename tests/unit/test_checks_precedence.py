@@ -1,4 +1,4 @@
-"""Issue 16: a reply that finished without text is judged by what it is; the reason names the cause.
+"""A reply that finished without text is judged by what it is; the reason names the cause.
 
 The latency check censors time to first token only when the client stopped
 waiting on an open stream with nothing visible; every other empty reply is

@@ -1,4 +1,4 @@
-"""Filtering and silent refusal (DESIGN.md contract 2): finish reason, empty, cut off, phrasing."""
+"""Filtering and silent refusal (docs/concepts/probes.md, the filtering contract): finish reason, empty, cut off, phrasing."""
 
 from __future__ import annotations
 

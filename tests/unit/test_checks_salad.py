@@ -1,4 +1,4 @@
-"""Word salad (issue 12, item 5), and every family's synthetic cases through the whole pipeline."""
+"""Word salad, and every family's synthetic cases through the whole pipeline."""
 
 from __future__ import annotations
 

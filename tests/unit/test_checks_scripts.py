@@ -1,4 +1,4 @@
-"""Script integrity (issue 12, items 4 and 6): foreign-script runs inside a reply, short replies all in one."""
+"""Script integrity: foreign-script runs inside a reply, short replies all in one."""
 
 from __future__ import annotations
 

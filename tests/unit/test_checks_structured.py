@@ -1,4 +1,4 @@
-"""Structured output (DESIGN.md contract 3): raw JSON under response_format, schema via jsonschema."""
+"""Structured output (docs/concepts/probes.md, the structured-output contract): raw JSON under response_format, schema via jsonschema."""
 
 from __future__ import annotations
 

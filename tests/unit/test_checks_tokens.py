@@ -1,4 +1,4 @@
-"""Leaked tokens by kind (issue 12, items 1-3 and 7): reserved tokens, every bar spelling, channel text, code."""
+"""Leaked tokens by kind: reserved tokens, every bar spelling, channel text, code."""
 
 from __future__ import annotations
 

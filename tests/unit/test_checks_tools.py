@@ -1,4 +1,4 @@
-"""Tool-call checks (DESIGN.md contract 6): every check and its traps, the reader's assembly, the evidence round trip."""
+"""Tool-call checks (docs/concepts/probes.md, the tool-call contract): every check and its traps, the reader's assembly, the evidence round trip."""
 
 from __future__ import annotations
 
@@ -433,7 +433,7 @@ def test_a_hostile_stream_cannot_grow_the_reader():
 
 
 def test_tool_calls_and_tool_names_keep_their_meaning():
-    """The old fields stay: tool_calls counts distinct calls, tool_names their names (issue 16's check reads them)."""
+    """The old fields stay: tool_calls counts distinct calls, tool_names their names (check reads them)."""
     reply = streamed("lamp_status", "{}")
     assert (reply.tool_calls, reply.tool_names) == (1, ("lamp_status",))
     assert evaluate(reply, PLAIN).reason == "unexpected_tool_calls"

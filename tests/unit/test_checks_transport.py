@@ -1,4 +1,4 @@
-"""Transport (DESIGN.md contract 1): breakage below the content level is never a quality failure."""
+"""Transport (docs/concepts/probes.md, the latency contract): breakage below the content level is never a quality failure."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_late_first_token_then_stall_is_left_to_latency():
 
 
 def test_moderation_403_is_a_filter_fail():
-    """A 403 moderation refusal of the benign canary prompt is a content_filter fail (openrouter-api.md §6)."""
+    """A 403 moderation refusal of the benign canary prompt is a content_filter fail (OpenRouter's error documentation)."""
     error = {"error": {"code": 403, "message": "flagged", "metadata": {"reasons": ["violence"], "flagged_input": "..."}}}
     result = check_transport(Reply(http_status=403, error=error), SPEC)
     assert (result.outcome, result.reason) == ("fail", "content_filter")

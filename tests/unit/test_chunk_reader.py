@@ -1,4 +1,4 @@
-"""The one chat-completion reader: the same bytes give the same reply, live or recorded (issue 10 §4).
+"""The one chat-completion reader: the same bytes give the same reply, live or recorded.
 
 Live replies go through ``http.send_probe`` (here on ``httpx.MockTransport``,
 one scripted response each, with the network's chunking chosen by the test);
@@ -94,7 +94,7 @@ WHITESPACE_FIRST = [(0.0, KEEPALIVE), (0.02, chunk(" ")), (0.03, chunk("\n")), (
 
 
 def test_a_whitespace_first_delta_does_not_start_the_clock_live_or_recorded():
-    """The provider's first delta is a space: both readers time the first visible character (issue 10 §4)."""
+    """The provider's first delta is a space: both readers time the first visible character."""
     live_reply = live(WHITESPACE_FIRST)
     case = recorded(WHITESPACE_FIRST, " \nParis.")
     assert 240.0 <= live_reply.ttft_ms < 400.0, live_reply
@@ -147,7 +147,7 @@ def test_any_network_chunking_gives_the_same_reply(split, crlf):
 
 
 def test_tool_calls_are_counted_and_named():
-    """delta.tool_calls: calls by index, their names; a finished tool-calls-only reply fails as such (issue 16)."""
+    """delta.tool_calls: calls by index, their names; a finished tool-calls-only reply fails as such."""
     call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lamp_status", "arguments": ""}}
     more = {"index": 0, "function": {"arguments": "{}"}}
     events = [(0.0, chunk(None, tool_calls=None)),

@@ -16,7 +16,7 @@ def _compose() -> dict:
 
 
 def test_compose_validates_against_the_compose_spec_schema():
-    """The whole file (merge keys resolved) passes the compose-spec JSON schema."""
+    """The whole file (merge keys resolved) passes the Compose specification's JSON Schema."""
     schema = json.loads(shared_path("reference", "compose-spec.json").read_text())
     jsonschema.Draft7Validator.check_schema(schema)
     errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(_compose()), key=lambda e: list(e.path))
@@ -112,7 +112,7 @@ def test_redis_runs_the_shipped_acl_and_each_service_connects_as_its_own_redis_u
 
 
 def test_every_password_is_a_docker_secret_never_an_environment_value():
-    """issue 15 §3: the services read NATS and Redis passwords from /run/secrets (``<NAME>_FILE``)."""
+    """The services read NATS and Redis passwords from /run/secrets (``<NAME>_FILE``)."""
     compose = _compose()
     for name, service in compose["services"].items():
         env = service.get("environment") or {}

@@ -1,4 +1,4 @@
-"""Sizing a cycle (issue 13 §4): the probes in flight follow from the plan, the measured probe times and the window."""
+"""Sizing a cycle: the probes in flight follow from the plan, the measured probe times and the window."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from reverie_canary.services.discovery.sizing import KindTime, ProbeTimes, Tally
 from reverie_canary.shared.contract import codec
 
 START = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
-#: issue 13's fleet: 2,000 endpoints, 6 probes each
+#: the sizing goal's fleet: 2,000 endpoints, 6 probes each
 COUNTS = {"ttft": 2000, "refusal": 2000, "structured": 2000, "echo": 2000, "language": 4000}
 
 

@@ -1,4 +1,4 @@
-"""Listed prices of an endpoint (openrouter-api.md 1.1 ``pricing``) as discovery keeps them."""
+"""Listed prices of an endpoint (OpenRouter's endpoints listing API ``pricing``) as discovery keeps them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evidence bundles (issue 12): the probes behind a decision as field cases; ``canary check`` on them gives
+"""Evidence bundles: the probes behind a decision as field cases; ``canary check`` on them gives
 the verdicts the prober gave, check by check."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The canary's own health in the judge's fold (DESIGN.md, "The canary's own health"; issue 9, part 1)."""
+"""The canary's own health in the judge's fold (docs/concepts/health.md)."""
 
 from __future__ import annotations
 

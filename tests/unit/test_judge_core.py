@@ -1,4 +1,4 @@
-"""The judge's policy as a pure fold: every rule of DESIGN.md "The judge: a pure fold"."""
+"""The judge's policy as a pure fold: every rule of docs/concepts/judge.md."""
 
 from __future__ import annotations
 
@@ -358,7 +358,7 @@ def test_language_anomaly_requests_a_retest_next_cycle():
     ("transport_error", "http_503", False),
 ])
 def test_only_a_language_anomaly_asks_for_a_retest(outcome, reason, retest):
-    """DESIGN.md contract 4: switch, mixing, encoding, ambiguity are the language's; the rest are not."""
+    """docs/concepts/probes.md, the language contract: switch, mixing, encoding, ambiguity are the language's; the rest are not."""
     out = {p: {"language": "pass"} for p in FLEET}
     out["a/fp8"]["language"] = (outcome, reason)
     _, effects = run([cycle_events(3, out)])

@@ -1,4 +1,4 @@
-"""The bound on the time to detect a one-language defect (issue 12): every language of every provider
+"""The bound on the time to detect a one-language defect: every language of every provider
 is probed at least once in every ``language_coverage_cycles`` consecutive cycles."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The language check's one use of py3langid internals, pinned (issue 10, small ones).
+"""The language check's one use of py3langid internals, pinned (small ones).
 
 ``client/checks/language.py`` scores a reply through ``_Scorer``: py3langid's byte
 automaton and model arrays, reached through private names, so that each byte is walked once and a

@@ -1,4 +1,4 @@
-"""The endpoints listing says why a cycle cannot be planned (DESIGN.md, "The canary's own health")."""
+"""The endpoints listing says why a cycle cannot be planned (docs/concepts/health.md)."""
 
 from __future__ import annotations
 

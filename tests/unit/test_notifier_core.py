@@ -346,7 +346,7 @@ def test_a_suspension_held_while_blind_is_told_once_and_ends_with_the_suspension
     assert notices[2].count == 2 and state.held == {}
 
 
-# -- discovery's sizing: a cycle that cannot fit is told before it runs (issue 13 §4) -----------
+# -- discovery's sizing: a cycle that cannot fit is told before it runs -----------
 
 
 def sized_event(n: int, fits: bool, *, v: int = 1):

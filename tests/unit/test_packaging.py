@@ -1,6 +1,6 @@
 """Packaging: one import namespace, mapped from the repository's top-level folders.
 
-DESIGN.md, packaging: everything imports under ``reverie_canary.…``; a chat backend with
+docs/development.md, "Layout": everything imports under ``reverie_canary.…``; a chat backend with
 its own ``shared/`` or ``services/`` package must not collide with ours.
 """
 

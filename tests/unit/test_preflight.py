@@ -1,4 +1,4 @@
-"""Start-time checks without servers: refusals told from hiccups, the key check, consumer differences (issue 9 §2)."""
+"""Start-time checks without servers: refusals told from hiccups, the key check, consumer differences."""
 
 from __future__ import annotations
 

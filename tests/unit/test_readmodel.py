@@ -371,7 +371,7 @@ def test_status_says_blind_with_the_cause_and_sees_again_from_the_judges_own_dec
 
 
 def test_the_latest_cycle_sizing_is_in_the_fleet_view_and_one_that_does_not_fit_says_so():
-    """CycleSized (issue 13 §4): ``canary status`` shows the latest cycle's sizing; red when it cannot fit."""
+    """CycleSized: ``canary status`` shows the latest cycle's sizing; red when it cannot fit."""
     from io import StringIO
 
     from rich.console import Console

@@ -1,4 +1,4 @@
-"""Rendering shared/redis/users.acl into the file redis-server loads (issue 15 §2)."""
+"""Rendering shared/redis/users.acl into the file redis-server loads."""
 
 from __future__ import annotations
 

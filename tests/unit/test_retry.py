@@ -1,4 +1,4 @@
-"""Retry policies: capped exponential backoff with full jitter (issue 15 §5)."""
+"""Retry policies: capped exponential backoff with full jitter."""
 
 from __future__ import annotations
 

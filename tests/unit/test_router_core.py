@@ -1,7 +1,7 @@
 """The router's pure fold: every rule of services/router/core.py, its answers and its guard rails.
 
-DESIGN.md, "The router" and "Operator commands are answered by events"; issue 9 §7
-(guard rails), issue 11 §4 (nothing expired is kept, not even by a rebuild).
+docs/concepts/routing.md and docs/concepts/messages.md ("Operator commands are answered by
+events"): the guard rails, and nothing expired is kept, not even by a rebuild.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def test_removing_an_override_is_applied_even_when_it_restores_hosts_below_the_f
     assert state.overrides == {}
 
 
-# -- guard rails (issue 9 §7) ------------------------------------------------------------------------
+# -- guard rails ------------------------------------------------------------------------
 
 
 def test_an_override_for_a_provider_the_gateway_does_not_list_is_refused_unless_forced():

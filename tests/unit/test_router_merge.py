@@ -1,6 +1,6 @@
 """The router's pure core: the three-layer merge (properties) and the exclusions file (tables).
 
-DESIGN.md, "The router: three layers into provider.ignore": layers combine by
+docs/concepts/routing.md: layers combine by
 union, each entry names every layer that ignores the provider, an entry past
 its expiry never appears, and ``*`` applies to every model.
 """

@@ -1,4 +1,4 @@
-"""Secrets from files: ``<NAME>_FILE`` for every credential and URL setting (issue 15 §3)."""
+"""Secrets from files: ``<NAME>_FILE`` for every credential and URL setting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The task consumer's ack_wait follows the probe window, not the request timeout (issue 11 §1)."""
+"""The task consumer's ack_wait follows the probe window, not the request timeout."""
 
 from __future__ import annotations
 

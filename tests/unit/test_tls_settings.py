@@ -1,4 +1,4 @@
-"""TLS settings for NATS and Redis (issue 15 §1): where they are refused, what the connections get."""
+"""TLS settings for NATS and Redis: where they are refused, what the connections get."""
 
 from __future__ import annotations
 

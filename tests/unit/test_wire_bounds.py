@@ -1,4 +1,4 @@
-"""Strict wire (DESIGN.md, "Bounds"): a bound on every field, one schema version, every message under max_payload."""
+"""Strict wire (docs/concepts/messages.md, "Bounds"): a bound on every field, one schema version, every message under max_payload."""
 
 from __future__ import annotations
 
