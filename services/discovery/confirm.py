@@ -7,7 +7,7 @@ failed cycles suspend it, but they are not evidence the canary vouches for: a
 backend may be buggy or hostile, and a prompt of its own may make every
 provider fail.  So counts only ever *ask* for a probe; the probe's result is a
 fact shown to operators and never enters a cycle's verdict or a streak
-(DESIGN.md, "The request in flight").
+(docs/concepts/in-flight.md).
 
 Rules:
 
