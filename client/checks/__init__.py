@@ -131,7 +131,6 @@ from reverie_canary.client.bounds import clamp
 from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS, check_echo
 from reverie_canary.client.checks.duplicate import check_duplicate
 from reverie_canary.client.checks.encoding import check_encoding
-from reverie_canary.client.checks.language import check_language
 from reverie_canary.client.checks.latency import check_ttft
 from reverie_canary.client.checks.letters import check_foreign_letters
 from reverie_canary.client.checks.refusal import (
@@ -153,6 +152,21 @@ from reverie_canary.client.checks.transport import check_transport
 from reverie_canary.client.reply import CheckResult, Outcome, ProbeSpec, Reply
 
 Check = Callable[[Reply, ProbeSpec], CheckResult]
+
+
+def check_language(reply: Reply, spec: ProbeSpec) -> CheckResult:
+    """The language probe's check (:func:`.language.check_language`), imported on its first use.
+
+    The language check needs numpy and the detectors (the ``language`` extra); every other
+    check, the ones any reply gets among them, is pure Python on msgspec, so that a chat
+    backend's light install imports this package without them (DESIGN.md, "Packaging").
+
+    Raises:
+        ImportError: the ``language`` extra is not installed (only a language probe calls this).
+    """
+    from reverie_canary.client.checks.language import check_language as run
+
+    return run(reply, spec)
 
 
 def _fingerprint() -> str:

@@ -28,11 +28,11 @@ a 300-token reply (benchmarks/checks_bench.py).
 from __future__ import annotations
 
 import difflib
+import math
+import operator
 import re
 import unicodedata
 import zlib
-
-import numpy as np
 
 from reverie_canary.client.checks.refusal import spent_on_reasoning
 from reverie_canary.client.checks.tokens import (
@@ -231,7 +231,7 @@ def find_repetition(text: str, *, min_share: float = 0.3) -> dict | None:
     n = len(tokens)
     if n < 3:
         return None
-    best = _longest_run_small(tokens, min_share) if n <= 120 else _longest_run(tokens, min_share)
+    best = longest_run(tokens, min_share)
     if best is None:
         return None
     covered, period, start = best
@@ -239,45 +239,34 @@ def find_repetition(text: str, *, min_share: float = 0.3) -> dict | None:
             "repeats": covered // period, "share": round(covered / n, 3)}
 
 
-def _longest_run_small(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
-    """Pure-Python search of :func:`find_repetition` (faster than numpy below ~120 tokens)."""
-    n = len(tokens)
-    best: tuple[int, int, int] | None = None  # (tokens covered, period, start)
-    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
-        need = _min_repeats(period)
-        run = 0
-        for i in range(n - period):
-            if tokens[i] != tokens[i + period]:
-                run = 0
-                continue
-            run += 1
-            covered = run + period
-            if covered // period >= need and covered >= min_share * n and (best is None or covered > best[0]):
-                best = (covered, period, i - run + 1)
-    return best
+_RUN = re.compile(rb"\x01+")
 
 
-def _longest_run(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
-    """Vectorised search of :func:`find_repetition`: one numpy pass per period."""
+def longest_run(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
+    """The longest back-to-back run of :func:`find_repetition`: ``(tokens covered, period, start)`` or ``None``.
+
+    Pure Python at C speed (the chat backend's light install has no numpy): for each period
+    the positions whose token equals the one ``period`` later become a byte string
+    (``map(operator.eq, ...)``), the shortest run that could win is looked for with
+    ``bytes.find`` (most periods end there), and only then are the runs measured.  Ties go to
+    the shorter period, then to the first run.  About 0.3 ms for 300 tokens of a loop, 3 ms
+    for the 4,000 tokens of a capped scan (benchmarks/checks_bench.py).
+    """
     n = len(tokens)
     ids: dict[str, int] = {}
-    seq = np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), dtype=np.int32, count=n)
-    best: tuple[int, int, int] | None = None  # (tokens covered, period, start)
-    need_cover = min_share * n
+    seq = [ids.setdefault(t, len(ids)) for t in tokens]
+    need_cover = math.ceil(min_share * n)
+    best: tuple[int, int, int] | None = None
     for period in range(1, min(MAX_PERIOD, n // 3) + 1):
-        # runs of positions where the token equals the one `period` later
-        eq = np.empty(n - period + 2, dtype=np.int8)
-        eq[0] = eq[-1] = 0
-        np.equal(seq[period:], seq[:-period], out=eq[1:-1].view(bool))
-        edges = np.flatnonzero(np.diff(eq))
-        if not len(edges):
+        # a run of r equal positions covers r + period tokens: the least r that can still win
+        least = max(_min_repeats(period) * period, need_cover, best[0] + 1 if best else 0) - period
+        equal = bytes(map(operator.eq, seq, seq[period:]))
+        if equal.find(b"\x01" * max(least, 1)) < 0:
             continue
-        starts, ends = edges[0::2], edges[1::2]
-        runs = ends - starts
-        i = int(runs.argmax())
-        covered = int(runs[i]) + period
-        if covered // period >= _min_repeats(period) and covered >= need_cover and (best is None or covered > best[0]):
-            best = (covered, period, int(starts[i]))
+        run = max(_RUN.finditer(equal), key=lambda m: m.end() - m.start())  # max keeps the first of equals
+        covered = run.end() - run.start() + period
+        if covered - period >= least:
+            best = (covered, period, run.start())
     return best
 
 

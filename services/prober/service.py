@@ -76,7 +76,7 @@ SWITCH_INTERVAL_S = 0.001
 
 
 #: Replies judged once at start (:func:`warm_checks`): plain, accented, and with mojibake (the
-#: encoding check imports ftfy, about 50 ms, on the first reply that needs it).
+#: encoding check builds its code-page tables and patterns on the first reply that needs them).
 WARM_REPLIES = ("The lighthouse keeper counted nine ships before the fog rolled in.",
                 "O farol ergue-se sobre as rochas; a luz varre o mar à noite, é verdade.",
                 "CafÃ© au lait, sâ€™il vous plaÃ®t.")
@@ -85,7 +85,7 @@ WARM_REPLIES = ("The lighthouse keeper counted nine ships before the fog rolled 
 def warm_checks() -> None:
     """Load the language detectors and run every kind's checks once, so nothing loads on a live reply.
 
-    About 0.6 s of CPU at start (the detectors' models, ftfy, compiled
+    About 0.6 s of CPU at start (the detectors' models, compiled
     patterns, every language's letters and the Han character sets); on the
     first live replies it would hold the GIL while other probes' tokens come in.
     """

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reverie_canary.client.checks.behaviour import (
-    _longest_run,
-    _longest_run_small,
+    MAX_PERIOD,
+    _min_repeats,
     behaviour_checks,
     check_bytelevel,
     check_control_chars,
@@ -18,6 +18,7 @@ from reverie_canary.client.checks.behaviour import (
     check_repetition,
     check_tool_calls,
     find_repetition,
+    longest_run,
 )
 from reverie_canary.client.reply import ProbeSpec, Reply
 
@@ -240,15 +241,32 @@ def test_repetition_needs_eight_copies_of_short_units(words):
         assert found["repeats"] >= 8
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["a", "b", "c", "d", "."]), min_size=0, max_size=260))
-def test_repetition_search_paths_agree(tokens):
-    """Property: the pure-Python and the numpy search find the same run (unit, length, position)."""
-    assert _longest_run_small(tokens, 0.3) == _longest_run(tokens, 0.3)
+def _longest_run_by_hand(tokens: list[str], min_share: float) -> tuple[int, int, int] | None:
+    """The rule of find_repetition read literally: every period, every position, a counter (the reference)."""
+    n = len(tokens)
+    best = None
+    for period in range(1, min(MAX_PERIOD, n // 3) + 1):
+        run = 0
+        for i in range(n - period):
+            if tokens[i] != tokens[i + period]:
+                run = 0
+                continue
+            run += 1
+            covered = run + period
+            if covered // period >= _min_repeats(period) and covered >= min_share * n and (best is None or covered > best[0]):
+                best = (covered, period, i - run + 1)
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "d", "."]), min_size=0, max_size=400))
+def test_repetition_search_finds_what_the_rule_says(tokens):
+    """Property: the byte-string search finds the run the rule read literally finds (unit, length, position)."""
+    assert longest_run(tokens, 0.3) == _longest_run_by_hand(tokens, 0.3)
 
 
 def test_long_reply_runaway_and_clean_text():
-    """Past 120 tokens the vectorised search runs: a long loop fails, a long story passes."""
+    """A long loop fails, a long story passes (the search past 120 tokens)."""
     story = ("Mira climbs the spiral stairs and checks the great lamp one more time. Outside, the sea is grey "
              "and restless, and the wind pulls at the shutters. She has kept this lighthouse for eleven years "
              "and knows every sound it makes. Far out, a small fishing boat fights its way toward the harbour. "

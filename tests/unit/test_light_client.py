@@ -1,0 +1,89 @@
+"""The chat backend's light install: the client, its reply guard and every any-reply check run on msgspec alone.
+
+A subprocess blocks numpy, ftfy, the language detectors and jsonschema at import
+(a meta-path finder that refuses them), imports the client distribution and runs
+the any-reply checks on replies that must fail and on ones that must pass: what a
+backend with ``pip install reverie-canary-client`` gets (DESIGN.md, "Packaging").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+#: What the light install must not need: the optional extras' packages.
+HEAVY = ("numpy", "ftfy", "langdetect", "py3langid", "jsonschema")
+
+BLOCKER = textwrap.dedent(f"""
+    import importlib.abc, sys
+
+    class Blocked(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {HEAVY!r}:
+                raise ModuleNotFoundError(f"{{name}} is blocked: the light install has no optional extra")
+            return None
+
+    sys.meta_path.insert(0, Blocked())
+    for name in list(sys.modules):
+        if name.split(".")[0] in {HEAVY!r}:
+            del sys.modules[name]
+""")
+
+
+def run_light(program: str) -> dict:
+    """Run ``program`` behind the blocker; it prints one JSON object, returned here."""
+    out = subprocess.run([sys.executable, "-c", BLOCKER + textwrap.dedent(program)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_any_reply_checks_run_without_the_optional_extras():
+    """Every any-reply check imports and judges without numpy, ftfy, the detectors or jsonschema."""
+    result = run_light("""
+        import json, sys
+        from reverie_canary.client.checks import fold
+        from reverie_canary.client.checks.behaviour import BEHAVIOUR_CHECKS
+        from reverie_canary.client.checks.encoding import check_encoding
+        from reverie_canary.client.checks.refusal import check_empty, check_finish
+        from reverie_canary.client.checks.salad import check_word_salad
+        from reverie_canary.client.reply import ProbeSpec, Reply
+
+        checks = (check_finish, check_empty, check_encoding, check_word_salad, *BEHAVIOUR_CHECKS)
+        spec = ProbeSpec(kind="chat")
+        story = ("Mira climbs the spiral stairs and checks the great lamp one more time. Outside, the sea is grey "
+                 "and restless, and the wind pulls at the shutters. ")
+        replies = {
+            "clean": Reply(text=story * 3, finish_reason="stop"),
+            "clean_pt": Reply(text="O farol ergue-se sobre as rochas; a luz varre o mar à noite, é verdade.",
+                              finish_reason="stop"),
+            "junk": Reply(text=": *Mira lifts the lamp.*", finish_reason="stop"),
+            "mojibake": Reply(text="A soluÃ§Ã£o Ã© simples, basta reiniciar o serviÃ§o.", finish_reason="stop"),
+            "loop": Reply(text=story + "and the sea and the sea " * 200, finish_reason="length"),
+            "token": Reply(text="Mira lifts the lamp.<|im_end|>", finish_reason="stop"),
+            "empty": Reply(text="", finish_reason="stop"),
+            "filter": Reply(text="", finish_reason="content_filter"),
+        }
+        out = {name: fold([c(r, spec) for c in checks]).reason or "pass" for name, r in replies.items()}
+        out["heavy_loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in
+                                     ("numpy", "ftfy", "langdetect", "py3langid", "jsonschema"))
+        print(json.dumps(out))
+    """)
+    assert result == {"clean": "pass", "clean_pt": "pass", "junk": "leading_junk", "mojibake": "encoding_broken",
+                      "loop": "repetition", "token": "control_tokens", "empty": "empty_output",
+                      "filter": "content_filter", "heavy_loaded": []}
+
+
+def test_the_blocker_blocks():
+    """The light runs prove something: behind the blocker, numpy does not import."""
+    result = run_light("""
+        import json
+        try:
+            import numpy  # noqa: F401
+            print(json.dumps({"numpy": "imported"}))
+        except ModuleNotFoundError as exc:
+            print(json.dumps({"numpy": str(exc)}))
+    """)
+    assert result == {"numpy": "numpy is blocked: the light install has no optional extra"}
