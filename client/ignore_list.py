@@ -19,7 +19,15 @@ Guarantees (docs/concepts/routing.md; issue "Router and its users"):
 - It keeps the last good snapshot when NATS is unreachable and says how old it
   is (:attr:`age_s`); it reconnects and catches up on its own (on reconnection
   it reads the current value again and watches anew, within about a second).
-- It refuses a snapshot whose version is lower than one it applied (no rollback).
+- It refuses a snapshot whose version is lower than one it applied of the same
+  store (``IgnoreSnapshot.epoch``: no rollback), and says so until it applies a
+  newer one: in :attr:`problem`, in the counter :attr:`refused_rollbacks` and in
+  the log (``snapshot_refused``, each refused version once).  A snapshot of
+  another epoch (the router's store is new: a fresh deployment, another
+  cluster, a cache file from another system) is applied whatever its version,
+  and said once at WARNING (``snapshot_epoch_changed``; :attr:`epoch_changes`).
+- :meth:`health` says all of it in one value (connected, version, epoch, age,
+  problem, the counters) for the backend's own health endpoint and metrics.
 - :meth:`provider` drops entries whose ``until`` has passed on the client's own
   clock, merges the caller's preferences (their ``ignore`` entries are kept),
   and never waits on the bus.
@@ -51,6 +59,7 @@ from typing import Any
 
 import nats
 from nats.js.api import DeliverPolicy
+from msgspec import Struct
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.client import subjects
@@ -111,9 +120,16 @@ class IgnoreListClient:
         self.on_change = on_change
         self.now = now or (lambda: datetime.now(timezone.utc))
         self.snapshot: IgnoreSnapshot | None = None
+        #: snapshots refused (undecodable, or a rollback within one epoch)
         self.refused: int = 0
+        #: snapshots refused because their version was lower than the one applied, in the same epoch
+        self.refused_rollbacks: int = 0
+        #: snapshots of another epoch applied (the router's store was new)
+        self.epoch_changes: int = 0
         self.connected = False
-        self.problem: str | None = None
+        self._problem: str | None = None  # the bus's side: unreachable, refused credential, no bucket ...
+        self._refusing: str | None = None  # a rollback refused and nothing newer applied since
+        self._refused_version: tuple[str, int] | None = None
         self._contact: float | None = None
         self._checked = 0.0  # time.monotonic() of the last word from the bus (a value or a read)
         self._resync = False
@@ -172,6 +188,28 @@ class IgnoreListClient:
         return self.snapshot.version if self.snapshot else 0
 
     @property
+    def epoch(self) -> str:
+        """Epoch (the router store's identity) of the applied snapshot (``""``: none, or a router without epochs)."""
+        return self.snapshot.epoch if self.snapshot else ""
+
+    @property
+    def problem(self) -> str | None:
+        """Why the ignore list served may not be the current one, in one line; ``None`` when it is.
+
+        The bus's side first (unreachable, credential refused, no bucket or snapshot), else a
+        refused rollback: the bus holds an older version of the same store than the one served.
+        """
+        return self._problem or self._refusing
+
+    def health(self) -> ClientHealth:
+        """The client's state in one value (for the backend's health endpoint, metrics and log)."""
+        age = self.age_s
+        return ClientHealth(model=self.model, connected=self.connected, version=self.version, epoch=self.epoch,
+                            age_s=None if age is None else round(age, 3), problem=self.problem,
+                            refused=self.refused, refused_rollbacks=self.refused_rollbacks,
+                            epoch_changes=self.epoch_changes)
+
+    @property
     def age_s(self) -> float | None:
         """Seconds since the bus last confirmed the snapshot (``None``: never)."""
         return None if self._contact is None else time.monotonic() - self._contact
@@ -223,10 +261,14 @@ class IgnoreListClient:
     # -- applying snapshots ------------------------------------------------------
 
     def apply(self, raw: bytes) -> bool:
-        """Apply a snapshot's bytes if newer; ``True`` when applied.
+        """Apply a snapshot's bytes if newer, or of another epoch; ``True`` when applied.
 
-        Lower or equal versions are refused (no rollback); undecodable bytes
-        are refused with a log line, and the last good snapshot stays.
+        Within one epoch, lower versions are refused (no rollback: counted in
+        :attr:`refused_rollbacks`, said in :attr:`problem` until a newer version
+        comes, logged once per refused version) and an equal one changes
+        nothing.  A snapshot of another epoch is applied whatever its version
+        (a new store counts from 1 again) and logged.  Undecodable bytes are
+        refused with a log line, and the last good snapshot stays.
         """
         try:
             snapshot = decode_snapshot(raw)
@@ -236,12 +278,30 @@ class IgnoreListClient:
             return False
         if snapshot.model != self.model:
             return False
-        if self.snapshot is not None and snapshot.version <= self.snapshot.version:
-            if snapshot.version < self.snapshot.version:
-                self._log.warning("snapshot_refused", reason="rollback", version=snapshot.version,
-                                  applied=self.snapshot.version)
+        held = self.snapshot
+        if held is not None and snapshot.epoch != held.epoch:
+            self.epoch_changes += 1
+            self._log.warning("snapshot_epoch_changed", model=self.model, version=snapshot.version,
+                              epoch=snapshot.epoch or "(none)", applied=held.version, applied_epoch=held.epoch or "(none)",
+                              meaning="the router's store is new: its versions count again from 1")
+        elif held is not None and snapshot.version <= held.version:
+            if snapshot.version < held.version:
                 self.refused += 1
+                self.refused_rollbacks += 1
+                if self._refused_version != (snapshot.epoch, snapshot.version):
+                    self._refused_version = (snapshot.epoch, snapshot.version)
+                    self._refusing = (f"refusing v{snapshot.version} from the bus: v{held.version} of the same "
+                                      f"store (epoch {held.epoch or '(none)'}) is served; a rollback is refused "
+                                      "until a newer version comes (if the store was reset without a new epoch, "
+                                      "delete the cache file" + (f" {self.cache_path}" if self.cache_path else "")
+                                      + " and restart)")
+                    self._log.warning("snapshot_refused", model=self.model, reason="rollback",
+                                      version=snapshot.version, applied=held.version, epoch=held.epoch or "(none)",
+                                      refused_rollbacks=self.refused_rollbacks)
             return False
+        if self._refusing is not None:
+            self._log.info("snapshot_rollback_over", model=self.model, version=snapshot.version)
+        self._refusing = self._refused_version = None
         self.snapshot = snapshot
         self._save_cache(raw)
         if self.on_change is not None:
@@ -339,15 +399,15 @@ class IgnoreListClient:
         return f"NATS at {_public_url(self.nats_url)} refused or unreachable: {self._last_error}"
 
     def _set_problem(self, problem: str | None) -> None:
-        """Record why there is no current snapshot; log each change once."""
-        if problem == self.problem:
+        """Record why there is no current snapshot (the bus's side); log each change once."""
+        if problem == self._problem:
             return
         if problem is None:
             self._log.info("ignore_list_current", model=self.model, version=self.version)
         else:
             self._log.warning("ignore_list_not_current", model=self.model, problem=problem,
                               serving_version=self.version)
-        self.problem = problem
+        self._problem = problem
 
     async def _run(self) -> None:
         self._nc = await self._connect()
@@ -424,6 +484,25 @@ class IgnoreListClient:
             self.apply(entry.value)
         self._contact = time.monotonic()
         self._set_problem(None)
+
+
+class ClientHealth(Struct, frozen=True, kw_only=True):
+    """What :meth:`IgnoreListClient.health` says: the snapshot served and why it may not be current.
+
+    ``age_s``: seconds since the bus last confirmed it (``None``: never); ``problem``: one line, ``None``
+    when current; ``refused`` snapshots refused in all, ``refused_rollbacks`` of them older versions of
+    the same store, ``epoch_changes`` snapshots of a new store applied.
+    """
+
+    model: str
+    connected: bool
+    version: int
+    epoch: str = ""
+    age_s: float | None = None
+    problem: str | None = None
+    refused: int = 0
+    refused_rollbacks: int = 0
+    epoch_changes: int = 0
 
 
 class _Log:

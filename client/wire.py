@@ -89,16 +89,40 @@ class IgnoreEntry(Struct, frozen=True, kw_only=True):
         return self if len(live) == len(self.reasons) else IgnoreEntry(provider=self.provider, reasons=live)
 
 
-class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
-    """The merged ignore list of ``model`` at ``at`` (UTC), version ``version``.
+#: The identity of the router's store a snapshot's versions count in (:attr:`IgnoreSnapshot.epoch`).
+Epoch = Annotated[str, Meta(max_length=64, pattern=r"^[A-Za-z0-9._:-]*$")]
+#: A provider's display name as the gateway's replies give it (``DeepInfra``).
+DisplayName = Annotated[str, Meta(min_length=1, max_length=128)]
 
-    Versions increase by one per change and never go back; a client refuses a
-    lower version than one it applied (no rollback).
+
+class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
+    """The merged ignore list of ``model`` at ``at`` (UTC), version ``version`` of store ``epoch``.
+
+    Versions increase by one per change and never go back *within one epoch*: a
+    client refuses a lower version than one it applied of the same epoch (no
+    rollback).  ``epoch`` names the router's store the versions count in; the
+    router draws a new one when its store is new (a fresh deployment, a move to
+    another cluster), where versions start again at 1, so a client holding
+    version 7 of an older store accepts version 4 of the new one and says so.
+    ``""``: a router from before epochs (one sequence, as before).
+
+    ``names`` maps each endpoint tag of the model the router knows from the
+    gateway's listing to its display name (``{"deepinfra/fp8": "DeepInfra",
+    "deepinfra/fp4": "DeepInfra"}``): a reply names its provider by display
+    name only, so a chat backend's guard ignores every endpoint that name covers
+    on its retry, and knows which tags the ignore list's entries exclude.
     """
 
     model: Slug
     version: int
     entries: Annotated[list[IgnoreEntry], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
+    epoch: Epoch = ""
+    names: Annotated[dict[Slug, DisplayName], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = {}
+
+    def tags_named(self, name: str) -> list[str]:
+        """The endpoint tags whose display name is ``name`` (spaces and case ignored), sorted; ``[]``: unknown."""
+        key = " ".join(name.split()).casefold()
+        return sorted(tag for tag, n in self.names.items() if " ".join(n.split()).casefold() == key)
 
     def ignore_at(self, now: datetime) -> list[str]:
         """Provider tags to put in ``provider.ignore`` at ``now`` (UTC), sorted."""

@@ -45,10 +45,16 @@ The rules, in the order :func:`decide` applies them:
      ``ReloadExclusions``): an invalid file is refused and the old exclusions
      stay; one that leaves fewer than ``min_hosts`` usable hosts is refused
      unless the reload was forced;
-   - ``EndpointsDiscovered`` of a watched model is remembered for the guard rails;
+   - ``EndpointsDiscovered`` of a watched model is remembered for the guard rails,
+     and its hosts' display names travel with the snapshot (``names``: a reply
+     names its provider by display name, ``provider.ignore`` takes tags);
    - :class:`KvSeen` (what the KV bucket holds, at start) keeps versions from
-     ever going back; :class:`Tick` (the timer) only lets rule 2 and 4 run.
-4. Every model whose merge changed gets a new snapshot, version + 1.
+     ever going back, and gives a store without an epoch its identity (the
+     shell draws one; the versions of a new store start again at 1, and the
+     epoch tells a chat backend that 4 of the new store follows 7 of the old);
+     :class:`Tick` (the timer) only lets rule 2 and 4 run.
+4. Every model whose merge (entries or names) changed gets a new snapshot,
+   version + 1, in the epoch its sequence started in.
 5. A command gets one answer: ``CommandApplied`` (the versions it made, the
    guard rails it passed with ``force``, a capacity floor broken by an operator)
    or ``CommandRefused`` (a code and the reason).
@@ -324,14 +330,16 @@ class KnownEndpoints(Struct, frozen=True, kw_only=True):
 
 
 class Published(Struct, frozen=True, kw_only=True):
-    """The last snapshot version of a model and a digest of its entries (:func:`entries_digest`).
+    """The last snapshot version of a model, a digest of its entries (:func:`entries_digest`) and its epoch.
 
     An empty digest matches no merge: the next merge publishes a new version.
+    ``epoch``: the store identity the version counts in (``IgnoreSnapshot.epoch``).
     """
 
     version: int
     digest: str = ""
     at: datetime | None = None
+    epoch: str = ""
 
 
 class RouterState(Struct, kw_only=True):
@@ -352,6 +360,7 @@ class RouterState(Struct, kw_only=True):
     published: dict[str, Published] = {}
     commands: list[str] = []
     updated_at: datetime | None = None
+    epoch: str = ""
 
 
 def initial() -> RouterState:
@@ -394,9 +403,15 @@ class ExclusionsRead(Struct, frozen=True, kw_only=True):
 
 
 class KvSeen(Struct, frozen=True, kw_only=True):
-    """The versions the KV bucket holds, per model (at start and after a rebuild); a model absent has none."""
+    """The versions the KV bucket holds, per model (at start and after a rebuild); a model absent has none.
+
+    ``new_epoch``: an identity the shell drew for this store, taken only when the
+    state has none yet (a new store: the first start, or Redis and the log both
+    lost); a model's version sequence keeps the epoch it started in.
+    """
 
     versions: dict[str, Published] = {}
+    new_epoch: str = ""
 
 
 class SnapshotMade(Struct, frozen=True, kw_only=True, tag_field="type", tag="snapshot_made"):
@@ -429,9 +444,10 @@ RouterInput = Decision | AddOverride | RemoveOverride | EndpointsDiscovered | Ex
 _encoder = msgspec.json.Encoder()
 
 
-def entries_digest(entries: list[IgnoreEntry]) -> str:
-    """A digest of a snapshot's entries: equal entries, equal digest (the ``at`` and version play no part)."""
-    return hashlib.blake2b(_encoder.encode(entries), digest_size=16).hexdigest()
+def entries_digest(entries: list[IgnoreEntry], names: dict[str, str] | None = None) -> str:
+    """A digest of a snapshot's entries and names: equal ones, equal digest (the ``at``, version and epoch play
+    no part; without names, the digest of the entries alone, as before names existed)."""
+    return hashlib.blake2b(_encoder.encode([entries, names] if names else entries), digest_size=16).hexdigest()
 
 
 def covers(entry: str, host: Host) -> bool:
@@ -454,6 +470,12 @@ def watched_and_known(state: RouterState, policy: RouterPolicy) -> list[str]:
 def next_change(state: RouterState, now: datetime) -> datetime | None:
     """The earliest time after ``now`` (UTC) at which the merge can change by itself (:func:`next_expiry`)."""
     return next_expiry(state.exclusions, list(state.overrides.values()), list(state.suspensions.values()), now)
+
+
+def snapshot_names(state: RouterState, model: str) -> dict[str, str]:
+    """Endpoint tag -> display name of ``model``'s hosts, as its latest listing gave them (names it lacks left out)."""
+    known = state.endpoints.get(model)
+    return {} if known is None else {h.tag: h.name for h in known.hosts if h.name}
 
 
 def snapshot_entries(state: RouterState, model: str, now: datetime) -> list[IgnoreEntry]:
@@ -524,7 +546,8 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
             case ExclusionsRead():
                 outcome = _exclusions(new, event, now, policy, follow, notes)
             case EndpointsDiscovered():
-                _discovered(new, event, policy)
+                if _discovered(new, event, policy):
+                    touched.add(event.model)  # its names (tag -> display name) travel with the snapshot
             case KvSeen():
                 _kv_seen(new, event)
                 touched.update(watched_and_known(new, policy))
@@ -732,12 +755,13 @@ def _exclusions(state: RouterState, read: ExclusionsRead, now: datetime, policy:
                     floor_broken=breaches)
 
 
-def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPolicy) -> None:
+def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPolicy) -> bool:
+    """Remember a watched model's endpoints; ``True`` when they were taken."""
     if event.model not in policy.models:
-        return  # any model name on the bus must not grow state
+        return False  # any model name on the bus must not grow state
     known = state.endpoints.get(event.model)
     if known is not None and event.at < known.at:
-        return
+        return False
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
     hosts = [Host(tag=e.provider, name=e.provider_name) for e in event.endpoints if e.provider not in controls]
     if known is not None and known.cycle == event.cycle and event.parts > 1:
@@ -746,6 +770,7 @@ def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPo
         hosts = [h for h in {h.tag: h for h in [*known.hosts, *hosts]}.values() if h.tag not in controls]
     state.endpoints[event.model] = KnownEndpoints(cycle=event.cycle, at=event.at, controls=sorted(controls),
                                                   hosts=sorted(hosts, key=lambda h: h.tag))
+    return True
 
 
 def _kv_seen(state: RouterState, event: KvSeen) -> None:
@@ -756,7 +781,9 @@ def _kv_seen(state: RouterState, event: KvSeen) -> None:
         if theirs is not None and (ours is None or theirs.version >= ours.version):
             state.published[model] = theirs
         elif ours is not None:
-            state.published[model] = Published(version=ours.version, at=ours.at)
+            state.published[model] = Published(version=ours.version, at=ours.at, epoch=ours.epoch)
+    if not state.epoch and event.new_epoch:
+        state.epoch = event.new_epoch
 
 
 def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: RouterPolicy) -> list[SnapshotMade]:
@@ -765,13 +792,16 @@ def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: R
         if model == "*":
             continue
         entries = snapshot_entries(state, model, now)
-        digest = entries_digest(entries)
+        names = snapshot_names(state, model)
+        digest = entries_digest(entries, names)
         last = state.published.get(model)
         if last is not None and last.digest == digest:
             continue
         version = (last.version if last is not None else 0) + 1
-        state.published[model] = Published(version=version, digest=digest, at=now)
-        out.append(SnapshotMade(snapshot=IgnoreSnapshot(at=now, model=model, version=version, entries=entries)))
+        epoch = last.epoch if last is not None else state.epoch  # a sequence keeps the epoch it started in
+        state.published[model] = Published(version=version, digest=digest, at=now, epoch=epoch)
+        out.append(SnapshotMade(snapshot=IgnoreSnapshot(at=now, model=model, version=version, entries=entries,
+                                                        epoch=epoch, names=names)))
     return out
 
 

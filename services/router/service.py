@@ -26,6 +26,8 @@ are taken from the KV bucket, and nothing expired is kept.
 from __future__ import annotations
 
 import asyncio
+import secrets
+from datetime import datetime
 from typing import Any
 
 from faststream import FastStream
@@ -80,6 +82,15 @@ EXPIRY_GRACE_S = 0.005
 #: JetStream's error codes of a write whose expected last sequence is not the subject's
 #: (JSStreamWrongLastSequenceErrF, JSStreamWrongLastSequenceConstantErr).
 WRONG_LAST_SEQUENCE_CODES = frozenset({10071, 10164})
+
+
+def new_epoch(now: datetime) -> str:
+    """A new store's identity: its first start's time (UTC, to the second) and 48 random bits.
+
+    Only taken by a state without one (:class:`KvSeen`); the time makes it readable in a log line
+    (``20261101T120000Z-3f9a0c1b22d4``), the random part keeps two stores started in one second apart.
+    """
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(6)}"
 
 
 def kv_conflict(exc: BaseException) -> bool:
@@ -154,8 +165,8 @@ class SnapshotSink:
         for model in models:
             snapshot, _ = await self.current(model)
             if snapshot is not None:
-                out[model] = Published(version=snapshot.version, digest=entries_digest(snapshot.entries),
-                                       at=snapshot.at)
+                out[model] = Published(version=snapshot.version, digest=entries_digest(snapshot.entries, snapshot.names),
+                                       at=snapshot.at, epoch=snapshot.epoch)
         return out
 
     async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> bool:
@@ -277,7 +288,7 @@ class Router:
         state = refold([item.event for item in logged], self.policy, now, exclusions=file.exclusions or [],
                        exclusions_digest=file.digest)
         kv = await self.sink.versions(watched_and_known(state, self.policy))
-        state, effects = decide(state, KvSeen(versions=kv), now, self.policy)
+        state, effects = decide(state, KvSeen(versions=kv, new_epoch=new_epoch(now)), now, self.policy)
         record = RouterRecord(state=state, position=until_seq, revision=1,
                               outbox=[e for e in effects if isinstance(e, SnapshotMade)])
         await self.store.save(record, expected_revision=0)
@@ -391,7 +402,7 @@ class Router:
             if record.outbox:  # a crash may have come between the last save and its publishes
                 await self._carry_out(record, record.outbox, repair=True)
         kv = await self.sink.versions(watched_and_known(record.state, self.policy))
-        await self.step(KvSeen(versions=kv), None)
+        await self.step(KvSeen(versions=kv, new_epoch=new_epoch(clock.now())), None)
         await self.step(self.start_file or self.exclusions.read("start"), None)
         await self.step(Tick(), None)
 

@@ -316,10 +316,37 @@ async def test_a_client_refuses_a_snapshot_older_than_one_it_applied(secured, tm
         await kv.put(subjects.kv_key(MODEL), snap(3, "b/fp8"))
         await waits.until(lambda: client.refused == 1, timeout_s=10, what="version 3 refused")
         assert (client.version, client.ignore()) == (5, ["a/fp8"])
+        assert client.refused_rollbacks == 1 and "refusing v3 from the bus" in (client.health().problem or "")
         assert codec.SNAPSHOT.decode(cache.read_bytes()).version == 5
         await kv.put(subjects.kv_key(MODEL), snap(6, "c/fp8"))
         await waits.until(lambda: client.version == 6, timeout_s=10, what="the client at version 6")
         assert client.ignore() == ["c/fp8"] and client.refused == 1
+    finally:
+        await client.stop()
+        await admin.close()
+
+
+async def test_a_client_with_a_cache_of_an_old_store_follows_the_new_store(secured, tmp_path):
+    """The reported case: cache v7 [baseten, lambda] of an old store, bucket v4 [lambda] of a new one: v4 served."""
+    infra = secured
+    await ensure_streams(settings_for(infra))
+    admin = await connect(infra, "admin")
+    kv = await admin.jetstream().key_value(ROUTING_BUCKET)
+
+    def snap(version: int, epoch: str, *providers: str) -> bytes:
+        entries = [IgnoreEntry(provider=p, reasons=[IgnoreReason(layer="override", reason="r")]) for p in providers]
+        return codec.encode(IgnoreSnapshot(at=utcnow(), model=MODEL, version=version, entries=entries, epoch=epoch))
+
+    cache = tmp_path / "cache.json"
+    cache.write_bytes(snap(7, "20261001T000000Z-aaaaaaaaaaaa", "baseten/fp8", "lambda/fp8"))
+    client = backend_client(infra, cache_path=cache)
+    try:
+        await kv.put(subjects.kv_key(MODEL), snap(4, "20261101T000000Z-bbbbbbbbbbbb", "lambda/fp8"))
+        await client.start()
+        await waits.until(lambda: client.version == 4, timeout_s=10, what="the new store's v4 served")
+        health = client.health()
+        assert (client.ignore(), health.problem, health.epoch_changes) == (["lambda/fp8"], None, 1)
+        assert codec.SNAPSHOT.decode(cache.read_bytes()).version == 4
     finally:
         await client.stop()
         await admin.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,6 +93,10 @@ def run(events, policy: RouterPolicy = POLICY, state=None, *, start: float = 0):
 
 def answers(effects) -> list:
     return [e for e in effects if isinstance(e, CommandApplied | CommandRefused)]
+
+
+def made(effects) -> list:
+    return [e.snapshot for e in effects if isinstance(e, SnapshotMade)]
 
 
 def snapshots(effects, model: str = MODEL) -> list:
@@ -396,6 +401,41 @@ def test_the_kv_buckets_versions_win_when_ahead_and_a_lost_write_is_published_ab
     behind, effects = decide(state, KvSeen(versions={MODEL: Published(version=1, digest="x")}), at(1), POLICY)
     assert [(s.model, s.version) for e in effects if isinstance(e, SnapshotMade) for s in [e.snapshot]] == [
         (MODEL, 3), (OTHER, 2)]
+
+
+def test_a_new_store_draws_an_epoch_and_a_sequence_keeps_the_one_it_started_in():
+    """A state without an epoch takes KvSeen's; a model's versions keep their sequence's epoch ("" before epochs)."""
+    fresh, effects = decide(initial(), KvSeen(new_epoch="20261101T120000Z-aaaaaaaaaaaa"), at(0), POLICY)
+    assert fresh.epoch == "20261101T120000Z-aaaaaaaaaaaa"
+    assert [(s.model, s.version, s.epoch) for s in made(effects)] == [
+        (MODEL, 1, "20261101T120000Z-aaaaaaaaaaaa"), (OTHER, 1, "20261101T120000Z-aaaaaaaaaaaa")]
+    again, _ = decide(fresh, KvSeen(new_epoch="20261101T130000Z-bbbbbbbbbbbb"), at(1), POLICY)
+    assert again.epoch == fresh.epoch  # a restart with the state kept: the same store
+
+    # a store from before epochs: the bucket holds v7 without one, the state is lost (Redis and log new)
+    old = Published(version=7, digest="x", epoch="")
+    kept, effects = decide(initial(), KvSeen(versions={MODEL: old}, new_epoch="20261101T140000Z-cccccccccccc"),
+                           at(2), POLICY)
+    assert [(s.model, s.version, s.epoch) for s in made(effects)] == [
+        (MODEL, 8, ""), (OTHER, 1, "20261101T140000Z-cccccccccccc")]
+
+
+def test_the_snapshot_carries_each_tags_display_name_from_the_listing():
+    """A reply names DeepInfra; the snapshot says which tags that name covers (controls are never routed: left out)."""
+    listing = EndpointsDiscovered(
+        at=at(0), model=MODEL, cycle=f"{MODEL}@c", cycle_no=1, deadline=at(10),
+        endpoints=[Endpoint(provider="deepinfra/fp8", provider_name="DeepInfra"),
+                   Endpoint(provider="deepinfra/fp4", provider_name="DeepInfra"),
+                   Endpoint(provider="lambda/fp8", provider_name="Lambda"),
+                   Endpoint(provider="ctl/fp8", provider_name="Control")],
+        planned=[PlannedProbe(task_id="ctl", provider="ctl/fp8", kind="refusal", control=True)])
+    state, effects = decide(initial(), listing, at(0), POLICY)
+    (snapshot,) = snapshots(effects)
+    assert snapshot.names == {"deepinfra/fp4": "DeepInfra", "deepinfra/fp8": "DeepInfra", "lambda/fp8": "Lambda"}
+    assert snapshot.tags_named("deepinfra") == ["deepinfra/fp4", "deepinfra/fp8"]
+    assert snapshot.tags_named("Nobody") == []
+    _, effects = decide(state, msgspec.structs.replace(listing, at=at(30), cycle=f"{MODEL}@d"), at(30), POLICY)
+    assert snapshots(effects) == []  # the same names: no new version
 
 
 # -- folding the log again ----------------------------------------------------------------------
