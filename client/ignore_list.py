@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from nats.js.api import DeliverPolicy
 from msgspec import Struct
+from nats.js.api import DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.client import subjects
