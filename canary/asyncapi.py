@@ -75,6 +75,9 @@ CHANNELS: tuple[Channel, ...] = (
             "The notifier's answer to a resend."),
     Channel("served", "canary.served.{model}", "canary.served.*", {"model": "the model id, token-encoded"},
             "A chat backend's requests per provider over a period (counts only, never a prompt or a reply)."),
+    Channel("live", "canary.live.{model}", "canary.live.*", {"model": "the model id, token-encoded"},
+            "How a chat backend's replies fared over a period, per provider and outcome reason, as its reply guard "
+            "judged them (LiveCounts: counts only, never a prompt, a reply, a user or a request id)."),
     Channel("cycles", "canary.cycles.sized", "canary.cycles.sized", {},
             "Discovery's sizing of a cycle of every model, before its tasks: the probes each prober runs at once, "
             "the expected wall time and whether the cycle fits its window (CycleSized)."),

@@ -64,7 +64,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
 from reverie_canary.client import subjects
 from reverie_canary.client.aio import stop_task
-from reverie_canary.client.served import DEFAULT_CAPACITY, ServedRecorder
+from reverie_canary.client.served import DEFAULT_CAPACITY, MIN_LIVE_PERIOD_S, LiveRecorder, ServedRecorder
 from reverie_canary.client.subjects import ROUTING_BUCKET
 from reverie_canary.client.wire import IgnoreSnapshot, SnapshotUndecodable, decode_snapshot, encode
 
@@ -102,6 +102,11 @@ class IgnoreListClient:
         publish_served_s: publish the counts per provider this often (s); ``None``: never
             (the ring stays local).  Publishing needs the ``backend`` credential.
         source: this backend's name in the published counts (optional).
+        publish_live_s: publish the reply guard's live counts (:class:`~reverie_canary.client.served.LiveCounts`:
+            per provider and outcome reason, counts only) on ``canary.live.<model>`` this often (s, at least
+            10); ``None``: never (they stay local, in :attr:`live`).  A period the bus cannot take within
+            ``publish_timeout_s`` is dropped and the drop counted in the next one: never queued.
+        publish_timeout_s: longest wait for one publication (s).
     """
 
     def __init__(self, nats_url: str, model: str, *, user: str = "", password: str = "",
@@ -109,7 +114,8 @@ class IgnoreListClient:
                  on_change: Callable[[IgnoreSnapshot], None] | None = None,
                  now: Callable[[], datetime] | None = None,
                  tls: ssl.SSLContext | None = None, served_capacity: int = DEFAULT_CAPACITY,
-                 publish_served_s: float | None = None, source: str = "") -> None:
+                 publish_served_s: float | None = None, source: str = "",
+                 publish_live_s: float | None = None, publish_timeout_s: float = 2.0) -> None:
         self.nats_url = nats_url
         #: TLS to NATS (a ``tls://`` URL): :func:`reverie_canary.client.tls_context` builds one
         self.tls = tls
@@ -144,6 +150,16 @@ class IgnoreListClient:
             raise ValueError(f"publish_served_s {publish_served_s} outside 1..86400 s")
         self.publish_served_s = publish_served_s
         self._publisher: asyncio.Task[None] | None = None
+        #: the reply guard's counts per provider and outcome reason for the current period (ReplyGuard records)
+        self.live = LiveRecorder(model, source=source, now=self.now)
+        if publish_live_s is not None and not MIN_LIVE_PERIOD_S <= publish_live_s <= 86400.0:
+            raise ValueError(f"publish_live_s {publish_live_s} outside {MIN_LIVE_PERIOD_S:g}..86400 s")
+        self.publish_live_s = publish_live_s
+        self.publish_timeout_s = publish_timeout_s
+        self._live_publisher: asyncio.Task[None] | None = None
+        #: live-count periods published, and those dropped (the bus slow or away)
+        self.live_published = 0
+        self.live_dropped = 0
 
     # -- what the chat backend calls ---------------------------------------------
 
@@ -223,6 +239,8 @@ class IgnoreListClient:
         self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
         if self.publish_served_s is not None:
             self._publisher = asyncio.create_task(self._publish_served(), name=f"served-{self.model}")
+        if self.publish_live_s is not None:
+            self._live_publisher = asyncio.create_task(self._publish_live(), name=f"live-{self.model}")
         await asyncio.sleep(0)
 
     async def wait_ready(self, timeout_s: float = 10.0) -> bool:
@@ -243,6 +261,10 @@ class IgnoreListClient:
     async def stop(self) -> None:
         """Stop following the bus and close the connection (returns within about a second)."""
         self._stopping = True
+        if self._live_publisher is not None:
+            await stop_task(self._live_publisher, STOP_S)
+            self._live_publisher = None
+            await self._publish_live_once()
         if self._publisher is not None:
             await stop_task(self._publisher, STOP_S)
             self._publisher = None
@@ -324,6 +346,31 @@ class IgnoreListClient:
             await self.served.publish(self._nc)
         except Exception as exc:  # a permission, no stream, a timeout: counted again next time
             self._log.warning("served_counts_not_published", model=self.model, error=repr(exc))
+
+    async def _publish_live(self) -> None:
+        assert self.publish_live_s is not None
+        while not self._stopping:
+            await asyncio.sleep(self.publish_live_s)
+            await self._publish_live_once()
+
+    async def _publish_live_once(self) -> None:
+        """Publish the period's live counts, or drop them and count the drop (bus away, slow or refusing)."""
+        if self._nc is None or not self.connected:
+            counts = self.live.take()
+            if counts is not None:
+                self.live.dropped(counts)
+                self.live_dropped += 1
+            return
+        try:
+            sent = await asyncio.wait_for(self.live.publish(self._nc, timeout_s=self.publish_timeout_s),
+                                          timeout=self.publish_timeout_s + 0.5)
+            self.live_published += sent is not None
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # a permission, no stream, a timeout: dropped and counted (LiveRecorder.publish)
+            self.live_dropped += 1
+            self._log.warning("live_counts_dropped", model=self.model, error=repr(exc),
+                              dropped_periods=self.live.dropped_periods)
 
     def _load_cache(self) -> None:
         if self.cache_path is None or not self.cache_path.exists():

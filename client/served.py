@@ -187,3 +187,214 @@ class ServedRecorder:
                 raise
         return batch
 
+
+
+# -- live outcome counts: how the backend's replies fared, per provider and reason -------------------------
+
+#: Distinct reasons kept per provider and period; a further reason is counted under :data:`OTHER_REASON`.
+MAX_REASONS = 16
+#: The reason further reasons of a provider past :data:`MAX_REASONS` are counted under.
+OTHER_REASON = "other"
+#: Why a failing reply was not retried (:attr:`LiveCounts.held`): at most this many distinct reasons.
+MAX_HELD = 8
+#: Shortest period between two publications of one model's live counts (s): a rate bound per backend.
+MIN_LIVE_PERIOD_S = 10.0
+
+Count = Annotated[int, Meta(ge=0)]
+#: A provider as live counts key it: its endpoint tag or display name, printable ASCII (bounded JSON).
+ProviderKey = Annotated[str, Meta(min_length=1, max_length=MAX_NAME, pattern=r"^[ !#-\[\]-~]+$")]
+#: A reason code (``leading_junk``, ``ttft_exceeded`` ...): the checks' stable codes, printable ASCII.
+ReasonCode = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[!#-\[\]-~]+$")]
+
+
+class LiveOutcomes(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How one provider's replies fared in a period: counts only.
+
+    ``replies``: replies the guard judged (passes are ``replies`` minus the counted
+    reasons); ``reasons``: failing replies by the reason that names the cause (at most
+    :data:`MAX_REASONS`, more under ``other``); ``retried``: failing replies sent again
+    with this provider ignored; ``ignore_not_applied``: replies this provider served
+    although the request's ``provider.ignore`` excluded it (something between the
+    backend and the gateway dropped the ignore list).
+    """
+
+    replies: Count = 0
+    reasons: Annotated[dict[ReasonCode, Count], Meta(max_length=MAX_REASONS)] = {}
+    retried: Count = 0
+    ignore_not_applied: Count = 0
+
+
+class LiveCounts(Event, frozen=True, kw_only=True, tag="live_counts"):
+    """How a chat backend's replies of ``model`` fared from ``since`` to ``at`` (UTC), per provider and reason.
+
+    Published by the backend's client on ``canary.live.<model>`` at most once per
+    period (:data:`MIN_LIVE_PERIOD_S` at least), never text, prompts, users or request
+    ids: provider keys, reason codes and counts (README, "What leaves the backend").
+    ``providers`` keys are what a reply can tell: the endpoint tag when its display
+    name covers one tag of the snapshot's ``names``, else the display name
+    (``DeepInfra`` covering ``deepinfra/fp8`` and ``deepinfra/fp4``).  ``unnamed``:
+    replies that named no provider (a transport error before any chunk);
+    ``overflow``: replies of providers past the bound of keys, counted only here.
+    ``held``: failing replies not retried, by why (``circuit_open``, ``budget``,
+    ``retried_once``, ``no_provider``, ``not_the_provider``, ``pinned``).
+    ``dropped_periods`` / ``dropped_replies``: earlier periods this client could not
+    publish (the bus slow or away) and the replies they counted: dropped and counted,
+    never queued.
+    """
+
+    model: Slug
+    since: Annotated[datetime, Meta(tz=True)]
+    source: Annotated[str, Meta(max_length=MAX_NAME, pattern=r"^[ !#-\[\]-~]*$")] = ""
+    providers: Annotated[dict[ProviderKey, LiveOutcomes], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = {}
+    unnamed: LiveOutcomes = LiveOutcomes()
+    overflow: Count = 0
+    held: Annotated[dict[ReasonCode, Count], Meta(max_length=MAX_HELD)] = {}
+    dropped_periods: Count = 0
+    dropped_replies: Count = 0
+
+    @property
+    def replies(self) -> int:
+        """Replies counted in the period."""
+        return sum(o.replies for o in self.providers.values()) + self.unnamed.replies + self.overflow
+
+
+_live_decoder = msgspec.json.Decoder(LiveCounts)
+
+
+def decode_live(data: bytes | str) -> LiveCounts:
+    """Decode a LiveCounts strictly (unknown fields accepted).
+
+    Raises:
+        msgspec.ValidationError, msgspec.DecodeError: the bytes are not a valid LiveCounts.
+    """
+    return _live_decoder.decode(data)
+
+
+class _Tally:
+    __slots__ = ("replies", "reasons", "retried", "ignore_not_applied")
+
+    def __init__(self) -> None:
+        self.replies = 0
+        self.reasons: dict[str, int] = {}
+        self.retried = 0
+        self.ignore_not_applied = 0
+
+    def frozen(self) -> LiveOutcomes:
+        return LiveOutcomes(replies=self.replies, reasons=dict(sorted(self.reasons.items())), retried=self.retried,
+                            ignore_not_applied=self.ignore_not_applied)
+
+
+class LiveRecorder:
+    """Counts of a model's replies per provider and reason for the current period; bounded, never blocking.
+
+    :meth:`record` and :meth:`retried` are synchronous dictionary updates (the guard calls
+    them on the request path); :meth:`take` hands the period's counts over and starts the
+    next.  Memory is bounded by :data:`MAX_ENDPOINTS_PER_MODEL` providers of
+    :data:`MAX_REASONS` reasons each; nothing else is kept (no text, no ids).
+
+    Args:
+        model: the model id the counts are about.
+        source: this backend's name in the published counts (optional; never a secret).
+        now: the clock (UTC).
+    """
+
+    def __init__(self, model: str, *, source: str = "", now: Callable[[], datetime] | None = None) -> None:
+        self.model = model
+        self.source = source[:MAX_NAME]
+        self.now = now or (lambda: datetime.now(timezone.utc))
+        self._providers: dict[str, _Tally] = {}
+        self._unnamed = _Tally()
+        self._overflow = 0
+        self._held: dict[str, int] = {}
+        self._since: datetime | None = None
+        #: periods not published (the bus slow or away) and the replies they counted, since the last publication
+        self.dropped_periods = 0
+        self.dropped_replies = 0
+
+    def _tally(self, provider: str | None) -> _Tally | None:
+        if self._since is None:
+            self._since = self.now()
+        if not provider:
+            return self._unnamed
+        key = provider.strip()[:MAX_NAME]
+        tally = self._providers.get(key)
+        if tally is None:
+            if len(self._providers) >= MAX_ENDPOINTS_PER_MODEL or not _printable(key):
+                return None
+            tally = self._providers[key] = _Tally()
+        return tally
+
+    def record(self, provider: str | None, reason: str = "", *, ignore_not_applied: bool = False) -> None:
+        """Count one judged reply of ``provider`` (``None``: it named none); ``reason`` ``""`` for a pass."""
+        tally = self._tally(provider)
+        if tally is None:
+            self._overflow += 1
+            return
+        tally.replies += 1
+        if reason:
+            if reason not in tally.reasons and len(tally.reasons) >= MAX_REASONS - 1:
+                reason = OTHER_REASON
+            tally.reasons[reason[:64]] = tally.reasons.get(reason[:64], 0) + 1
+        if ignore_not_applied:
+            tally.ignore_not_applied += 1
+
+    def retried(self, provider: str | None) -> None:
+        """Count one failing reply of ``provider`` sent again with it ignored."""
+        tally = self._tally(provider)
+        if tally is not None:
+            tally.retried += 1
+
+    def held(self, why: str) -> None:
+        """Count one failing reply not retried, and why (``circuit_open``, ``budget`` ...)."""
+        if self._since is None:
+            self._since = self.now()
+        if why in self._held or len(self._held) < MAX_HELD:
+            self._held[why] = self._held.get(why, 0) + 1
+
+    @property
+    def pending(self) -> int:
+        """Replies counted in the current period."""
+        return sum(t.replies for t in self._providers.values()) + self._unnamed.replies + self._overflow
+
+    def take(self) -> LiveCounts | None:
+        """The current period's counts (``None``: nothing counted and nothing dropped), and a new period."""
+        if self._since is None and not self.dropped_periods:
+            return None
+        now = self.now()
+        counts = LiveCounts(at=now, model=self.model, since=self._since or now, source=self.source,
+                            providers={k: t.frozen() for k, t in sorted(self._providers.items())},
+                            unnamed=self._unnamed.frozen(), overflow=self._overflow, held=dict(sorted(self._held.items())),
+                            dropped_periods=self.dropped_periods, dropped_replies=self.dropped_replies)
+        self._providers, self._unnamed, self._overflow, self._held, self._since = {}, _Tally(), 0, {}, None
+        self.dropped_periods = self.dropped_replies = 0
+        return counts
+
+    def dropped(self, counts: LiveCounts) -> None:
+        """``counts`` could not be published: count the period and its replies in the next one (never re-queued)."""
+        self.dropped_periods += 1 + counts.dropped_periods
+        self.dropped_replies += counts.replies + counts.dropped_replies
+
+    async def publish(self, nc: Any, *, timeout_s: float = 2.0) -> LiveCounts | None:
+        """Publish the period's counts on ``canary.live.<model>`` (JetStream, deduplicated by period); returns them.
+
+        One message per call; a failure or a timeout drops the period and counts the drop in the
+        next one (:meth:`dropped`): a slow bus never grows memory.
+
+        Raises:
+            Exception: nats-py's errors (no stream, a permission, a timeout), after counting the drop.
+        """
+        counts = self.take()
+        if counts is None:
+            return None
+        msg_id = f"live|{counts.model}|{self.source}|{counts.since.isoformat()}"[:256]
+        try:
+            js = nc.jetstream(timeout=timeout_s)
+            await js.publish(subjects.live(counts.model), _encoder.encode(counts), headers={"Nats-Msg-Id": msg_id})
+        except BaseException:
+            self.dropped(counts)
+            raise
+        return counts
+
+
+def _printable(key: str) -> bool:
+    return bool(key) and all(" " <= c <= "~" and c not in '"\\' for c in key)

@@ -98,6 +98,11 @@ def served(model: str) -> str:
     return f"{PREFIX}.served.{encode_token(model)}"
 
 
+def live(model: str) -> str:
+    """``canary.live.<model>``: a chat backend's LiveCounts (replies per provider and outcome reason; counts only)."""
+    return f"{PREFIX}.live.{encode_token(model)}"
+
+
 def kv_key(model: str) -> str:
     """Key of a model's IgnoreSnapshot in the ``canary-routing`` KV bucket."""
     return encode_token(model)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from reverie_canary.client.served import ServedCounts
+from reverie_canary.client.served import LiveCounts, ServedCounts
 from reverie_canary.shared.contract.bounds import MAX_PAYLOAD, MESSAGE_MAX_BYTES, free_json_checker
 from reverie_canary.shared.contract.commands import (
     VERBS,
@@ -128,6 +128,7 @@ VERDICT = Codec(CycleVerdict, "CycleVerdict")
 RETEST = Codec(RetestRequested, "RetestRequested")
 SNAPSHOT = Codec(IgnoreSnapshot, "IgnoreSnapshot")
 SERVED = Codec(ServedCounts, "ServedCounts")
+LIVE = Codec(LiveCounts, "LiveCounts")
 DEAD_LETTER = Codec(DeadLetter, "DeadLetter")
 COMMAND = Codec(OperatorCommand, "operator command")
 NOTICE_DEAD = Codec(NoticeDeadLettered, "NoticeDeadLettered")
@@ -154,6 +155,7 @@ LOG_EVENT = Codec(
     | CommandApplied
     | CommandRefused
     | ServedCounts
+    | LiveCounts
     | CycleSized,
     "log event",
 )
@@ -162,13 +164,13 @@ LOG_EVENT = Codec(
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
               NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused, ServedCounts,
-              CycleSized)
+              LiveCounts, CycleSized)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
     | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
     | NoticeDeadLettered | ResendNotices | NoticesResent
-    | CommandApplied | CommandRefused | ServedCounts | CycleSized,
+    | CommandApplied | CommandRefused | ServedCounts | LiveCounts | CycleSized,
     "message",
 )
 
@@ -190,6 +192,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
     "answers": (CommandApplied, CommandRefused),
     "served": (ServedCounts,),  # chat backends' counts per provider (the backend user publishes them)
+    "live": (LiveCounts,),  # chat backends' reply outcomes per provider and reason (the backend user publishes them)
     "cycles": (CycleSized,),  # discovery's sizing of a cycle of every model (no model token)
 }
 #: ``canary.notices.<what>``: the one type of each.
@@ -256,7 +259,7 @@ def check_origin(subject: str, message: Any) -> None:
             raise Rejected(f"a {kind} on {subject}: it belongs on canary.ops.{VERBS[type(message)]}", subject=subject)
         return
     model = getattr(message, "model", None)
-    if family in ("discovery", "tasks", "results", "verdicts", "decisions", "retest", "routing", "served") and \
+    if family in ("discovery", "tasks", "results", "verdicts", "decisions", "retest", "routing", "served", "live") and \
             tokens[:1] != [model]:
         raise Rejected(f"a {kind} of model {model!r} on {subject}", subject=subject)
     if family in ("tasks", "results", "decisions"):

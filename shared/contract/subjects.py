@@ -16,6 +16,7 @@ from reverie_canary.client.subjects import (  # noqa: F401  (re-exported)
     decode_token,
     encode_token,
     kv_key,
+    live,
     routing,
     served,
 )
@@ -121,3 +122,5 @@ CYCLES_SIZED = f"{PREFIX}.cycles.sized"
 ALL_CYCLES = f"{PREFIX}.cycles.>"
 #: Chat backends' ServedCounts (requests per provider: counts only, never text).
 ALL_SERVED = f"{PREFIX}.served.>"
+#: Chat backends' LiveCounts (replies per provider and outcome reason: counts only, never text).
+ALL_LIVE = f"{PREFIX}.live.>"

@@ -78,6 +78,7 @@ LOG_SUBJECTS = [
     subjects.ALL_ROUTER,
     subjects.ALL_ANSWERS,
     subjects.ALL_SERVED,
+    subjects.ALL_LIVE,
     subjects.ALL_CYCLES,
 ]
 

@@ -55,8 +55,9 @@ def test_senders_are_who_nats_lets_publish(doc):
     assert ("judge", "decisions") in senders and ("prober", "results") in senders
     assert ("router", "routing-kv") in senders and ("operator", "ops") in senders
     assert not {s for s in senders if s[1] == "decisions" and s[0] != "judge"}  # only the judge decides
-    # a chat backend publishes its served-by counts and nothing else; the dashboard nothing at all
-    assert {s for s in senders if s[0] == "backend"} == {("backend", "served")}
+    # a chat backend publishes its counts (served-by, and its guard's live outcomes) and nothing else; the dashboard
+    # nothing at all
+    assert {s for s in senders if s[0] == "backend"} == {("backend", "served"), ("backend", "live")}
     assert not {s for s in senders if s[0] == "dashboard"}
     receives = {(op["x-canary-user"], op["channel"]["$ref"].rsplit("/", 1)[1]) for op in ops.values()
                 if op["action"] == "receive"}

@@ -76,6 +76,29 @@ def test_the_any_reply_checks_run_without_the_optional_extras():
                       "filter": "content_filter", "heavy_loaded": []}
 
 
+def test_the_reply_guard_judges_and_retries_without_the_optional_extras():
+    """The guard on a stream, its retry body and its counts: all on the light install."""
+    result = run_light("""
+        import json, sys
+        from reverie_canary.client import IgnoreListClient, ReplyGuard
+
+        client = IgnoreListClient("nats://127.0.0.1:1", "m/x")  # never started: the bus is down
+        guard = ReplyGuard(client)
+        attempt = guard.attempt({"model": "m/x", "stream": True, "provider": {"sort": "price"}})
+        stream = attempt.stream()
+        line = 'data: {"provider":"DeepInfra","choices":[{"index":0,"delta":{"content":"assistant\\\\n*Hi*"}}]}'
+        verdict = stream.line(line.encode())
+        retry = attempt.retry(verdict)
+        assert retry is not None, (verdict, attempt.held)
+        print(json.dumps({"reason": verdict.reason, "early": verdict.early, "ignore": retry.body["provider"]["ignore"],
+                          "counted": guard.live.take().providers["DeepInfra"].reasons,
+                          "heavy": sorted(m for m in sys.modules if m.split(".")[0] in
+                                          ("numpy", "ftfy", "langdetect", "py3langid", "jsonschema"))}))
+    """)
+    assert result == {"reason": "leading_junk", "early": True, "ignore": ["DeepInfra"],
+                      "counted": {"leading_junk": 1}, "heavy": []}
+
+
 def test_the_blocker_blocks():
     """The light runs prove something: behind the blocker, numpy does not import."""
     result = run_light("""
