@@ -28,6 +28,14 @@ Each simulated request prints the ``provider`` object it would send, the
 snapshot version it came from and ``age_s``, how many seconds ago the bus last
 confirmed that snapshot (``None``: never, e.g. a cached snapshot while the bus
 is down).  Nothing is sent to OpenRouter.
+
+The first request also shows the reply guard (:class:`reverie_canary.client.ReplyGuard`)
+on a streamed reply: a stand-in for the gateway streams a reply from ``DeepInfra``
+that opens with a leaked role word; the guard decides at the chunk that shows it,
+the backend stops reading, and the one retry goes out with DeepInfra's endpoints in
+``provider.ignore``; the second provider's reply passes.  The guard's counts per
+provider and reason are published on ``canary.live.<model>`` every 60 s (counts only:
+``client/README.md`` says what leaves the backend).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from reverie_canary.client import IgnoreListClient, IgnoreSnapshot, tls_context
+from reverie_canary.client import IgnoreListClient, IgnoreSnapshot, ReplyGuard, Verdict, tls_context
 
 #: The backend's own provider preferences; the client adds ``ignore`` to them.
 PREFERENCES: dict[str, Any] = {"sort": "latency", "allow_fallbacks": True, "data_collection": "deny"}
@@ -81,6 +89,55 @@ def request_body(client: IgnoreListClient, model: str, turn: str) -> dict[str, A
     }
 
 
+def gateway_stand_in(body: dict[str, Any]) -> list[bytes]:
+    """The SSE lines the gateway would stream for ``body`` (a stand-in: nothing is sent anywhere).
+
+    DeepInfra, unless ignored, answers with a role word leaked before the Markdown (a broken chat
+    template); Lambda answers cleanly.
+    """
+    ignored = set((body.get("provider") or {}).get("ignore") or [])
+    provider, text = (("Lambda", "*Mira sets the lamp down and listens.*")
+                      if {"deepinfra/fp8", "deepinfra/fp4", "DeepInfra"} & ignored
+                      else ("DeepInfra", "assistant\n\n*Mira sets the lamp down and listens.*"))
+    lines = [b": OPENROUTER PROCESSING"]
+    for i in range(0, len(text), 6):
+        lines.append(b"data: " + json.dumps({"provider": provider, "choices": [
+            {"index": 0, "delta": {"content": text[i:i + 6]}, "finish_reason": None}]}).encode())
+    lines.append(b"data: " + json.dumps({"provider": provider, "choices": [
+        {"index": 0, "delta": {}, "finish_reason": "stop"}]}).encode())
+    lines.append(b"data: [DONE]")
+    return lines
+
+
+def guarded_reply(guard: ReplyGuard, body: dict[str, Any]) -> Verdict:
+    """Stream one reply through the guard, with its one retry; print what happened; the last verdict.
+
+    A real backend reads the response with a timeout of ``stream.wait_s()`` before the first
+    token (``stream.timeout()`` when it passes), shows the text as it comes once the guard has
+    seen the opening, and stops reading as soon as a verdict comes back.
+    """
+    attempt = guard.attempt(body)
+    while True:
+        stream = attempt.stream()
+        verdict = None
+        for line in gateway_stand_in(attempt.body):
+            verdict = stream.line(line)
+            if verdict is not None:
+                break  # decided early: stop reading (close the response)
+        if verdict is None:
+            verdict = stream.finish()
+        when = "early" if verdict.early else "at the end"
+        print(f"  attempt {attempt.number}: served by {verdict.provider}, {verdict.outcome}"
+              + (f" ({verdict.reason}, decided {when})" if verdict.reason else ""), flush=True)
+        retry = attempt.retry(verdict)
+        if retry is None:
+            if attempt.held:
+                print(f"  not retried: {attempt.held}", flush=True)
+            return verdict
+        print(f"  retrying once with provider={json.dumps(retry.body['provider'])}", flush=True)
+        attempt = retry
+
+
 def describe(client: IgnoreListClient) -> str:
     """``version=7 age_s=0.4 connected=True`` for the log line of a request (and why it is not current)."""
     age = "None" if client.age_s is None else f"{client.age_s:.1f}"
@@ -107,7 +164,8 @@ async def run_backend(nats_url: str, user: str, password: str, model: str, cache
         print(f"[ignore list v{snapshot.version}] {json.dumps(snapshot.ignore)}", flush=True)
 
     client = IgnoreListClient(nats_url, model, user=user, password=password, cache_path=cache, on_change=changed,
-                              tls=tls)
+                              tls=tls, publish_live_s=60.0, source="chat-backend-example")
+    guard = ReplyGuard(client)  # never waits on the bus: it reads the snapshot in memory
     await client.start()  # loads the cache file, then follows the bus in the background; never raises
     try:
         if not await client.wait_ready(10.0):
@@ -117,6 +175,8 @@ async def run_backend(nats_url: str, user: str, password: str, model: str, cache
             body = request_body(client, model, TURNS[i % len(TURNS)])
             if i == 0:
                 print("request body:", json.dumps(body, indent=2), flush=True)
+                print("the reply guard on a streamed reply:", flush=True)
+                guarded_reply(guard, body)
             print(f"request {i + 1:>2}: provider={json.dumps(body['provider'])}  {describe(client)}", flush=True)
             await asyncio.sleep(interval_s)
     finally:
@@ -156,6 +216,13 @@ async def main(argv: list[str] | None = None) -> int:
                               os.environ.get("NATS_PASSWORD", ""), model, cache, args.requests, args.interval,
                               tls=tls_from_environment())
             return 0
+        try:
+            import reverie_canary.canary.demo  # noqa: F401  (the main distribution's demo system)
+        except ModuleNotFoundError:
+            print("NATS_URL is not set, and the demo system needs the main distribution (only the client is "
+                  "installed): set NATS_URL (and NATS_USER, NATS_PASSWORD) to a NATS that runs the canary, or "
+                  "`pip install reverie-canary` for the in-process demo", file=sys.stderr, flush=True)
+            return 2
         print("NATS_URL is not set: starting canary demo's system here (embedded NATS and Redis, simulated "
               "gateway, five services; a cycle every 4 s) ...", flush=True)
         async with demo_system(args.verbose) as (url, user, password, model):

@@ -708,6 +708,11 @@ def _add_override(state: RouterState, cmd: AddOverride, now: datetime, policy: R
     return _Applied(models=models, warnings=warnings, forced=bool(problems), floor_broken=breaches)
 
 
+def scope_of(model: str) -> str:
+    """An override's model as an operator reads it (``*``: every model)."""
+    return "every model (*)" if model == "*" else model
+
+
 def _remove_override(state: RouterState, cmd: RemoveOverride, policy: RouterPolicy,
                      follow: Follow) -> _Refusal | _Applied:
     key = override_key(cmd.provider, cmd.model)
@@ -715,7 +720,13 @@ def _remove_override(state: RouterState, cmd: RemoveOverride, policy: RouterPoli
     if key not in state.overrides:
         if follow == "applied":
             return _Applied(models=models)
-        return _Refusal(code="no_such_override", reason=f"no override of {cmd.provider} for {cmd.model} to remove")
+        others = sorted(o.model for o in state.overrides.values() if o.provider == cmd.provider)
+        hint = ""
+        if others:  # the operator forgot --model (or gave another): say which exist and how to remove them
+            hint = ("; it has one for " + ", ".join(scope_of(m) for m in others[:8])
+                    + f": `canary override remove {cmd.provider} --model {others[0]}`")
+        return _Refusal(code="no_such_override",
+                        reason=f"no override of {cmd.provider} for {cmd.model} to remove{hint}")
     del state.overrides[key]
     return _Applied(models=models)
 

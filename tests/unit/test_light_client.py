@@ -110,3 +110,30 @@ def test_the_blocker_blocks():
             print(json.dumps({"numpy": str(exc)}))
     """)
     assert result == {"numpy": "numpy is blocked: the light install has no optional extra"}
+
+
+def test_the_example_with_only_the_client_and_no_nats_url_says_what_is_missing_in_one_line():
+    """examples/chat_backend.py without NATS_URL and without the main distribution: one line, exit 2, no traceback."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "chat_backend.py"
+    program = BLOCKER + textwrap.dedent(f"""
+        import importlib.abc, os, runpy, sys
+
+        class NoMain(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "reverie_canary.canary" or name.startswith("reverie_canary.canary."):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}")
+                return None
+
+        sys.meta_path.insert(0, NoMain())
+        os.environ.pop("NATS_URL", None)
+        sys.argv = ["chat_backend.py"]
+        runpy.run_path({str(example)!r}, run_name="__main__")
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NATS_URL"}
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("NATS_URL is not set, and the demo system needs the main distribution")

@@ -438,6 +438,15 @@ def test_the_snapshot_carries_each_tags_display_name_from_the_listing():
     assert snapshots(effects) == []  # the same names: no new version
 
 
+def test_removing_an_override_without_its_model_says_which_model_has_one():
+    """`override remove P` (every model) when P is overridden for model M: refused, with the command that works."""
+    state, _ = run([listed("a/fp8", "b/fp8", "lambda/fp8"), add("lambda/fp8", model=MODEL)])
+    _, effects = decide(state, remove("lambda/fp8", model="*"), at(1), POLICY)
+    (answer,) = [e for e in effects if isinstance(e, CommandRefused)]
+    assert answer.reason == (f"no override of lambda/fp8 for * to remove; it has one for {MODEL}: "
+                             f"`canary override remove lambda/fp8 --model {MODEL}`")
+
+
 # -- folding the log again ----------------------------------------------------------------------
 
 
