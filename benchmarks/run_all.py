@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "checks_bench.py": [],
+    "guard_bench.py": [],
     "tool_checks.py": [],
     "language_table.py": ["--limit", "120"],
     "judge_bench.py": [],
@@ -29,6 +30,7 @@ BENCHMARKS = {
     "fleet_bench.py": [],
 }
 QUICK = {
+    "guard_bench.py": ["--runs", "50"],
     "tool_checks.py": ["--runs", "100", "--no-real-text"],
     "language_table.py": ["--limit", "40"],
     "judge_bench.py": ["--cycles", "12", "--repeat", "2"],

@@ -98,6 +98,9 @@ JUNK_DECIDED_CHARS = 16
 REPLY_MAX_BYTES = 256 * 1024
 #: Longest SSE line accepted (bytes).
 LINE_MAX_BYTES = 1024 * 1024
+#: Finish reasons decided at once on a stream.
+_EARLY_FINISH = frozenset({"content_filter", "error"})
+_control_char = CONTROL_CHAR.search
 #: Entries a retry's ``provider.ignore`` holds at most.
 MAX_IGNORE = 512
 
@@ -438,13 +441,14 @@ class StreamGuard:
         go_on = r.line(raw, t)
         if r.ttft_ms is None and t > self.deadline_ms:
             return self.timeout(t)
-        if r.error is not None or r.finish_reason in ("content_filter", "error"):
+        if r.error is not None or r.finish_reason in _EARLY_FINISH:
             return self._early(judge(r.reply(http_status=200, total_ms=t), self.spec))
-        if len(r.text) > self._seen:
-            new = r.text[self._seen:]
-            self._seen = len(r.text)
-            if any(CONTROL_CHAR.search(piece) for piece in new):  # present now, present in the whole reply
-                found = check_control_chars(Reply(text="".join(new)), self.spec)
+        seen, n = self._seen, len(r.text)
+        if n > seen:  # one new piece a line, as a rule: one regex scan of it
+            piece = r.text[-1] if n == seen + 1 else "".join(r.text[seen:])
+            self._seen = n
+            if _control_char(piece):  # present now, present in the whole reply
+                found = check_control_chars(Reply(text=piece), self.spec)
                 return self._early(Verdict(outcome="fail", reason=found.reason, reasons=(found.reason,),
                                            provider=r.served_by, ttft_ms=r.ttft_ms))
             if self._junk_open:
