@@ -1,7 +1,7 @@
 """The reply guard: judge a chat reply with the checks any reply gets, and retry once elsewhere when it fails.
 
 Routing waits for proof (two failed cycles); the user whose request is in flight
-should not (DESIGN.md, "The request in flight").  The guard runs the canary's own
+should not (docs/concepts/in-flight.md).  The guard runs the canary's own
 any-reply checks -- one implementation, :mod:`reverie_canary.client.checks`, shared with
 the prober -- on a finished reply or on a stream as it arrives, and on a failing
 verdict hands back the request body for **one** retry with every endpoint of the
@@ -30,7 +30,7 @@ decides: the guard knows nothing of the prompt.
 **A stream is decided as early as the evidence allows** (:class:`StreamGuard`): junk
 before the first character at the first visible chunk (it never changes after), a
 control character or U+FFFD as soon as it arrives, an in-band error or a filter stop at
-once, and no visible token within ``first_token_s`` (10 s, DESIGN.md contract 1) at the
+once, and no visible token within ``first_token_s`` (10 s, the time-to-first-token contract of docs/concepts/probes.md) at the
 deadline: the backend aborts and retries instead of waiting.  The rest at the end.
 
 **Retries** (:meth:`Attempt.retry`): at most one per request; only for a failing reply
@@ -111,7 +111,7 @@ class GuardPolicy(Struct, frozen=True, kw_only=True):
     """The guard's bounds.
 
     Attributes:
-        first_token_s: seconds from the request to the first visible token (DESIGN.md contract 1).
+        first_token_s: seconds from the request to the first visible token (docs/concepts/probes.md).
         budget_ratio: retries earned per request (0.1: at most one request in ten is retried, sustained).
         budget_burst: retries allowed at once (the bucket's size; it starts full).
         circuit_window_s: how far back the circuit looks (seconds).

@@ -159,7 +159,7 @@ def check_language(reply: Reply, spec: ProbeSpec) -> CheckResult:
 
     The language check needs numpy and the detectors (the ``language`` extra); every other
     check, the ones any reply gets among them, is pure Python on msgspec, so that a chat
-    backend's light install imports this package without them (DESIGN.md, "Packaging").
+    backend's light install imports this package without them (docs/chat-backend.md).
 
     Raises:
         ImportError: the ``language`` extra is not installed (only a language probe calls this).

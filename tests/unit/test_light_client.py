@@ -3,7 +3,7 @@
 A subprocess blocks numpy, ftfy, the language detectors and jsonschema at import
 (a meta-path finder that refuses them), imports the client distribution and runs
 the any-reply checks on replies that must fail and on ones that must pass: what a
-backend with ``pip install reverie-canary-client`` gets (DESIGN.md, "Packaging").
+backend with ``pip install reverie-canary-client`` gets (docs/chat-backend.md).
 """
 
 from __future__ import annotations

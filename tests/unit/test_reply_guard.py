@@ -1,9 +1,9 @@
 """The reply guard: verdicts on recorded replies, early decisions on a stream, the one retry, the circuit, the counts.
 
-The replies are the field cases' recorded text (``shared/cases/field.jsonl``: replies
-users reported from real providers) sent as OpenRouter sends a stream (one ``data:``
-line per chunk, in the envelope of ``shared/reference/openrouter-api.md`` §3), and that
-document's recorded stream and mid-stream failure.  Nothing here touches a bus: the
+The replies are the field cases' recorded text (the team's field cases: replies users
+reported from real providers) sent as OpenRouter sends a stream (one ``data:`` line per
+chunk, in the envelope of OpenRouter's streaming documentation), and the stream and the
+mid-stream failure that documentation shows, byte for byte.  Nothing here touches a bus: the
 guard works with the bus down.
 """
 
@@ -52,7 +52,7 @@ def client_with(ignored: tuple[str, ...] = ("lambda/fp8",), names: dict[str, str
 
 def chunk(content: str | None = None, *, provider: str = "DeepInfra", finish: str | None = None,
           native: str | None = None, error: dict | None = None) -> bytes:
-    """One ``data:`` line in OpenRouter's envelope (openrouter-api.md §3)."""
+    """One ``data:`` line in OpenRouter's envelope (its streaming documentation's chunk)."""
     delta = {"role": "assistant", "content": content} if content is not None else {}
     body = {"id": "gen-1756000000-AbCdEf", "object": "chat.completion.chunk", "created": 1756000000, "model": MODEL,
             "provider": provider,
@@ -134,13 +134,34 @@ def test_a_stray_first_mark_is_decided_at_the_first_chunk_and_an_ellipsis_waits(
     assert verdict.outcome == "pass"
 
 
-def test_the_recorded_stream_of_the_openrouter_document_passes_and_its_mid_stream_failure_is_retried():
-    """openrouter-api.md §3: the happy path passes; the mid-stream 502 is an early provider fault, retried once."""
-    reference = SHARED / "reference" / "openrouter-api.md"
-    if not reference.exists():
-        pytest.skip(f"no reference at {reference}")
-    blocks = reference.read_text(encoding="utf-8").split("Reconstructed stream", 1)[1].split("```text")[1:3]
-    happy, failure = ([line.encode() for line in b.split("```")[0].splitlines() if line.strip()] for b in blocks)
+#: OpenRouter's streaming documentation's stream (a keep-alive, two chunks, usage, ``[DONE]``) and its
+#: mid-stream failure (an ``error`` object and a terminating ``finish_reason: error`` after tokens).
+DOCUMENTED_STREAM = [
+    b": OPENROUTER PROCESSING",
+    b'data: {"id":"gen-1756000000-AbCdEf","object":"chat.completion.chunk","created":1756000000,"model":"deepseek/'
+    b'deepseek-chat-v3.1","provider":"DeepInfra","choices":[{"index":0,"delta":{"role":"assistant","content":"O"},'
+    b'"finish_reason":null,"native_finish_reason":null,"logprobs":null}]}',
+    b'data: {"id":"gen-1756000000-AbCdEf","object":"chat.completion.chunk","created":1756000000,"model":"deepseek/'
+    b'deepseek-chat-v3.1","provider":"DeepInfra","choices":[{"index":0,"delta":{"role":"assistant","content":"K"},'
+    b'"finish_reason":"stop","native_finish_reason":"stop","logprobs":null}]}',
+    b'data: {"id":"gen-1756000000-AbCdEf","object":"chat.completion.chunk","created":1756000000,"model":"deepseek/'
+    b'deepseek-chat-v3.1","provider":"DeepInfra","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":2,'
+    b'"total_tokens":14,"cost":0.0000040,"is_byok":false,"prompt_tokens_details":{"cached_tokens":0},'
+    b'"completion_tokens_details":{"reasoning_tokens":0},"cost_details":{"upstream_inference_cost":null,'
+    b'"upstream_inference_prompt_cost":0.0000024,"upstream_inference_completions_cost":0.0000016}}}',
+    b"data: [DONE]",
+]
+DOCUMENTED_FAILURE = [
+    b'data: {"id":"gen-1756000000-AbCdEf","object":"chat.completion.chunk","created":1756000000,"model":"deepseek/'
+    b'deepseek-chat-v3.1","provider":"DeepInfra","error":{"code":502,"message":"Provider disconnected unexpectedly",'
+    b'"metadata":{"error_type":"provider_unavailable","provider_code":"upstream_disconnect"}},"choices":[{"index":0,'
+    b'"delta":{"content":""},"finish_reason":"error","native_finish_reason":"error"}]}',
+]
+
+
+def test_the_documented_stream_passes_and_its_mid_stream_failure_is_retried():
+    """OpenRouter's documented stream passes; its mid-stream 502 is an early provider fault, retried once."""
+    happy, failure = DOCUMENTED_STREAM, DOCUMENTED_FAILURE
     guard = ReplyGuard(client_with(), clock=Clock())
     verdict, _, attempt = run(guard, happy)
     assert (verdict.outcome, verdict.provider) == ("pass", "DeepInfra") and attempt.retry(verdict) is None
