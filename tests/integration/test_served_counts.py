@@ -52,3 +52,50 @@ async def test_the_backends_counts_reach_the_log_and_the_look_back_without_any_t
     finally:
         await admin.close()
     assert b"DeepInfra" in raw.data and b"uma conversa privada" not in raw.data and b"choices" not in raw.data
+
+
+async def test_the_guards_live_counts_reach_the_log_and_a_refused_period_is_dropped_and_counted(secured):
+    """The guard judges replies, the client publishes LiveCounts as backend; a credential that may not: counted drop."""
+    from reverie_canary.client import ReplyGuard
+    from reverie_canary.client.served import decode_live
+
+    infra = secured
+    await ensure_streams(settings_for(infra))
+
+    def judged(guard: ReplyGuard, provider: str, text: str) -> None:
+        stream = guard.attempt({"model": MODEL, "stream": True}).stream()
+        line = ('data: {"provider": "%s", "choices": [{"index": 0, "delta": {"content": %s}, '
+                '"finish_reason": "stop"}]}' % (provider, __import__("json").dumps(text))).encode()
+        if stream.line(line) is None:
+            stream.finish()
+
+    client = IgnoreListClient(infra.nats_url, MODEL, user="backend", password=infra.passwords["backend"],
+                              publish_live_s=10.0, source="chat-1")
+    await client.start()
+    assert await client.wait_ready(10)
+    guard = ReplyGuard(client)
+    judged(guard, "DeepInfra", "uma conversa privada sobre o farol")
+    judged(guard, "DeepInfra", ": uma conversa privada")
+    judged(guard, "Fireworks", "outra conversa privada")
+    await client.stop()  # a clean stop publishes the period's counts
+    assert (client.live_published, client.live_dropped) == (1, 0)
+    admin = await nats.connect(infra.nats_url, user="admin", password=infra.passwords["admin"])
+    try:
+        raw = await admin.jetstream().get_last_msg(LOG, subjects.live(MODEL))
+    finally:
+        await admin.close()
+    counts = decode_live(raw.data)
+    assert {k: (o.replies, o.reasons) for k, o in counts.providers.items()} == {
+        "DeepInfra": (2, {"leading_junk": 1}), "Fireworks": (1, {})}
+    assert b"conversa" not in raw.data and counts.source == "chat-1"
+
+    # the dashboard's credential may not publish counts: the period is dropped and counted, never queued
+    refused = IgnoreListClient(infra.nats_url, MODEL, user="dashboard", password=infra.passwords["dashboard"],
+                               publish_live_s=10.0, publish_timeout_s=1.0)
+    await refused.start()
+    assert await refused.wait_ready(10)
+    judged(ReplyGuard(refused), "DeepInfra", "texto")
+    await refused._publish_live_once()
+    assert (refused.live_published, refused.live_dropped) == (0, 1)
+    assert (refused.live.dropped_periods, refused.live.dropped_replies) == (1, 1)
+    await refused.stop()

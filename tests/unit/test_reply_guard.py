@@ -318,28 +318,6 @@ def test_the_counts_are_bounded_in_keys_and_reasons():
     assert live.take() is None  # a new period, nothing counted
 
 
-def test_a_period_the_bus_cannot_take_is_dropped_and_counted_never_queued():
-    """publish() failing: the counts are gone, the next period says how many periods and replies were lost."""
-    live = LiveRecorder(MODEL, now=lambda: AT)
-
-    class Refusing:
-        def jetstream(self, timeout: float):
-            return self
-
-        async def publish(self, *args, **kwargs):
-            raise TimeoutError("the bus is slow")
-
-    import asyncio
-
-    for _ in range(3):
-        live.record("DeepInfra", "")
-        with pytest.raises(TimeoutError):
-            asyncio.run(live.publish(Refusing()))
-    live.record("DeepInfra", "leading_junk")
-    counts = live.take()
-    assert (counts.dropped_periods, counts.dropped_replies, counts.replies) == (3, 3, 1)
-
-
 def test_the_client_with_the_bus_down_drops_its_live_counts_and_says_so():
     """Never connected: a publication drops the period (counted), the guard goes on judging."""
     import asyncio
