@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 import nats
 import pytest
 
@@ -64,8 +65,8 @@ async def test_the_guards_live_counts_reach_the_log_and_a_refused_period_is_drop
 
     def judged(guard: ReplyGuard, provider: str, text: str) -> None:
         stream = guard.attempt({"model": MODEL, "stream": True}).stream()
-        line = ('data: {"provider": "%s", "choices": [{"index": 0, "delta": {"content": %s}, '
-                '"finish_reason": "stop"}]}' % (provider, __import__("json").dumps(text))).encode()
+        chunk = {"provider": provider, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
+        line = b"data: " + msgspec.json.encode(chunk)
         if stream.line(line) is None:
             stream.finish()
 
