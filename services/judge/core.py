@@ -32,9 +32,15 @@ The rules, in the order :func:`_close_cycle` applies them:
 7. ``failed_cycles_to_suspend`` failed cycles in a row: suspend for the next
    step of the ladder (1, 3, 7 days; reset after 14 days without a new
    suspension) -- unless fewer than ``min_hosts`` usable hosts would remain
-   (``floor_held``, reconsidered every following failed cycle).  In observe
-   mode (per model, or per probe kind) the same call is ``would_suspend`` and
-   routing is untouched; the shadow call is scored right or wrong later.
+   (``floor_held``, reconsidered every following failed cycle).  The mode
+   decides the action, never the evidence: the streak counts every failed
+   cycle whatever the mode was then, and when no kind that failed in the
+   closing cycle is in enforce mode *at that close* (per model, or per probe
+   kind) the same call is ``would_suspend`` and routing is untouched; the
+   shadow call is scored right or wrong later.  A shadow call consumes no
+   evidence: a provider under one that fails a cycle whose failed kinds are
+   enforced by then is suspended at that close (a go-live suspends every
+   provider that failed just before it and fails again just after).
 8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
    ``unjudgeable`` once.
 
@@ -189,7 +195,6 @@ class ProviderState(Struct, kw_only=True, gc=False):
     provider: str
     present: bool = True
     failed_streak: int = 0
-    enforce_streak: int = 0
     passed_streak: int = 0
     frozen_streak: int = 0
     streak_cycles: list[str] = []
@@ -700,10 +705,7 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
         elif ps.blind_since is not None:  # judged again: a suspension held past its end ends now
             ps.blind_since = None
             effects.extend(_release(state, provider, at, cycle.cycle_no, policy))
-        enforce_failed = verdict.verdict == "failed" and any(
-            mode_of(state, policy, r.kind) == "enforce" for r in verdict.results if r.outcome == "fail"
-        )
-        _apply_streaks(ps, verdict, cycle, enforce_failed)
+        _apply_streaks(ps, verdict, cycle)
         ps.history = [*ps.history, VerdictRecord(cycle=cycle.cycle, cycle_no=cycle.cycle_no, at=at,
                                                  verdict=verdict.verdict, reasons=verdict.reasons,
                                                  results=[r for r in verdict.results if r.outcome != "pass"])
@@ -813,7 +815,7 @@ def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle
     return ProviderVerdict(provider=provider, verdict="frozen", reasons=sorted(set(reasons)), results=results, missing=missing)
 
 
-def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle, enforce_failed: bool) -> None:
+def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle) -> None:
     failed, passed, frozen = STREAK_TRANSITIONS[verdict.verdict]
     if failed is not None:
         ps.failed_streak = ps.failed_streak + 1 if failed > 0 else 0
@@ -822,11 +824,9 @@ def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle
     if frozen is not None:
         ps.frozen_streak = ps.frozen_streak + 1 if frozen > 0 else 0
     if verdict.verdict == "failed":
-        ps.enforce_streak = ps.enforce_streak + 1 if enforce_failed else 0
         ps.streak_cycles = [*ps.streak_cycles, cycle.cycle][-8:]
         ps.streak_evidence = [*ps.streak_evidence, *[r for r in verdict.results if r.outcome == "fail"]][-16:]
     elif verdict.verdict == "passed":
-        ps.enforce_streak = 0
         ps.streak_cycles = []
         ps.streak_evidence = []
     if verdict.verdict not in ("frozen", "blind"):
@@ -859,7 +859,7 @@ def _end_expired(state: ModelState, name: str, policy: Policy) -> Decision:
                          detail=f"suspension ended at its expiry ({utc_text(s.until)})",
                          cycles=s.cycles, ladder_level=s.level, policy=policy)
     ps.suspension = None
-    ps.failed_streak = ps.enforce_streak = 0
+    ps.failed_streak = 0
     ps.streak_cycles, ps.streak_evidence = [], []
     return decision
 
@@ -913,7 +913,7 @@ def _release(state: ModelState, provider: str, at: datetime, cycle_no: int, poli
                                  f"judged again in cycle {cycle_no}"),
                          cycles=s.cycles, ladder_level=s.level, policy=policy)
     ps.suspension = None
-    ps.failed_streak = ps.enforce_streak = 0
+    ps.failed_streak = 0
     ps.streak_cycles, ps.streak_evidence = [], []
     return [decision]
 
@@ -1006,7 +1006,7 @@ def _recoveries(state: ModelState, cycle: OpenCycle, at: datetime, policy: Polic
                              detail=f"{ps.passed_streak} passed cycles in a row during the suspension",
                              cycles=recent, ladder_level=s.level, policy=policy))
         ps.suspension = None
-        ps.failed_streak = ps.enforce_streak = 0
+        ps.failed_streak = 0
     return out
 
 
@@ -1025,17 +1025,30 @@ def _usable_hosts(state: ModelState, at: datetime, *, count_shadow: bool) -> set
     return usable
 
 
+def enforced_at_close(state: ModelState, policy: Policy, record: VerdictRecord) -> bool:
+    """Whether a failed cycle's close changes routing: a kind that failed in it is in enforce mode now.
+
+    The mode decides the action, never the evidence (DESIGN.md, "Observe mode"): the streak
+    counts every failed cycle whatever the mode was then; the mode, at this close, of the
+    kinds that failed in this closing cycle decides ``suspend`` or ``would_suspend``.
+    """
+    return any(mode_of(state, policy, r.kind) == "enforce" for r in record.results if r.outcome == "fail")
+
+
 def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Policy) -> list[Decision]:
     out: list[Decision] = []
     need = policy.failed_cycles_to_suspend
-    candidates = [ps for ps in state.providers.values()
-                  if ps.failed_streak >= need and ps.history
-                  and ps.history[-1].cycle == cycle.cycle and ps.history[-1].verdict == "failed"
-                  # a shadow suspension gives way to a real one once enforce mode has the evidence
-                  and (ps.suspension is None or (not ps.suspension.enforced and ps.enforce_streak >= need))]
+    enforced_now: dict[str, bool] = {}
+    for ps in state.providers.values():
+        if (ps.failed_streak >= need and ps.history and ps.history[-1].cycle == cycle.cycle
+                and ps.history[-1].verdict == "failed"):
+            enforced_now[ps.provider] = enforced_at_close(state, policy, ps.history[-1])
+    # a shadow suspension gives way to a real one at a close whose failed kinds are enforced
+    candidates = [ps for ps in state.providers.values() if ps.provider in enforced_now
+                  and (ps.suspension is None or (not ps.suspension.enforced and enforced_now[ps.provider]))]
     candidates.sort(key=lambda ps: (-ps.failed_streak, ps.provider))
     for ps in candidates:
-        enforced = ps.enforce_streak >= need
+        enforced = enforced_now[ps.provider]
         usable = _usable_hosts(state, at, count_shadow=not enforced)
         remaining = usable - {ps.provider}
         cycles = ps.streak_cycles[-need:]
@@ -1068,10 +1081,13 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
                                    enforced=enforced, cycles=cycles, evidence=evidence)
         if enforced:
             ps.ladder_level, ps.last_suspension_at = level + 1, at
+            ps.failed_streak = ps.passed_streak = 0
+            ps.streak_cycles, ps.streak_evidence = [], []
         else:
+            # a shadow call consumes no evidence: the streak goes on, so that the first failed
+            # cycle after a switch to enforce suspends at once (it is the streak's next cycle)
             ps.shadow_level, ps.last_shadow_at = level + 1, at
-        ps.failed_streak = ps.enforce_streak = ps.passed_streak = 0
-        ps.streak_cycles, ps.streak_evidence = [], []
+            ps.passed_streak = 0
         if not enforced:
             state.shadow_calls = [*state.shadow_calls, ShadowCall(decision_id=decision.decision_id,
                                                                    provider=ps.provider, at=at)][-SHADOW_MEMORY:]
@@ -1124,7 +1140,7 @@ def _lift(state: ModelState, cmd: LiftSuspension, policy: Policy) -> list[Effect
                          detail=f"lifted by {cmd.actor}: {cmd.reason}", cycles=s.cycles, ladder_level=s.level,
                          actor=cmd.actor, policy=policy)
     ps.suspension = None
-    ps.failed_streak = ps.enforce_streak = ps.passed_streak = ps.frozen_streak = 0
+    ps.failed_streak = ps.passed_streak = ps.frozen_streak = 0
     ps.streak_cycles, ps.streak_evidence = [], []
     state.updated_at = cmd.at
     return [decision]

@@ -431,3 +431,51 @@ def test_a_stale_discovery_from_before_the_last_closed_cycle_is_ignored():
     state, _ = run([c0, c1])
     again, effects = decide(state, c0[0], ENFORCE)
     assert again is state and effects == []
+
+
+def test_a_provider_failing_across_a_switch_to_enforce_is_suspended_at_the_second_failed_cycle():
+    """Mode decides the action, never the evidence: failed in observe, switched, failed again: suspend at once."""
+    policy = Policy(mode="observe")
+    go_live = SetMode(command_id="live", actor="alice", at=T0 + CYCLE - timedelta(minutes=1), mode="enforce",
+                      model=MODEL)
+    state, effects = run([cycle_events(0, bad("a/fp8")), [go_live], cycle_events(1, bad("a/fp8"))], policy)
+    [suspend] = decisions(effects, "suspend")
+    assert (suspend.provider, suspend.mode, suspend.ladder_level) == ("a/fp8", "enforce", 1)
+    assert len(suspend.cycles) == 2 and [r.reason for r in suspend.evidence] == ["ttft_exceeded", "ttft_exceeded"]
+    assert decisions(effects, "would_suspend") == []
+    assert state.providers["a/fp8"].suspension.enforced
+
+
+def test_a_shadow_suspension_gives_way_at_the_first_enforced_failure():
+    """Two failed cycles in observe (would_suspend), switch, one more failed cycle: a real suspension then."""
+    policy = Policy(mode="observe")
+    go_live = SetMode(command_id="live", actor="alice", at=T0 + 2 * CYCLE - timedelta(minutes=1), mode="enforce",
+                      model=MODEL)
+    state, effects = run([cycle_events(0, bad("a/fp8")), cycle_events(1, bad("a/fp8")), [go_live],
+                          cycle_events(2, bad("a/fp8"))], policy)
+    assert [(d.action, d.at) for d in decisions(effects) if d.provider] == [
+        ("would_suspend", T0 + CYCLE + timedelta(minutes=10)), ("suspend", T0 + 2 * CYCLE + timedelta(minutes=10))]
+    ps = state.providers["a/fp8"]
+    assert ps.suspension.enforced and (ps.ladder_level, ps.shadow_level) == (1, 1)
+    assert [c.outcome for c in state.shadow_calls] == ["right"]
+
+
+def test_the_mode_of_the_kinds_failing_in_the_closing_cycle_decides():
+    """Enforce model, echo in observe: ttft failed, then echo failed: would_suspend (echo is observed)."""
+    policy = Policy(mode="enforce", kind_modes={"echo": "observe"})
+    first = {p: {"ttft": "pass", "echo": "pass"} for p in FLEET}
+    first["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+    second = {p: {"ttft": "pass", "echo": "pass"} for p in FLEET}
+    second["a/fp8"]["echo"] = ("fail", "echo_mismatch")
+    state, effects = run([cycle_events(0, first), cycle_events(1, second)], policy)
+    assert [d.action for d in decisions(effects)] == ["would_suspend"]
+    # and the reverse order: the closing cycle's ttft is enforced
+    _, effects = run([cycle_events(0, second), cycle_events(1, first)], policy)
+    assert [d.action for d in decisions(effects)] == ["suspend"]
+
+
+def test_a_shadow_suspension_in_observe_mode_stays_one_call_while_failures_go_on():
+    """In observe mode a provider that keeps failing gets one would_suspend, not one per cycle."""
+    state, effects = run([cycle_events(n, bad("a/fp8")) for n in range(5)], Policy(mode="observe"))
+    assert [d.action for d in decisions(effects)] == ["would_suspend"]
+    assert state.providers["a/fp8"].failed_streak == 5

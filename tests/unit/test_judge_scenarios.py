@@ -62,6 +62,14 @@ EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
                                             ("suspension_held", "a/fp8", "canary_blind", None),
                                             ("end", "a/fp8", "expired", None),
                                             ("canary_sees", "", "judged_again", None)],
+    # failed in observe (cycle 0), switched to enforce, failed again (cycle 1): suspended at that close
+    "go_live_suspends_a_provider_failing_across_the_switch": [(M, "", "operator", None),
+                                                              ("suspend", "a/fp8", "failed_cycles", 1)],
+    # would_suspend in observe; the first failed cycle after the switch makes it real (the shadow climbed
+    # a ladder of its own, so the real one starts at 1 day)
+    "a_shadow_suspension_gives_way_after_the_switch": [("would_suspend", "a/fp8", "failed_cycles", 1),
+                                                       (M, "", "operator", None),
+                                                       ("suspend", "a/fp8", "failed_cycles", 1)],
 }
 
 #: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).

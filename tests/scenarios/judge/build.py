@@ -123,6 +123,11 @@ def scenarios() -> dict[str, list]:
         enforce(), *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")),
         *cycle_events(47, healthy(*FLEET)), unplanned(48), unplanned(49), *cycle_events(50, blind()),
         *cycle_events(51, healthy(*FLEET))]
+    # mode decides the action, never the evidence: failed in observe, switched to enforce, failed again
+    s["go_live_suspends_a_provider_failing_across_the_switch"] = [
+        *cycle_events(0, fail("a/fp8")), enforce(1), *cycle_events(1, fail("a/fp8"))]
+    s["a_shadow_suspension_gives_way_after_the_switch"] = [
+        *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")), enforce(2), *cycle_events(2, fail("a/fp8"))]
     return s
 
 
