@@ -43,6 +43,10 @@ The rules, in the order :func:`_close_cycle` applies them:
    provider that failed just before it and fails again just after).
 8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
    ``unjudgeable`` once.
+9. ``pin_violated`` (the gateway served a pinned probe from another provider)
+   is announced once a stretch: at the first cycle that shows it, again only
+   after a cycle judged every probe of the provider served by it, or one that
+   did not probe it (the notifier's held state counts the cycles between).
 
 The canary's own health (docs/concepts/health.md), folded into
 the same rules:
@@ -205,6 +209,8 @@ class ProviderState(Struct, kw_only=True, gc=False):
     last_shadow_at: datetime | None = None
     suspension: Suspension | None = None
     unjudgeable_reported: bool = False
+    #: ``pin_violated`` was announced and every judged cycle since showed it again (told once a stretch).
+    pin_reported: bool = False
     history: list[VerdictRecord] = []
     #: The latest word on it is canary-side (a blind verdict or an unplanned cycle), since when.
     blind_since: datetime | None = None
@@ -697,6 +703,9 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                                    detail=f"{failing} of {probed} probed providers failed {kind}: frozen for everyone this cycle",
                                    policy=policy))
 
+    for name, ps in state.providers.items():
+        if name not in by_provider:
+            ps.pin_reported = False  # not probed this cycle: a violation when it is again is news
     for verdict in verdicts:
         provider = verdict.provider
         ps = _provider(state, provider)
@@ -712,7 +721,10 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                           ][-HISTORY:]
         _score_shadow_calls(state, ps, verdict.verdict, at, policy)
         violated = [r for r in verdict.results if r.reason == "pin_violated"]
-        if violated:
+        if not violated and verdict.verdict != "blind" and verdict.results:
+            ps.pin_reported = False  # every probe served by the pinned provider: a later violation is news
+        if violated and not ps.pin_reported:
+            ps.pin_reported = True
             kinds = sorted({r.kind for r in violated})
             decisions.append(_decision(state, provider, "pin_violated", at, anchor=f"{cycle.cycle_no}",
                                        reason="pin_violated", cycles=[cycle.cycle], evidence=violated,

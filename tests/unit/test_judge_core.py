@@ -323,6 +323,18 @@ def test_pin_violation_freezes_and_is_reported():
     assert state.providers["a/fp8"].frozen_streak == 1
 
 
+def test_pin_violation_is_announced_once_a_stretch():
+    """Violated three cycles running: one decision; served right once, then violated again: a second one."""
+    out = healthy(*FLEET)
+    out["a/fp8"]["ttft"] = ("inconclusive", "pin_violated")
+    gone = {p: v for p, v in healthy(*FLEET).items() if p != "a/fp8"}
+    cycles = [cycle_events(0, out), cycle_events(1, out), cycle_events(2, out), cycle_events(3, healthy(*FLEET)),
+              cycle_events(4, out), cycle_events(5, gone), cycle_events(6, out)]
+    _, effects = run(cycles)
+    assert [d.at for d in decisions(effects, "pin_violated")] == [
+        T0 + n * CYCLE + timedelta(minutes=10) for n in (0, 4, 6)]
+
+
 def test_unjudgeable_after_six_frozen_cycles_is_reported_once():
     """Six frozen cycles in a row: one unjudgeable decision, not one per cycle."""
     out = healthy(*FLEET)
