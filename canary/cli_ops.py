@@ -613,7 +613,7 @@ def mode(
     new_mode: Annotated[str, typer.Argument(metavar="observe|enforce",
                                             help="observe: announce only; enforce: change routing")],
     kind: Annotated[str | None,
-                    typer.Option("--kind", help="one probe kind (ttft, refusal, structured, language, echo)")] = None,
+                    typer.Option("--kind", help="one probe kind (ttft, refusal, structured, language, echo, tools)")] = None,
     model: Annotated[str, typer.Option("--model", help="model id, or * for every model")] = "*",
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",
     actor: ActorOpt = None,
@@ -624,14 +624,17 @@ def mode(
 
     A model the judge does not watch is refused.
     """
+    from typing import get_args
+
     from reverie_canary.shared.contract.commands import SetMode
-    from reverie_canary.shared.contract.events import PROBE_KINDS
+    from reverie_canary.shared.contract.events import ProbeKind
 
     if new_mode not in ("observe", "enforce"):
         typer.echo(f"error: mode must be observe or enforce, not {new_mode!r}", err=True)
         raise typer.Exit(2)
-    if kind is not None and kind not in PROBE_KINDS:
-        typer.echo(f"error: unknown probe kind {kind!r}; one of {', '.join(PROBE_KINDS)}", err=True)
+    kinds = get_args(ProbeKind)
+    if kind is not None and kind not in kinds:
+        typer.echo(f"error: unknown probe kind {kind!r}; one of {', '.join(kinds)}", err=True)
         raise typer.Exit(2)
     settings = _settings(config)
     command = _validated(SetMode, **_command_fields(actor), mode=new_mode, model=model, kind=kind, reason=reason)
@@ -643,6 +646,8 @@ def mode(
     _refused_or_late(command, seq, answer, timeout, prefix="")
     for d in answer.decisions:
         typer.echo(f"mode changed on {d.model}: {d.detail}")
+    # read back from the judge's state, never from the request: what each model's kinds are in now
+    typer.echo(answer.detail if not answer.changed else f"modes {answer.detail}")
 
 
 # -- exclusions check | reload ---------------------------------------------------------------------

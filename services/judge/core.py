@@ -78,7 +78,7 @@ the same rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any, Literal, Union
@@ -87,14 +87,19 @@ import msgspec
 from msgspec import Struct, field
 
 from reverie_canary.shared.contract import ids, inputs
-from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
+from reverie_canary.shared.contract.commands import VERBS, LiftSuspension, SetMode
 from reverie_canary.shared.contract.events import (
+    ANSWER_MODELS_MAX,
     LANGUAGE_ANOMALIES,
+    PROBE_KINDS,
+    CommandApplied,
+    CommandRefused,
     CycleClosed,
     CycleUnplanned,
     CycleVerdict,
     CycleVerdictKind,
     Decision,
+    DecisionMade,
     EndpointsDiscovered,
     HeldSuspension,
     Mode,
@@ -133,6 +138,11 @@ class Policy(Struct, frozen=True, kw_only=True):
     common_mode_min_providers: int = 3
     mode: Mode = "observe"
     kind_modes: dict[str, Mode] = {}
+    #: A new kind's mode until an operator switches that kind, whatever the model's mode
+    #: (``Settings.new_kind_default_modes``; :func:`mode_of`).
+    new_kind_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe"})
+    #: The probe kinds judged (``Settings.kinds``): what a mode command's answer reads back.
+    kinds: tuple[str, ...] = PROBE_KINDS
     #: The watched models: an operator command for ``*`` applies to each of them,
     #: even before the first cycle gave a model any state.
     models: tuple[str, ...] = ()
@@ -154,6 +164,8 @@ class Policy(Struct, frozen=True, kw_only=True):
             common_mode_share=settings.common_mode_share,
             mode=settings.mode,
             kind_modes=dict(settings.kind_modes),
+            new_kind_modes=dict(settings.new_kind_default_modes),
+            kinds=tuple(settings.kinds),
             models=tuple(settings.models),
             blind_hold_s=2 * settings.cycle_interval_s,
         )
@@ -255,6 +267,9 @@ class ModelState(Struct, kw_only=True, gc=False):
     model: str
     mode: Mode | None = None
     kind_modes: dict[str, Mode] = {}
+    #: New kinds (``Policy.new_kind_modes``) an operator switched on this model: they follow
+    #: the model's mode from then on.
+    switched_kinds: list[str] = []
     providers: dict[str, ProviderState] = {}
     open_cycles: dict[str, OpenCycle] = {}
     closed: list[str] = []
@@ -396,7 +411,7 @@ def fold_targets(model: str, watched: Collection[str], known: Iterable[str]) -> 
     Returns:
         ``*``: every watched and known model, sorted; a watched model: ``[model]``; ``None``:
         not watched -- the judge skips the event, and refuses a lift or mode command for it
-        (:func:`reverie_canary.services.judge.answers.unknown_model`).
+        (:func:`unknown_model`).
     """
     if model == "*":
         return sorted(set(watched) | set(known))
@@ -542,13 +557,53 @@ def _copy(state: ModelState) -> ModelState:
 
 
 def mode_of(state: ModelState, policy: Policy, kind: str | None = None) -> Mode:
-    """Observe or enforce: per kind first, then the model's mode, then the policy's."""
+    """Observe or enforce, for one probe kind (or the model's own mode), first rule that holds:
+
+    1. an operator's mode for this kind on this model (``canary mode --kind``; a model-wide
+       command clears them);
+    2. the configured per-kind mode (``kind_modes``), until an operator sets the model's mode;
+    3. a new kind (``new_kind_modes``) keeps its default -- observe -- even on a model switched
+       to enforce, until an operator switches that kind on this model or configures it in
+       ``kind_modes`` (DESIGN.md, contract 6: a new kind starts in observe);
+    4. the model's mode set by an operator, else the configured ``mode``.
+    """
     if kind is not None:
         if kind in state.kind_modes:
             return state.kind_modes[kind]
         if kind in policy.kind_modes and state.mode is None:
             return policy.kind_modes[kind]
+        if kind in policy.new_kind_modes and kind not in state.switched_kinds and kind not in policy.kind_modes:
+            return policy.new_kind_modes[kind]
     return state.mode or policy.mode
+
+
+def kind_modes_now(state: ModelState, policy: Policy) -> dict[str, Mode]:
+    """Every probe kind's mode on this model now (:func:`mode_of`): the judged kinds and the new ones."""
+    kinds = sorted(set(policy.kinds) | set(policy.new_kind_modes) | set(policy.kind_modes) | set(state.kind_modes))
+    return {kind: mode_of(state, policy, kind) for kind in kinds}
+
+
+def modes_text(modes: Mapping[str, str]) -> str:
+    """``enforce`` (every kind), or ``enforce but observe on tools`` (the most common mode first)."""
+    if not modes:
+        return "no probe kind"
+    counts: dict[str, int] = {}
+    for mode in modes.values():
+        counts[mode] = counts.get(mode, 0) + 1
+    main = min(counts, key=lambda m: (-counts[m], m))
+    others = sorted({m for m in modes.values() if m != main})
+    if not others:
+        return main
+    return main + " but " + "; ".join(f"{m} on {', '.join(k for k in sorted(modes) if modes[k] == m)}" for m in others)
+
+
+def new_kind_note(state: ModelState, policy: Policy, modes: Mapping[str, str]) -> str:
+    """What keeps a new kind at its default while the model's mode differs (empty: nothing does)."""
+    held = [k for k in sorted(policy.new_kind_modes) if k in modes and k not in state.kind_modes
+            and k not in state.switched_kinds and k not in policy.kind_modes
+            and modes[k] != (state.mode or policy.mode)]
+    return "; ".join(f"{k} stays {modes[k]}: a new probe kind keeps {modes[k]} until an operator switches it "
+                     f"(canary mode {state.mode or policy.mode} --kind {k})" for k in held)
 
 
 def _provider(state: ModelState, provider: str) -> ProviderState:
@@ -1159,18 +1214,151 @@ def _lift(state: ModelState, cmd: LiftSuspension, policy: Policy) -> list[Effect
 
 
 def _set_mode(state: ModelState, cmd: SetMode, policy: Policy) -> list[Effect]:
+    """An operator's mode: for one kind, or model-wide (which clears every per-kind mode of the model).
+
+    ``mode_changed`` says what the state now holds, read back with :func:`mode_of`, never the
+    request: the kinds' modes before and after, the per-kind modes a model-wide mode cleared,
+    a new kind that stays at its default.  A command that changes no kind's mode is a no-op:
+    remembered, no decision (its answer says it changed nothing).
+    """
     if not _remember(state, cmd.command_id):
         return []
-    before = mode_of(state, policy, cmd.kind)
+    before = kind_modes_now(state, policy)
+    cleared = {}
     if cmd.kind is None:
+        cleared = dict(state.kind_modes)
         state.mode = cmd.mode
+        state.kind_modes = {}
     else:
         state.kind_modes = {**state.kind_modes, cmd.kind: cmd.mode}
+        if cmd.kind in policy.new_kind_modes and before.get(cmd.kind) != cmd.mode:
+            state.switched_kinds = sorted({*state.switched_kinds, cmd.kind})
     state.updated_at = cmd.at
-    scope = f"probe kind {cmd.kind}" if cmd.kind else "all probe kinds"
+    after = kind_modes_now(state, policy)
+    if after == before:
+        return []
+    why = f" ({cmd.reason})" if cmd.reason else ""
+    if cmd.kind is not None:
+        detail = f"probe kind {cmd.kind}: {before.get(cmd.kind)} -> {after[cmd.kind]} by {cmd.actor}{why}"
+    else:
+        detail = f"all probe kinds: {modes_text(before)} -> {modes_text(after)} by {cmd.actor}{why}"
+        changed_cleared = {k: m for k, m in cleared.items() if m != after.get(k)}
+        if changed_cleared:
+            detail += "; per-kind modes cleared: " + ", ".join(f"{k} was {m}" for k, m in sorted(changed_cleared.items()))
+        note = new_kind_note(state, policy, after)
+        if note:
+            detail += "; " + note
     return [_decision(state, "", "mode_changed", cmd.at, anchor=cmd.command_id, reason="operator",
-                      detail=f"{scope}: {before} -> {cmd.mode} by {cmd.actor}" + (f" ({cmd.reason})" if cmd.reason else ""),
-                      kind=cmd.kind, actor=cmd.actor, mode=cmd.mode, policy=policy)]
+                      detail=detail, kind=cmd.kind, actor=cmd.actor, mode=cmd.mode, policy=policy)]
+
+
+# -- answering operator commands ------------------------------------------------------------
+#
+# Every lift or mode command gets one answer on the log (DESIGN.md, "Operator commands are answered
+# by events"), decided here from the states the command produced -- never composed from the
+# request -- so that the shell only wires it: which models a command targets, whether it is new,
+# what it changed.  Time comes from the command (``at`` of the answer = ``at`` of the command).
+
+JudgeCommand = LiftSuspension | SetMode
+Answer = CommandApplied | CommandRefused
+
+
+def command_targets(event: Any, watched: Sequence[str], known: Iterable[str]
+                    ) -> tuple[list[str] | None, CommandRefused | None]:
+    """The models an event is folded into (:func:`fold_targets`), and the refusal of a command for none.
+
+    Returns:
+        ``(targets, None)``; ``(None, None)`` for an event of a model the judge does not watch
+        (skipped); ``(None, refusal)`` for a lift or mode command of such a model: a typo must not
+        look accepted.
+    """
+    model = getattr(event, "model", None)
+    targets = fold_targets(model, watched, known) if model is not None else None
+    if targets is None and isinstance(event, LiftSuspension | SetMode):
+        return None, unknown_model(event, watched)
+    return targets, None
+
+
+def _answer_base(command: JudgeCommand) -> dict[str, Any]:
+    return {"at": command.at, "answer_id": ids.answer_id(command.command_id), "command_id": command.command_id,
+            "command": VERBS[type(command)], "service": "judge", "actor": command.actor, "model": command.model,
+            "provider": getattr(command, "provider", "")}
+
+
+def unknown_model(command: JudgeCommand, watched: Sequence[str]) -> CommandRefused:
+    """The refusal of a command whose model the judge does not watch (``unknown_model``)."""
+    return CommandRefused(**_answer_base(command), code="unknown_model",
+                          reason=f"{command.model} is not a watched model (watched: {', '.join(watched) or 'none'}); "
+                                 "use * for every model")
+
+
+def fold_command(folder: Folder, command: JudgeCommand, targets: Sequence[str], pending: Sequence[str]
+                 ) -> tuple[dict[str, list[Effect]], Answer | None]:
+    """Fold a lift or mode command into the models it targets and answer it from what it produced.
+
+    Args:
+        folder: holds the states (changed in place, as :meth:`Folder.apply` does).
+        targets: every model the command concerns (:func:`command_targets`).
+        pending: those of ``targets`` that have not applied it yet (the shell's stream positions):
+            the others applied it before, with its answer.
+
+    Returns:
+        Each pending model's effects, and the answer (:func:`answer`): ``None`` when the command
+        was folded before (its first answer is on the log).
+    """
+    new = not targets or any(command.command_id not in folder.state(t).commands for t in pending)
+    made = {t: folder.apply(t, command) for t in pending}
+    if targets and not pending:
+        return made, None
+    effects = [e for t in pending for e in made[t]]
+    return made, answer(command, {t: folder.state(t) for t in targets}, effects, folder.policy, new=new)
+
+
+def answer(command: JudgeCommand, states: Mapping[str, ModelState], effects: Sequence[Effect], policy: Policy, *,
+           new: bool) -> Answer | None:
+    """The one answer to ``command`` once folded into every model it concerns, read back from their states.
+
+    - A lift that ended a suspension (or observe mode's shadow of one) is applied, with its
+      decision; one that ended none is refused (``not_suspended``).
+    - A mode command is applied; its detail says, per model, every kind's mode *now*
+      (:func:`kind_modes_now`), and which new kind stays at its default.  One that changed no
+      kind's mode on any model says it changed nothing (``changed`` false: the notifier tells nobody).
+    - A command folded before (``new`` false) gets no second answer.
+
+    Args:
+        states: the state of each model it concerns, after it was folded.
+        effects: every effect folding it produced, all models together.
+    """
+    if not new:
+        return None
+    decisions = [d for d in effects if isinstance(d, Decision)
+                 and d.decision_id == ids.decision_id(d.model, d.provider, d.action, command.command_id)]
+    made = [DecisionMade(decision_id=d.decision_id, model=d.model, provider=d.provider, action=d.action, at=d.at,
+                         detail=d.detail) for d in decisions][:ANSWER_MODELS_MAX]
+    if isinstance(command, LiftSuspension):
+        if not made:
+            scope = "any model" if command.model == "*" else command.model
+            return CommandRefused(**_answer_base(command), code="not_suspended",
+                                  reason=f"{command.provider} is not suspended on {scope}")
+        return CommandApplied(**_answer_base(command), decisions=made, detail="; ".join(d.detail for d in made)[:4000])
+    readback = []
+    for model in sorted(states):
+        modes = kind_modes_now(states[model], policy)
+        if command.kind is not None:
+            line = f"{model}: probe kind {command.kind} {modes.get(command.kind, mode_of(states[model], policy))}"
+        else:
+            line = f"{model}: {modes_text(modes)}"
+            note = new_kind_note(states[model], policy, modes)
+            if note:
+                line += f" ({note})"
+        readback.append(line)
+    if not states:
+        readback.append("no model is watched")
+    text = "; ".join(readback)
+    if not made:
+        return CommandApplied(**_answer_base(command), changed=False,
+                              detail=f"nothing changed, the mode already was: {text}"[:4000])
+    return CommandApplied(**_answer_base(command), decisions=made, detail=f"now {text}"[:4000])
 
 
 # -- helpers -------------------------------------------------------------------

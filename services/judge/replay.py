@@ -227,6 +227,7 @@ POLICY_SETTINGS: tuple[str, ...] = (*(
     f.name for f in msgspec.structs.fields(Policy)
     if f.name != "models" and f.name in {g.name for g in msgspec.structs.fields(Settings)}),
     "cycle_interval_s",  # the blind hold is two cycle intervals (Policy.blind_hold_s)
+    "new_kind_default_modes",  # Policy.new_kind_modes: a new kind's mode until switched
 )
 
 

@@ -19,12 +19,24 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from faststream import FastStream
 
-from reverie_canary.services.judge import answers, gauges, snapshots
-from reverie_canary.services.judge.core import Effect, Folder, ModelState, Policy, fold_targets, initial
+from reverie_canary.services.judge import gauges, snapshots
+from reverie_canary.services.judge.core import (
+    Answer,
+    Effect,
+    Folder,
+    JudgeCommand,
+    ModelState,
+    Policy,
+    command_targets,
+    fold_command,
+    initial,
+)
 from reverie_canary.services.judge.replay import scan_refold
 from reverie_canary.services.judge.store import Fenced, JudgeRecord, JudgeStore, ModelChange, Outbound, RedisJudgeStore
 from reverie_canary.shared.contract import ids, inputs, subjects
@@ -293,14 +305,14 @@ class Judge:
         record = self.records.get(model)
         repaired = list(record.outbox) if record is not None and record.unsent and record.position == position else []
         _, effects = await self._apply([(event, delivery)], only=model)
-        return [*[e for e in repaired if not isinstance(e, answers.Answer)], *effects]
+        return [*[e for e in repaired if not isinstance(e, Answer)], *effects]
 
     async def apply_batch(self, items: list[tuple[Any, Delivery]]) -> list[tuple[int, Exception]]:
         """Fold ``items`` (in stream order) into every watched model each concerns; save once; publish.
 
         Events of a model that is not configured are skipped (logged): any model name on the bus
         must not grow state.  A lift or mode command is answered once folded into every model
-        it concerns (:mod:`reverie_canary.services.judge.answers`): the answer is saved in the
+        it concerns (:func:`reverie_canary.services.judge.core.fold_command`): the answer is saved in the
         outbox of the last model it changed, so a redelivery gives the same answer; a command
         for a model that is not watched is refused.
 
@@ -333,61 +345,11 @@ class Judge:
         log = get_logger("judge")
         folder = self.folder
         folder.share()  # the saved states stay as they are until this batch is saved
-        positions = {m: r.position for m, r in self.records.items()}
-        touched: dict[str, int] = {}
-        outboxes: dict[str, list[Outbound]] = {}
-        ordered: list[tuple[int, Outbound]] = []  # (item, effect) in the order they were made
-        produced_for_only: list[Effect] = []
+        batch = _Batch(positions={m: r.position for m, r in self.records.items()})
         watched = set(self.models)
         for index, (event, delivery) in enumerate(items):
-            model = getattr(event, "model", None)
-            if model is None:
-                continue
-            command = isinstance(event, answers.JudgeCommand)
-            targets = [only] if only is not None else fold_targets(model, watched, self.records)
-            if targets is None:
-                log.info("model_not_watched", model=model, subject=delivery.subject)
-                if command:
-                    ordered.append((index, answers.unknown_model(event, self.models)))
-                continue
-            span = (tracing.span(f"judge {type(event).__name__}", headers=delivery.headers,
-                                 attributes=_span_attributes(event, delivery))
-                    if tracing.enabled() else contextlib.nullcontext())
-            with span:
-                if isinstance(event, ProbeResult):
-                    self.traces.remember(event.task_id)
-                seq = delivery.stream_seq
-                made: list[Effect] = []
-                new = False
-                last = None
-                for target in targets:
-                    if seq is not None and seq <= positions.get(target, 0):
-                        continue  # applied before (a redelivery)
-                    fresh = command and event.command_id not in folder.state(target).commands
-                    effects = folder.apply(target, event)
-                    if seq is not None:
-                        positions[target] = seq
-                    touched[target] = positions.get(target, 0)
-                    outboxes.setdefault(target, []).extend(effects)
-                    ordered.extend((index, e) for e in effects)
-                    made += effects
-                    new = new or fresh
-                    last = target
-                if only is not None:
-                    produced_for_only += made
-                if not command:
-                    continue
-                if not targets:  # a command for every model, and no model: answered, nothing to save
-                    reply = answers.answer(event, [], new=True)
-                else:
-                    reply = answers.answer(event, made, new=new) if last is not None else None
-                if reply is not None:
-                    ordered.append((index, reply))
-                    if last is not None:
-                        outboxes[last].append(reply)
-                if not any(isinstance(e, Decision) for e in made) and (last is not None or not targets):
-                    log.warning("command_without_effect", command=type(event).__name__, command_id=event.command_id,
-                                actor=event.actor, provider=getattr(event, "provider", ""), model=model)
+            self._fold_one(batch, index, event, delivery, only)
+        touched, outboxes, ordered, produced_for_only = batch.touched, batch.outboxes, batch.ordered, batch.only
         changes = []
         for model, position in touched.items():
             record = self.records.get(model) or JudgeRecord(state=initial(model))
@@ -427,6 +389,57 @@ class Judge:
                                        clock.now())
         return refused, produced_for_only
 
+    def _fold_one(self, batch: _Batch, index: int, event: Any, delivery: Delivery, only: str | None) -> None:
+        """Fold one item of a batch into every model it concerns (the core decides which, and the answer)."""
+        model = getattr(event, "model", None)
+        if model is None:
+            return
+        targets, refusal = ([only], None) if only is not None else command_targets(event, self.models, self.records)
+        if targets is None:
+            get_logger("judge").info("model_not_watched", model=model, subject=delivery.subject)
+            if refusal is not None:
+                batch.ordered.append((index, refusal))
+            return
+        span = (tracing.span(f"judge {type(event).__name__}", headers=delivery.headers,
+                             attributes=_span_attributes(event, delivery))
+                if tracing.enabled() else contextlib.nullcontext())
+        with span:
+            if isinstance(event, ProbeResult):
+                self.traces.remember(event.task_id)
+            seq = delivery.stream_seq
+            pending = [t for t in targets if seq is None or seq > batch.positions.get(t, 0)]  # else applied before
+            if isinstance(event, JudgeCommand):
+                made, reply = fold_command(self.folder, event, targets, pending)
+            else:
+                made, reply = {t: self.folder.apply(t, event) for t in pending}, None
+            for target in pending:
+                if seq is not None:
+                    batch.positions[target] = seq
+                batch.touched[target] = batch.positions.get(target, 0)
+                batch.outboxes.setdefault(target, []).extend(made[target])
+                batch.ordered.extend((index, e) for e in made[target])
+                if only is not None:
+                    batch.only += made[target]
+            if reply is None:
+                return
+            batch.ordered.append((index, reply))
+            if pending:  # saved with the last model it changed: a redelivery gives the same answer
+                batch.outboxes[pending[-1]].append(reply)
+            if isinstance(reply, CommandRefused) or not reply.changed:
+                get_logger("judge").warning("command_without_effect", command=type(event).__name__,
+                                            command_id=event.command_id, actor=event.actor, model=model,
+                                            said=getattr(reply, "detail", "") or getattr(reply, "reason", ""))
+
+
+@dataclass
+class _Batch:
+    """What folding one batch made so far: positions, models touched, outboxes, effects in order."""
+
+    positions: dict[str, int]
+    touched: dict[str, int] = dataclass_field(default_factory=dict)
+    outboxes: dict[str, list[Outbound]] = dataclass_field(default_factory=dict)
+    ordered: list[tuple[int, Outbound]] = dataclass_field(default_factory=list)  # (item, effect) as made
+    only: list[Effect] = dataclass_field(default_factory=list)  # what apply_to's one model produced
 
 async def rebuild(js, store: JudgeStore, policy: Policy, models: list[str], until_seq: int) -> list[str]:
     """Fold the log again, up to ``until_seq``, into every model that has no stored record.

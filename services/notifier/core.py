@@ -7,7 +7,10 @@ Every rule that decides a notice lives here, in the order they apply:
    ``critical``).  A channel gets the notices at or above its minimum
    (:func:`wants`).  Reminders and ends carry the severity of the state they
    belong to, so a channel that heard a start also hears its end.
-2. **Identity.** A notice is keyed by the fact behind it: the decision id, the
+2. **Identity.** One notice per change: a ``mode_changed`` decision is told by
+   its command's answer (:data:`TOLD_BY_ANSWER`), and an answer that changed
+   nothing (``changed`` false) is told to nobody.
+   A notice is keyed by the fact behind it: the decision id, the
    command id (``cmd|<id>``), the ignore-list version with its time
    (``snap|<model>|<v>|<at>``: a redeploy whose versions start at 1 again makes
    new ids); never by the schema version or the stream position.  A decision
@@ -88,7 +91,7 @@ SEVERITY: dict[str, Severity] = {
     "control_passed": "warning",    # the positive control passed: that kind proves nothing
     "pin_violated": "warning",      # the gateway served a pinned probe elsewhere
     "unjudgeable": "warning",       # frozen for too many cycles: no verdict possible
-    "mode_changed": "warning",      # observe/enforce switched: routing behaviour changes
+    "mode_changed": "warning",      # observe/enforce switched (told by the command's answer, `mode_set`)
     # router facts
     "ignore_list_changed": "info",
     # operator commands, told by the owning service's answer (CommandApplied / CommandRefused)
@@ -96,7 +99,7 @@ SEVERITY: dict[str, Severity] = {
     "override_removed": "warning",  # ... and comes back
     "exclusions_reloaded": "warning",
     "suspension_lifted": "info",    # the judge's `end` decision (lifted, by whom) is told too
-    "mode_set": "info",             # the judge's `mode_changed` decision is told too
+    "mode_set": "warning",          # one notice per mode change: the answer (its decisions are not told apart)
     "command_refused": "warning",   # a typo or a guard rail: nothing changed
     "floor_broken_by_operator": "critical",  # an operator forced fewer than min_hosts usable hosts
     # discovery facts
@@ -110,6 +113,10 @@ APPLIED_ACTIONS: dict[str, str] = {
     VERBS[LiftSuspension]: "suspension_lifted",
     VERBS[SetMode]: "mode_set",
 }
+#: Decisions only an operator command makes, whose answer is their notice: one notice per mode
+#: change (the answer names every model it changed, read back from the judge's state), not one
+#: per model plus the answer.
+TOLD_BY_ANSWER: frozenset[str] = frozenset({"mode_changed"})
 #: Every decision action the judge can publish (derived from the wire type, not repeated).
 DECISION_ACTIONS: tuple[str, ...] = get_args(DecisionAction)
 
@@ -450,12 +457,16 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
         already ended, a verdict of a model with nothing held).
     """
     match event:
+        case Decision() if event.action in TOLD_BY_ANSWER:
+            return state, []  # the command's answer tells it, once for every model (rule 2)
         case Decision():
             return _decision(state, event, policy)
         case CycleVerdict():
             return _verdict(state, event, policy)
         case IgnoreSnapshot():
             return _snapshot(state, event)
+        case CommandApplied() if not event.changed:
+            return state, []  # a no-op: it changed nothing, and nobody is told
         case CommandApplied() | CommandRefused():
             return state, [answer_notice(event)]
         case CycleSized():

@@ -684,6 +684,8 @@ class CommandApplied(CommandAnswer, frozen=True, kw_only=True, tag="command_appl
     version; ``decisions``: the judge decisions it caused.  ``forced``: the
     operator passed ``--force`` past a guard rail; ``warnings`` say which, and
     ``floor_broken`` names each model left below the capacity floor by it.
+    ``changed``: false when the command changed nothing (the state already was what it asked:
+    a no-op, which the answer's ``detail`` says and nobody is notified of).
     """
 
     detail: Excerpt = ""
@@ -693,6 +695,7 @@ class CommandApplied(CommandAnswer, frozen=True, kw_only=True, tag="command_appl
     warnings: Annotated[list[Excerpt], Meta(max_length=16)] = []
     forced: bool = False
     floor_broken: Annotated[list[FloorBreach], Meta(max_length=ANSWER_MODELS_MAX)] = []
+    changed: bool = True
 
 
 class CommandRefused(CommandAnswer, frozen=True, kw_only=True, tag="command_refused"):

@@ -135,6 +135,7 @@ class JudgeConfig(Struct, frozen=True, kw_only=True):
     common_mode_share: float
     mode: Mode
     kind_modes: dict[str, Mode]
+    new_kind_default_modes: dict[str, Mode]
     judge_snapshot_events: int
 
 

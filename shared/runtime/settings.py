@@ -24,13 +24,13 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 from msgspec import Struct, field
 
 from reverie_canary.shared.contract.errors import ConfigError
-from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
+from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode, ProbeKind
 from reverie_canary.shared.contract.languages import LANGUAGES, CoverageError, coverage
 
 DAY_S = 86400.0
@@ -164,6 +164,11 @@ class Settings(Struct, kw_only=True):
             dead-lettered once the first attempt is this long ago (24 h).
         mode: ``observe`` (announce only) or ``enforce`` (change routing).
         kind_modes: per-kind override of ``mode`` (a new kind runs in shadow).
+        new_kind_default_modes: the mode a new probe kind runs in until an
+            operator switches that kind (a ``canary mode --kind`` command, or
+            the kind in ``kind_modes``), whatever mode the model is in: a new
+            automatic cut starts in observe (DESIGN.md, contract 6).  Drop a
+            kind from it once its calls have been scored.
         log_max_age_s, log_max_bytes: how long and how much the event log
             (``CANARY_LOG``) keeps; past either the oldest messages go (35 days;
             24 GiB holds 35 days of a 2,000-endpoint fleet at the bytes per
@@ -269,6 +274,7 @@ class Settings(Struct, kw_only=True):
     common_mode_share: float = 0.5
     mode: Mode = "observe"
     kind_modes: dict[str, Mode] = {}
+    new_kind_default_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe"})
     judge_snapshot_events: int = 200_000
 
     exclusions_file: str = ""
@@ -380,8 +386,8 @@ class Settings(Struct, kw_only=True):
         return out
 
     def mode_for(self, kind: str) -> Mode:
-        """Observe or enforce for one probe kind (``kind_modes`` over ``mode``)."""
-        return self.kind_modes.get(kind, self.mode)
+        """Observe or enforce for one probe kind (``kind_modes``, then ``new_kind_default_modes``, then ``mode``)."""
+        return self.kind_modes.get(kind, self.new_kind_default_modes.get(kind, self.mode))
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied and validated.
@@ -659,6 +665,9 @@ def _problems(s: Settings) -> list[str]:
         bad = sorted(set(mapping) - set(PROBE_KINDS))
         if bad:
             problems.append(f"{name}: unknown probe kinds {bad}")
+    bad = sorted(set(s.new_kind_default_modes) - set(get_args(ProbeKind)))
+    if bad:
+        problems.append(f"new_kind_default_modes: unknown probe kinds {bad}; known: {list(get_args(ProbeKind))}")
     if not 0 < s.common_mode_share <= 1:
         problems.append("common_mode_share must be in (0, 1]")
     if not -1 <= s.metrics_port <= 65535:

@@ -220,11 +220,12 @@ async def test_mode_publishes_the_command_and_the_judge_applies_it(secured):
         code, out, err = await canary(infra, "mode", "observe", "--kind", "ttft", "--model", MODEL,
                                       "--reason", "new threshold")
         assert code == 0, err
-        published, changed = out.splitlines()
+        published, changed, now = out.splitlines()
         assert re.fullmatch(rf"mode published: observe for probe kind ttft on {MODEL}: new threshold \(alice\), "
                             r"command [0-9a-f-]{36}, log #1", published), out
         # the judge's answer: what changed, in the judge's words
         assert changed == f"mode changed on {MODEL}: probe kind ttft: enforce -> observe by alice (new threshold)"
+        assert now == f"modes now {MODEL}: probe kind ttft observe"  # read back from the judge's state
         nc, js = await admin_js(infra)
         try:
             command = codec.COMMAND.decode((await js.get_last_msg(LOG, subjects.ops("mode"))).data)
@@ -241,6 +242,10 @@ async def test_mode_publishes_the_command_and_the_judge_applies_it(secured):
             await waits.until(decided, timeout_s=10, what="the judge's mode_changed decision for the command")
         finally:
             await nc.close()
+        # the same command again changes nothing, and says so
+        code, out, err = await canary(infra, "mode", "observe", "--kind", "ttft", "--model", MODEL)
+        assert code == 0, err
+        assert out.splitlines()[1:] == [f"nothing changed, the mode already was: {MODEL}: probe kind ttft observe"]
 
         code, _, err = await canary(infra, "mode", "sideways")
         assert code == 2 and "mode must be observe or enforce" in err

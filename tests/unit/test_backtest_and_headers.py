@@ -115,7 +115,7 @@ def test_an_offline_replay_folds_no_command_for_a_model_the_file_shows_no_input_
 
     events = [*cycle_events(0, healthy("a/fp8", "b/fp8", "c/fp8")),
               SetMode(command_id="c1", actor="alice", at=T0 + timedelta(minutes=5), mode="enforce", model="typo/model"),
-              SetMode(command_id="c2", actor="alice", at=T0 + timedelta(minutes=6), mode="observe", kind="echo")]
+              SetMode(command_id="c2", actor="alice", at=T0 + timedelta(minutes=6), mode="enforce", kind="echo")]
     path = tmp_path / "log.jsonl"
     path.write_text("".join(codec.encode(e).decode() + "\n" for e in events))
     result = CliRunner().invoke(app, ["replay", "--events", str(path)], env={**CLEAN, "CANARY_MODELS": MODEL})

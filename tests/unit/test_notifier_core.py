@@ -272,6 +272,19 @@ def test_operator_commands_are_told_by_their_answer_keyed_by_the_command_id():
     assert "CAPACITY FLOOR BROKEN by an operator" in notices[2].text and "q/fp8" in notices[2].text
 
 
+def test_a_mode_change_is_one_notice_and_a_no_op_is_none():
+    """mode enforce for two models: their mode_changed decisions are not told, the answer is (warning); a no-op is silent."""
+    made = [decision("mode_changed", 0, "", reason="operator", actor="alice", when=T0),
+            Decision(at=T0, decision_id="dec|other|*|mode_changed|c-5", model="other/model", action="mode_changed",
+                     reason="operator", actor="alice")]
+    applied = answer(CommandApplied, "c-5", command="mode", detail="now acme/chat-1.5: enforce; other/model: enforce")
+    noop = answer(CommandApplied, "c-6", command="mode", changed=False,
+                  detail="nothing changed, the mode already was: acme/chat-1.5: enforce")
+    _, notices = run([*made, applied, noop])
+    assert [(n.notice_id, n.action, n.severity) for n in notices] == [("cmd|c-5", "mode_set", "warning")]
+    assert "now acme/chat-1.5: enforce; other/model: enforce" in notices[0].text
+
+
 def test_webhook_payload_shape():
     """The signed body is Standard Webhooks' {type, timestamp, data} with the notice's fields."""
     _, (n,) = run([decision("suspend", 3, reason="failed_cycles", until=at(3) + timedelta(days=1))])
