@@ -347,11 +347,11 @@ def _apply(state: ModelState, event: Any, policy: Policy) -> list[Effect]:
     """
     match event:
         case EndpointsDiscovered():
-            return _discovered(state, event, policy)
+            return _routing_batch(_discovered(state, event, policy))
         case CycleClosed():
-            return _close_cycle(state, event, policy)
+            return _routing_batch(_close_cycle(state, event, policy))
         case CycleUnplanned():
-            return _unplanned(state, event, policy)
+            return _routing_batch(_unplanned(state, event, policy))
         case IgnoreSnapshot():
             return _snapshot(state, event)
         case LiftSuspension():
@@ -359,6 +359,19 @@ def _apply(state: ModelState, event: Any, policy: Policy) -> list[Effect]:
         case SetMode():
             return _set_mode(state, event, policy)
     return []
+
+
+def _routing_batch(effects: list[Effect]) -> list[Effect]:
+    """Number the decisions of one judgement that change routing (``Decision.routing_follows``).
+
+    A close that suspends twelve providers makes twelve decisions; each says how many of them
+    follow it, so that the router makes one ignore-list version of the close -- one version for
+    the clients to pick up, one ``ignore_list_changed`` for operators -- not twelve.
+    """
+    routing = [i for i, e in enumerate(effects) if isinstance(e, Decision) and e.changes_routing()]
+    for n, i in enumerate(routing[:-1]):
+        effects[i] = msgspec.structs.replace(effects[i], routing_follows=len(routing) - 1 - n)
+    return effects
 
 
 def fold(events: Iterable[Any], policy: Policy, states: dict[str, ModelState] | None = None, *,

@@ -29,6 +29,10 @@ The rules, in the order :func:`decide` applies them:
    input (nothing expired is kept, not even by a rebuild from the log).
 3. The input:
 
+   - a decision of a close that more routing decisions of the same close follow
+     (``routing_follows`` > 0) changes the state but makes no version yet: the
+     last one of the close makes one version of them all (a lost last one is
+     published by the next input of the model, or the timer's :class:`Tick`);
    - a ``suspend`` decision adds a suspension (it must have an ``until``); an
      ``end`` removes it, unless it is older than the suspension it would end;
      a ``suspension_held`` (enforce mode: the canary is blind, docs/concepts/health.md) moves its ``until`` to the decision's, or puts it
@@ -539,6 +543,8 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
                 problem = _decision(new, event, now, touched)
                 if problem is not None:
                     return state, [Invalid(reason=problem)]
+                if event.routing_follows > 0:
+                    touched.discard(event.model)  # more of the same close follow: one version after the last
             case AddOverride():
                 outcome = _add_override(new, event, now, policy, follow)
             case RemoveOverride():

@@ -580,6 +580,9 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     ``provider`` is empty for model-wide decisions (``canary_blind`` and
     ``canary_sees`` among them: ``reason`` is the cause, one of
     :data:`UNPLANNED_CAUSES`, and ``held`` lists the suspensions blindness holds).
+    ``routing_follows``: how many decisions that change routing (an enforced ``suspend``,
+    ``end`` or ``suspension_held``) of the same judgement -- one cycle's close -- follow this one
+    on the log: the router makes one ignore-list version of them all, after the last (0).
     """
 
     decision_id: Slug
@@ -596,6 +599,11 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     kind: Token | None = None
     actor: Id | None = None
     held: Annotated[list[HeldSuspension], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
+    routing_follows: Annotated[int, Meta(ge=0, le=4 * MAX_ENDPOINTS_PER_MODEL)] = 0
+
+    def changes_routing(self) -> bool:
+        """Whether the router acts on it: an enforced suspension starts, ends, or is held while blind."""
+        return self.action in ("suspend", "end") or (self.action == "suspension_held" and self.mode == "enforce")
 
 
 class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):

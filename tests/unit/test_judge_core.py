@@ -491,3 +491,16 @@ def test_a_shadow_suspension_in_observe_mode_stays_one_call_while_failures_go_on
     state, effects = run([cycle_events(n, bad("a/fp8")) for n in range(5)], Policy(mode="observe"))
     assert [d.action for d in decisions(effects)] == ["would_suspend"]
     assert state.providers["a/fp8"].failed_streak == 5
+
+
+def test_the_routing_decisions_of_one_close_say_how_many_of_them_follow():
+    """Three providers suspended at one close: routing_follows 2, 1, 0 (the router makes one version of them)."""
+    out = healthy(*FLEET, "f/fp8", "g/fp8")
+    for p in ("a/fp8", "b/fp8", "c/fp8"):
+        out[p]["ttft"] = ("fail", "ttft_exceeded")
+    _, effects = run([cycle_events(0, out), cycle_events(1, out)])
+    assert [(d.provider, d.routing_follows) for d in decisions(effects, "suspend")] == [
+        ("a/fp8", 2), ("b/fp8", 1), ("c/fp8", 0)]
+    # one suspension alone: nothing follows it
+    _, effects = run([cycle_events(0, bad("a/fp8")), cycle_events(1, bad("a/fp8"))])
+    assert [d.routing_follows for d in decisions(effects, "suspend")] == [0]

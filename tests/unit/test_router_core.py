@@ -119,6 +119,20 @@ def test_a_suspend_decision_enters_the_suspension_layer_and_an_end_removes_it():
     assert state.suspensions == {}
 
 
+def test_a_closes_routing_decisions_make_one_version_after_the_last():
+    """Three suspensions of one close (routing_follows 2, 1, 0): one new version holding all three."""
+    import msgspec
+
+    close = [msgspec.structs.replace(suspend(p, did=f"d{i}"), routing_follows=2 - i)
+             for i, p in enumerate(("a/fp8", "b/fp8", "c/fp8"))]
+    state, effects = run([Tick(), *close])
+    first, second = snapshots(effects)
+    assert (first.version, second.version, second.ignore) == (1, 2, ["a/fp8", "b/fp8", "c/fp8"])
+    # the close's last decision never came (dead-lettered): the timer publishes what the others changed
+    state, effects = run([Tick(), *close[:2], Tick()])
+    assert [(s.version, s.ignore) for s in snapshots(effects)] == [(1, []), (2, ["a/fp8", "b/fp8"])]
+
+
 def held(provider: str, *, minute: float, until: datetime, mode: str = "enforce", did: str = "h1") -> Decision:
     return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspension_held",
                     until=until, reason="canary_blind", mode=mode, detail="came due while blind")
