@@ -179,8 +179,11 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
         Refold(policy, keep=Decision), Refold(msgspec.structs.replace(other_policy, models=policy.models), keep=Decision))
     router_prefixes = _router_prefixes()
     router_items: list = []
+    logged: list = []  # the decisions the judge published: what the stored state followed
 
     def on_event(item) -> None:
+        if isinstance(item.event, Decision):
+            logged.append(item.event)
         if item.subject.startswith(JUDGE_SUBJECTS):
             live.feed(item)
             if both is not None:
@@ -210,6 +213,19 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
             print("  - " + _decision_line(None, d))
         for d in diff["only_other"]:
             print("  + " + _decision_line(None, d))
+    # a log judged under another rule (an older version, other settings) made other decisions than this
+    # version's refold: say where, and read the state differences that follow from them as that, not corruption
+    ruled = decision_difference([e for _, e in effects if isinstance(e, Decision) and e.model in records],
+                                [d for d in logged if d.model in records])
+    by_rule = {d.model for d in ruled["only_current"] + ruled["only_other"]}
+    if by_rule:
+        print(f"\n{len(ruled['only_other'])} decision(s) on the log and {len(ruled['only_current'])} of this refold "
+              "differ: the log was judged under another rule or other settings (an older version of the judge); "
+              "the stored state follows the log's decisions")
+        for d in ruled["only_other"]:
+            print("  log:    " + _decision_line(None, d))
+        for d in ruled["only_current"]:
+            print("  refold: " + _decision_line(None, d))
     differences = 0
     for model in sorted(set(states) - set(records)):
         if not states[model].providers and not states[model].open_cycles:
@@ -224,8 +240,12 @@ async def _replay_live(settings, policy, other_policy, other: Path | None, since
             differences += 1
             continue
         problems = diff_states(replayed, record.state)
-        differences += len(problems)
-        status = "agrees with the log" if not problems else f"DIFFERS in {len(problems)} place(s)"
+        if problems and model in by_rule:
+            status = (f"differs from this refold in {len(problems)} place(s), as the decisions above that "
+                      "differ explain (judged under another rule): not a corrupt state")
+        else:
+            differences += len(problems)
+            status = "agrees with the log" if not problems else f"DIFFERS in {len(problems)} place(s)"
         print(f"\nlive state of {model} (position #{record.position}) {status}")
         for line in problems[:50]:
             print("  " + line)

@@ -119,3 +119,60 @@ async def _router_answer(js, command_id: str):
     except Exception:
         return None
     return codec.ANSWER.decode(msg.data)
+
+
+async def test_a_log_judged_under_another_rule_is_reported_as_such_not_as_a_corrupt_state(infra):
+    """The judge suspended at two failed cycles; a replay whose rule needs three lists the decision that differs, exit 0."""
+    from reverie_canary.canary.demo import judge_record
+    from reverie_canary.canary.runtime import running
+    from tests import waits
+
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[MODEL], mode="enforce", cycle_interval_s=3600, probe_window_s=600)
+    await ensure_streams(settings)
+    table = healthy("a/fp8", "b/fp8", "c/fp8", "d/fp8")
+    table["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+    nc = await nats_connect(settings)
+    try:
+        async with running(settings, ["judge", "router"]):
+            from datetime import datetime, timedelta, timezone
+
+            start = datetime.now(timezone.utc) - timedelta(hours=2)  # the suspension is still in force for the router
+            await publish_events(nc.jetstream(), [e for n in range(2) for e in cycle_events(
+                n, table, start=start + timedelta(minutes=30 * n))])
+
+            async def suspended() -> bool:
+                record = await judge_record(settings, MODEL)
+                ps = record.state.providers.get("a/fp8")
+                routed = await _router_has(settings, "a/fp8")
+                return ps is not None and ps.suspension is not None and record.position >= 20 and routed
+
+            await waits.until(suspended, timeout_s=15, what="the judge's suspension of a/fp8")
+    finally:
+        await nc.close()
+    same = await asyncio.to_thread(replay_cli, infra)
+    assert same.exit_code == 0 and "agrees with the log" in same.output and "differ:" not in same.output, same.output
+    env = {"NATS_URL": infra.nats_url, "REDIS_URL": infra.redis_url, "CANARY_NAMESPACE": infra.namespace,
+           "CANARY_MODE": "enforce", "CANARY_MODELS": MODEL, "CANARY_CONFIG": "",
+           "CANARY_FAILED_CYCLES_TO_SUSPEND": "3"}
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["replay"], env=env)
+    out = result.output
+    assert result.exit_code == 0, out
+    assert "1 decision(s) on the log and 0 of this refold differ: the log was judged under another rule" in out
+    [line] = [x for x in out.splitlines() if x.startswith("  log:    ")]
+    assert "suspend" in line and "a/fp8" in line
+    assert "as the decisions above that differ explain (judged under another rule): not a corrupt state" in out
+    assert "DIFFERS" not in out
+
+
+async def _router_has(settings, provider: str) -> bool:
+    """Whether the router's stored state holds a suspension of ``provider``."""
+    from reverie_canary.services.router.store import RedisRouterStore
+    from reverie_canary.shared.runtime.service import redis_client
+
+    client = redis_client(settings)
+    try:
+        record = await RedisRouterStore(client, settings.namespace).load()
+    finally:
+        await client.aclose()
+    return any(s.provider == provider for s in record.state.suspensions.values())
