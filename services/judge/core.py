@@ -577,7 +577,7 @@ def mode_of(state: ModelState, policy: Policy, kind: str | None = None) -> Mode:
     2. the configured per-kind mode (``kind_modes``), until an operator sets the model's mode;
     3. a new kind (``new_kind_modes``) keeps its default -- observe -- even on a model switched
        to enforce, until an operator switches that kind on this model or configures it in
-       ``kind_modes`` (DESIGN.md, contract 6: a new kind starts in observe);
+       ``kind_modes`` (docs/concepts/probes.md, the tool-call contract: a new kind starts in observe);
     4. the model's mode set by an operator, else the configured ``mode``.
     """
     if kind is not None:
@@ -1108,7 +1108,7 @@ def _usable_hosts(state: ModelState, at: datetime, *, count_shadow: bool) -> set
 def enforced_at_close(state: ModelState, policy: Policy, record: VerdictRecord) -> bool:
     """Whether a failed cycle's close changes routing: a kind that failed in it is in enforce mode now.
 
-    The mode decides the action, never the evidence (DESIGN.md, "Observe mode"): the streak
+    The mode decides the action, never the evidence (docs/concepts/judge.md, "Observe and enforce"): the streak
     counts every failed cycle whatever the mode was then; the mode, at this close, of the
     kinds that failed in this closing cycle decides ``suspend`` or ``would_suspend``.
     """
@@ -1267,8 +1267,8 @@ def _set_mode(state: ModelState, cmd: SetMode, policy: Policy) -> list[Effect]:
 
 # -- answering operator commands ------------------------------------------------------------
 #
-# Every lift or mode command gets one answer on the log (DESIGN.md, "Operator commands are answered
-# by events"), decided here from the states the command produced -- never composed from the
+# Every lift or mode command gets one answer on the log (docs/concepts/messages.md, "Operator commands are
+# answered by events"), decided here from the states the command produced -- never composed from the
 # request -- so that the shell only wires it: which models a command targets, whether it is new,
 # what it changed.  Time comes from the command (``at`` of the answer = ``at`` of the command).
 

@@ -167,7 +167,7 @@ class Settings(Struct, kw_only=True):
         new_kind_default_modes: the mode a new probe kind runs in until an
             operator switches that kind (a ``canary mode --kind`` command, or
             the kind in ``kind_modes``), whatever mode the model is in: a new
-            automatic cut starts in observe (DESIGN.md, contract 6).  Drop a
+            automatic cut starts in observe (docs/concepts/probes.md, the tool-call contract).  Drop a
             kind from it once its calls have been scored.
         log_max_age_s, log_max_bytes: how long and how much the event log
             (``CANARY_LOG``) keeps; past either the oldest messages go (35 days;
