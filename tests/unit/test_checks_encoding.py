@@ -91,3 +91,23 @@ def test_check_encoding_reads_reply_text():
     spec = ProbeSpec(kind="language", language="pt")
     assert check_encoding(Reply(text="serviÃ§o"), spec).outcome == "fail"
     assert check_encoding(Reply(text="serviço"), spec).outcome == "pass"
+
+
+@pytest.mark.parametrize("text", [
+    "( o¬ô )",  # MacRoman would "repair" it into the C1 control U+0099: no repair, no mojibake
+    "├┤a┼┐a┼┐a┼┐a┼┐a",  # DOS line drawing between letters, not cp437 mojibake of a word
+    "MÄ£ÄM ÌÑÌ Q £ÄGÌ GÄLÄW ÑÍCH SÖÄ£ ÑÝÄ",  # styled capitals: most accented letters are no sequence
+])
+def test_what_only_looks_like_mojibake_passes(text):
+    """Three kinds ftfy's negative cases hold: a repair into a control, text art, styled text."""
+    assert assess_encoding(text).outcome == "pass", find_mojibake(text)
+
+
+@pytest.mark.parametrize(("text", "fixed"), [
+    ("#╨┐╤Ç╨░╨▓╨╕╨╗╤î╨╜╨╛╨╡", "#правильное"),  # Russian read as cp437: a run of drawing characters
+    ("ItÃ¢â‚¬â„¢s classic", "Itâ€™s classic"),  # doubly encoded: one repair shows the first layer
+])
+def test_mojibake_drawn_in_box_characters_or_doubly_encoded_is_still_found(text, fixed):
+    found = find_mojibake(text)
+    assert found is not None and assess_encoding(text).outcome == "fail"
+    assert found["fixed"] == fixed
