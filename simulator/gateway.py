@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import re
 import secrets
 import string
 import time
@@ -68,7 +69,7 @@ from reverie_canary.simulator.model import (
     read_request,
     split_pieces,
 )
-from reverie_canary.simulator.routing import NoRoute, request_parameters, route
+from reverie_canary.simulator.routing import OUTAGE_WINDOW_S, NoRoute, request_parameters, route
 from reverie_canary.simulator.scenario import (
     BadUtf8,
     Endpoint,
@@ -86,6 +87,7 @@ from reverie_canary.simulator.scenario import (
     decode_faults,
 )
 from reverie_canary.simulator.text import TextSource
+from reverie_canary.simulator.tools import stream_deltas
 from reverie_canary.simulator.wire import (
     Architecture,
     ChatMessage,
@@ -95,12 +97,15 @@ from reverie_canary.simulator.wire import (
     Completion,
     Delta,
     ErrorObject,
+    FunctionCall,
     Generation,
     ModelEndpoints,
     Percentiles,
     ProviderResponse,
     PublicEndpoint,
     StreamChoice,
+    ToolCall,
+    ToolChoiceSupport,
     Usage,
     encode,
     error_body,
@@ -192,6 +197,8 @@ class Gateway:
         self.served: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
         self.requests = 0
+        #: (model, tag) -> loop time of the endpoint's last failed attempt (default routing tries it last).
+        self.last_failure: dict[tuple[str, str], float] = {}
         self.generations: dict[str, tuple[float, Generation]] = {}
         #: The answer every OpenRouter request gets while set (401, 402, 403: the canary's key); ``None``: serve.
         self.outage: int | None = None
@@ -248,6 +255,8 @@ class Gateway:
             throughput_last_30m=Percentiles(p50=tps, p75=round(tps * 0.85, 1), p90=round(tps * 0.7, 1),
                                             p99=round(tps * 0.4, 1)) if authenticated else None,
             supports_implicit_caching=e.supports_implicit_caching,
+            supports_tool_choice=ToolChoiceSupport(**dict.fromkeys(
+                ("auto", "none", "required", "function"), "tool_choice" in e.supported_parameters)),
         )
 
     async def list_endpoints(self, request: Request) -> Response:
@@ -281,6 +290,7 @@ class Gateway:
                 "per_request_limits": None,
                 "supported_parameters": sorted({p for e in m.endpoints for p in e.supported_parameters}),
                 "default_parameters": {},
+                "supported_voices": None,
                 "expiration_date": None,
                 "links": {"details": f"/api/v1/models/{m.id}/endpoints"},
             })
@@ -329,6 +339,8 @@ class Gateway:
         if not chat.messages:
             return _error(400, "Invalid request body: messages must not be empty",
                           metadata={"error_type": "invalid_request"})
+        if (problem := tools_problem(chat)) is not None:
+            return _error(400, f"Invalid request body: {problem}", metadata={"error_type": "invalid_request"})
         metadata_on = (request.headers.get("x-openrouter-metadata", "").lower() == "enabled"
                        or request.headers.get("x-openrouter-experimental-metadata", "").lower() == "enabled")
         model = self.scenario.model(chat.model)
@@ -340,12 +352,15 @@ class Gateway:
         instructions = read_request(chat)
         needed = request_parameters(raw)
         try:
-            candidates = route(model.endpoints, chat.provider, needed, self.route_rng(model.id))
+            now = loop.time()
+            outage = {tag for (mid, tag), at in self.last_failure.items()
+                      if mid == model.id and now - at < OUTAGE_WINDOW_S}
+            candidates = route(model.endpoints, chat.provider, needed, self.route_rng(model.id), outage)
         except NoRoute as nr:
             field = {"require_parameters": "require_parameters", "quantization": "quantizations"}.get(
                 nr.excluded_by[0], "only")
             extra = {"openrouter_metadata": self._metadata(model, [], [], None, _strategy(chat))} if metadata_on else {}
-            return _error(404, "No endpoints found that can handle the requested parameters.",
+            return _error(404, nr.message,
                           error_type="not_found",
                           availability={"code": nr.code, "retryable": False, "requested_models": [model.id],
                                         "affected_providers": nr.affected, "excluded_by": nr.excluded_by,
@@ -372,6 +387,7 @@ class Gateway:
                 attempts.append(_Attempt(routed=routed, served=served, status=failure.status,
                                          latency_s=loop.time() - attempt_started, plan=plan))
                 self.failed[served.tag] += 1
+                self.last_failure[(model.id, served.tag)] = loop.time()
                 continue
             self.served[served.tag] += 1
             attempts.append(_Attempt(routed=routed, served=served, status=200,
@@ -421,6 +437,13 @@ class Gateway:
                             "requested_models": [model.id], "affected_providers": [last.served.slug],
                             "retry_after": failure.retry_after_s,
                             "docs_url": "https://openrouter.ai/docs/errors#temporarily_unavailable"}
+        elif status in (400, 422):
+            # the provider refused the request itself (a stack without a tool parser): passed through
+            message = "Provider returned error"
+            meta = {"error_type": "invalid_request" if status == 400 else "unprocessable", "provider_name": provider,
+                    "provider_code": str(status),
+                    "raw": encode({"object": "error", "message": failure.raw or "Bad Request",
+                                   "type": "BadRequestError", "param": None, "code": status}).decode()}
         else:
             message = "Provider returned error"
             meta = {"error_type": "provider_unavailable", "provider_name": provider, "provider_code": str(status),
@@ -559,9 +582,22 @@ class Gateway:
                 if first_token is None:
                     first_token = loop.time()
                 sent.append(piece)
-                last = i == len(pieces) - 1 and not midstream and not (no_done and no_done.mode == "cut")
+                last = (i == len(pieces) - 1 and not midstream and not (no_done and no_done.mode == "cut")
+                        and not plan.tool_calls)
                 yield chunk(Delta(content=piece), plan.finish_reason if last else None,
                             plan.native_finish_reason if last else None)
+            if plan.tool_calls and not midstream:
+                # tool calls after any text: per call a first delta (index, id, type, name), then the
+                # argument fragments (tool-calls.md §1.3); a tool_stream fault damages them
+                calls = list(plan.tool_calls)
+                for deltas in stream_deltas(calls, plan.tool_stream, random.Random(calls[0].id)):
+                    await asyncio.sleep(plan.chunk_interval_s)
+                    if first_token is None:
+                        first_token = loop.time()
+                    yield chunk(Delta(content=None, tool_calls=deltas))
+                if not (no_done is not None and no_done.mode == "cut"):
+                    await asyncio.sleep(plan.chunk_interval_s)
+                    yield chunk(Delta(content=None), plan.finish_reason, plan.native_finish_reason)
             if no_done is not None and no_done.mode == "cut":
                 return  # no finish reason, no usage, no [DONE]: the connection closes
             if midstream:
@@ -578,7 +614,7 @@ class Gateway:
                              first_token=first_token, completion_tokens=_tokens(sent),
                              reasoning_tokens=reasoning_tokens)
                 return
-            if not pieces:
+            if not pieces and not plan.tool_calls:
                 if first_token is None:
                     first_token = loop.time()
                 yield chunk(Delta(content=""), plan.finish_reason, plan.native_finish_reason)
@@ -705,8 +741,11 @@ class Gateway:
             return _json(Completion(id=ex.gen_id, created=ex.created, model=ex.model.id,
                                     provider=ex.served.provider_name, choices=[choice],
                                     usage=self._usage(ex, tokens, 0), openrouter_metadata=metadata), headers=headers)
-        choice = Choice(message=ChatMessage(content=content, reasoning=plan.reasoning or None),
-                        finish_reason=plan.finish_reason, native_finish_reason=plan.native_finish_reason)
+        calls = [ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments)) for c in plan.tool_calls]
+        message = ChatMessage(content=content or (None if calls else ""), reasoning=plan.reasoning or None,
+                              tool_calls=calls or msgspec.UNSET)
+        choice = Choice(message=message, finish_reason=plan.finish_reason,
+                        native_finish_reason=plan.native_finish_reason)
         self._record(ex, streamed=False, cancelled=False, finish=plan.finish_reason, native=plan.native_finish_reason,
                      first_token=min(first, loop.time()), completion_tokens=plan.completion_tokens,
                      reasoning_tokens=plan.reasoning_tokens)
@@ -784,6 +823,44 @@ class Gateway:
         """``GET /_sim/stats`` → attempts, served and failed counts per endpoint tag."""
         return _json({"requests": self.requests, "attempts": dict(self.attempts), "served": dict(self.served),
                       "failed": dict(self.failed)})
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def tools_problem(chat: ChatRequest) -> str | None:
+    """What is wrong with a request's ``tools`` / ``tool_choice`` (tool-calls.md §1.1), or ``None``.
+
+    Refused (400): a tool whose ``type`` is not ``function`` or whose name is not 1-64 of
+    ``a-z A-Z 0-9 _ -``; two tools of one name; a ``tool_choice`` other than ``none``, ``auto``,
+    ``required`` or ``{"type": "function", "function": {"name": …}}``; ``required`` or a named
+    tool without ``tools``; a named tool the request does not offer.
+    """
+    names = []
+    for i, tool in enumerate(chat.tools or ()):
+        if tool.type != "function":
+            return f"tools[{i}].type must be 'function'"
+        if not _TOOL_NAME.match(tool.function.name):
+            return f"tools[{i}].function.name must be 1-64 characters of a-z, A-Z, 0-9, _ and -"
+        names.append(tool.function.name)
+    if len(set(names)) != len(names):
+        return "tools must have distinct function names"
+    choice = chat.tool_choice
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice not in ("none", "auto", "required"):
+            return "tool_choice must be 'none', 'auto', 'required' or a function"
+        if choice == "required" and not names:
+            return "tool_choice 'required' needs tools"
+        return None
+    fn = choice.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if choice.get("type") != "function" or not isinstance(name, str):
+        return "tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": …}}"
+    if name not in names:
+        return f"tool_choice names {name!r}, which is not among the request's tools"
+    return None
 
 
 def _strategy(chat: ChatRequest) -> str:

@@ -11,9 +11,14 @@ A healthy model follows the plain-English instructions of the probe prompts
 (``services/prober/prompts.py``): ``Write your reply in <Language>.``, ``The
 first character of your reply must be *``, ``End your reply with the marker
 [[END]].``, ``Repeat exactly, without any other text: <S>``, and
-``response_format``.  Faults then damage the reply in a fixed order
-(filter, broken structure, repetition, truncation, injection, control tokens,
-leading junk, byte-level symbols, mojibake, native error).
+``response_format``; a request that offers ``tools`` is answered as
+:mod:`reverie_canary.simulator.tools` says (a call, or text).  Faults then
+damage the reply in a fixed order (an HTTP error of a stack without a tool
+parser before anything; then an empty tool reply, a call where none fits,
+broken arguments, a schema slip, markup instead of a call; filter, broken
+structure, repetition, truncation, injection, control tokens, leading junk,
+byte-level symbols, mojibake, native error; a stream whose calls do not
+assemble is the gateway's to write).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import random
 import re
 from typing import Any, Literal
 
+import msgspec
 from msgspec import Struct
 
 from reverie_canary.simulator import jsongen
+from reverie_canary.simulator import tools as toolsim
 from reverie_canary.simulator.scenario import (
     HOSTILE_KINDS,
     BrokenStructured,
@@ -42,12 +49,20 @@ from reverie_canary.simulator.scenario import (
     PinBypass,
     Repetition,
     Slow,
+    ToolArgs,
+    ToolEager,
+    ToolEmpty,
+    ToolMarkup,
+    ToolNoParser,
+    ToolSchema,
+    ToolStream,
     Truncate,
 )
 from reverie_canary.simulator.text import CODE_BY_NAME, LANGUAGE_NAMES, SPACELESS, TextSource, join_sentences
+from reverie_canary.simulator.tools import PlannedCall, ToolRequest
 from reverie_canary.simulator.wire import ChatRequest
 
-_LANGUAGE = re.compile(r"Write your reply in ([A-Z][A-Za-z]+)")
+_LANGUAGE = re.compile(r"(?:Write your reply|answer) in ([A-Z][A-Za-z]+)")
 _PREFIX = re.compile(r"The first character of your reply must be (\S)")
 _SENTINEL = re.compile(r"End your reply with the marker (\S+?)\.?(?=\s|$)")
 _ECHO = re.compile(r"Repeat exactly, without any other text:\s?(.*)", re.DOTALL)
@@ -68,6 +83,7 @@ class Instructions(Struct, frozen=True, kw_only=True):
         max_tokens: output budget (``max_tokens`` or ``max_completion_tokens``).
         stop: stop sequences.
         prompt_tokens: approximate prompt size in tokens.
+        tools: what a request that offers tools asks (``None``: it offers none).
     """
 
     language: str = "en"
@@ -80,6 +96,7 @@ class Instructions(Struct, frozen=True, kw_only=True):
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
     prompt_tokens: int = 0
+    tools: ToolRequest | None = None
 
 
 class Failure(Struct, frozen=True, kw_only=True):
@@ -92,12 +109,14 @@ class Failure(Struct, frozen=True, kw_only=True):
         status: HTTP status for ``status``; 502 for ``midstream``.
         hang_s: seconds without headers for ``hang``.
         retry_after_s: ``Retry-After`` for 429/503.
+        raw: the upstream's own error message (``error.metadata.raw``), when it says one.
     """
 
     kind: Literal["status", "hang", "midstream"]
     status: int = 502
     hang_s: float = 0.0
     retry_after_s: int | None = None
+    raw: str | None = None
 
 
 class Plan(Struct, frozen=True, kw_only=True):
@@ -118,6 +137,9 @@ class Plan(Struct, frozen=True, kw_only=True):
         hostile: the hostile-gateway fault that shapes the wire
             (:data:`reverie_canary.simulator.scenario.HOSTILE_KINDS`), or ``None``;
             the gateway plays it, the rest of the plan is the healthy reply.
+        tool_calls: the reply's tool calls (finish reason ``tool_calls``), maybe none.
+        tool_stream: how a streamed reply's calls fail to assemble (a ``tool_stream``
+            fault's mode), or ``None``.
     """
 
     failure: Failure | None = None
@@ -132,6 +154,8 @@ class Plan(Struct, frozen=True, kw_only=True):
     reasoning_tokens: int = 0
     faults: tuple[str, ...] = ()
     hostile: Any = None
+    tool_calls: tuple[PlannedCall, ...] = ()
+    tool_stream: str | None = None
 
 
 def count_tokens(text: str) -> int:
@@ -165,6 +189,9 @@ def read_request(request: ChatRequest) -> Instructions:
     language = "en"
     if m := _LANGUAGE.search(everything):
         language = CODE_BY_NAME.get(m.group(1).lower(), "en")
+    tools = toolsim.read_tools(request, user)
+    if tools is not None:
+        language = toolsim.prompt_language(user) or language
     prefix = m.group(1) if (m := _PREFIX.search(everything)) else None
     sentinel = m.group(1) if (m := _SENTINEL.search(everything)) else None
     echo = m.group(1).strip() if (m := _ECHO.search(user)) else None
@@ -183,11 +210,13 @@ def read_request(request: ChatRequest) -> Instructions:
     elif isinstance(request.stop, list):
         stop = tuple(s for s in request.stop if s)
     prompt_tokens = sum(count_tokens(m.text()) + 3 for m in request.messages) + 3
+    if request.tools:  # the tool definitions are part of the prompt the model reads
+        prompt_tokens += count_tokens(json.dumps([msgspec.to_builtins(t) for t in request.tools]))
     return Instructions(
         language=language, prefix=prefix, sentinel=sentinel, echo=echo, response_format=fmt,
         schema=schema, user_text=user,
         max_tokens=request.max_tokens if request.max_tokens is not None else request.max_completion_tokens,
-        stop=stop, prompt_tokens=prompt_tokens,
+        stop=stop, prompt_tokens=prompt_tokens, tools=tools,
     )
 
 
@@ -276,6 +305,14 @@ def plan_attempt(
     interval = endpoint.chunk_interval_s if endpoint.chunk_interval_s is not None else chunk_interval_s
     hostile = next((f for f in active if type(f).__struct_config__.tag in HOSTILE_KINDS), None)
 
+    # an endpoint that does not list ``tools`` drops them, as providers drop unsupported parameters
+    # (openrouter-api.md §2): it answers as if none were offered
+    tr = instructions.tools if "tools" in endpoint.supported_parameters else None
+    no_parser: ToolNoParser | None = _first(active, ToolNoParser)
+    if tr is not None and no_parser is not None and tr.choice != "none":
+        return Plan(failure=Failure(kind="status", status=no_parser.status, raw=no_parser.message),
+                    chunk_interval_s=interval, faults=kinds)
+
     flaky: Flaky | None = _first(active, Flaky)
     failure = None
     if flaky is not None:
@@ -296,8 +333,15 @@ def plan_attempt(
     reasoning_at = slow.reasoning_s if slow is not None else None
 
     drift: LanguageDrift | None = _first(active, LanguageDrift)
-    content, kind = compose(instructions, rng, text, drift=drift,
-                            supports_format="response_format" in endpoint.supported_parameters)
+    calls: list[PlannedCall] = []
+    if tr is not None:
+        content, calls = toolsim.healthy_reply(
+            tr, instructions.language, rng, text,
+            text_language=drift.to if drift is not None and drift.mode == "switch" else None)
+        kind = "prose"
+    else:
+        content, kind = compose(instructions, rng, text, drift=drift,
+                                supports_format="response_format" in endpoint.supported_parameters)
     finish, native = "stop", "stop"
 
     reasoning = ""
@@ -309,8 +353,13 @@ def plan_attempt(
             "Let me check the instructions once more before I answer."
         )
 
+    tool_stream = None
+    if tr is not None:
+        content, calls, tool_stream = _tool_faults(active, tr, content, calls, instructions.language, rng, text)
+
     filt: Filter | None = _first(active, Filter)
     if filt is not None:
+        calls = []  # a filter answers instead of the model: no call
         if filt.mode == "refusal":
             content = text.refusal(instructions.language)
         else:
@@ -335,28 +384,61 @@ def plan_attempt(
     if _first(active, Mojibake) is not None:
         content = content.encode("utf-8").decode("cp1252", errors="replace")
     if (ne := _first(active, NativeError)) is not None:
-        content, finish, native = "", "stop", ne.native_finish_reason
+        content, finish, native, calls = "", "stop", ne.native_finish_reason, []
+    if calls:
+        finish, native = "tool_calls", "tool_calls"
 
     for s in instructions.stop:
         if s in content:
             content = content[: content.index(s)]
-            finish, native = "stop", "stop"
+            if not calls:
+                finish, native = "stop", "stop"
     reasoning_tokens = count_tokens(reasoning)
+    call_tokens = sum(count_tokens(f"{c.name} {c.arguments}") for c in calls)
     if instructions.max_tokens is not None:
         budget = instructions.max_tokens
         if reasoning_tokens >= budget:
             reasoning, reasoning_tokens = _cut_tokens(reasoning, budget), budget
-            content, finish, native = "", "length", "length"
+            content, finish, native, calls, call_tokens = "", "length", "length", [], 0
         elif count_tokens(content) > budget - reasoning_tokens:
             content = _cut_tokens(content, budget - reasoning_tokens)
+            finish, native, calls, call_tokens = "length", "length", [], 0
+        elif call_tokens > budget - reasoning_tokens - count_tokens(content):
+            room = budget - reasoning_tokens - count_tokens(content)
+            calls = [msgspec.structs.replace(calls[0], arguments=_cut_tokens(calls[0].arguments, room))]
+            call_tokens = room
             finish, native = "length", "length"
     return Plan(
         failure=failure, reasoning=reasoning, reasoning_at_s=reasoning_at if reasoning else None,
         content=content, content_at_s=content_at, chunk_interval_s=interval,
         finish_reason=finish, native_finish_reason=native,
-        completion_tokens=count_tokens(content) + reasoning_tokens, reasoning_tokens=reasoning_tokens,
-        faults=kinds, hostile=hostile,
+        completion_tokens=count_tokens(content) + reasoning_tokens + call_tokens, reasoning_tokens=reasoning_tokens,
+        faults=kinds, hostile=hostile, tool_calls=tuple(calls), tool_stream=tool_stream if calls else None,
     )
+
+
+def _tool_faults(active: list[Any], tr: ToolRequest, content: str, calls: list[PlannedCall], language: str,
+                 rng: random.Random, text: TextSource) -> tuple[str, list[PlannedCall], str | None]:
+    """Apply the ``tool_*`` faults (they act only when tools are offered) to a tool reply.
+
+    Returns:
+        ``(content, calls, tool_stream)``: the reply's text and calls after an empty reply, a
+        call where none fits, broken arguments, a schema slip and markup left in the text
+        (in that order), and the ``tool_stream`` fault's mode (``None``: streams assemble).
+    """
+    if _first(active, ToolEmpty) is not None:
+        return "", [], None
+    if _first(active, ToolEager) is not None and not calls:
+        content, calls = "", [toolsim.eager_call(tr, rng, text, language)]
+    if (args := _first(active, ToolArgs)) is not None:
+        calls = [msgspec.structs.replace(c, arguments=toolsim.break_arguments(c.arguments, args.mode)) for c in calls]
+    if (slip := _first(active, ToolSchema)) is not None:
+        calls = [msgspec.structs.replace(c, arguments=toolsim.slip_schema(c.arguments, tr.tools.get(c.name),
+                                                                           slip.mode, rng)) for c in calls]
+    if (markup := _first(active, ToolMarkup)) is not None and calls:
+        content, calls = content + toolsim.render_markup(calls, markup.mode), []
+    stream: ToolStream | None = _first(active, ToolStream)
+    return content, calls, stream.mode if stream is not None else None
 
 
 def compose(

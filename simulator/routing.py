@@ -12,9 +12,18 @@ parameters it uses, the ordered list of endpoints to try.
   request uses (``response_format`` json_schema needs ``structured_outputs``
   and ``response_format``).
 - ``order``: the listed endpoints first, in order; with ``allow_fallbacks``
-  false only those.  Without ``order``: a seeded shuffle, endpoints that
-  support a requested ``response_format`` first (the soft preference), and
-  with ``allow_fallbacks`` false only the first.
+  false only those.  Without ``order``: OpenRouter's default load balancing
+  (provider-selection guide, "Price-Based Load Balancing"): endpoints without
+  a failure in the last :data:`OUTAGE_WINDOW_S` seconds first, each drawn in
+  turn with a weight of 1/price² (price = prompt + completion USD per token,
+  :func:`price_weight`: an endpoint at half the price is 4 times as likely to
+  be tried first), the rest after them; with ``allow_fallbacks`` false only
+  the first.
+- Soft preferences (provider-selection guide): a request with ``tools`` or
+  ``tool_choice`` goes first to endpoints that list ``tools``, one with a
+  ``response_format`` to endpoints that list it.  When no endpoint left lists
+  ``tools``, the request is refused with the gateway's own 404 "No endpoints
+  found that support tool use." (tool-calls.md §2).
 
 An empty result raises :class:`NoRoute` (404 with ``availability``, §6).
 """
@@ -22,6 +31,8 @@ An empty result raises :class:`NoRoute` (404 with ``availability``, §6).
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from reverie_canary.shared.contract.errors import CanaryError
@@ -37,6 +48,12 @@ SIMPLE_PARAMETERS: tuple[str, ...] = (
 )
 
 _QUANT_FAMILY = {"fp8": {"fp8", "mxfp8"}, "fp4": {"fp4", "mxfp4", "nvfp4"}}
+#: Seconds a failed attempt keeps an endpoint behind the stable ones in default routing
+#: ("providers that have not seen significant outages in the last 30 seconds").
+OUTAGE_WINDOW_S = 30.0
+#: The message of the gateway's 404 when no endpoint left supports tool use (captured 2025-26).
+NO_TOOL_ENDPOINT = ("No endpoints found that support tool use. To learn more about provider routing, "
+                    "visit: https://openrouter.ai/docs/guides/routing/provider-selection")
 
 
 class NoRoute(CanaryError):
@@ -47,14 +64,17 @@ class NoRoute(CanaryError):
         excluded_by: ``availability.excluded_by`` values.
         affected: base slugs of the endpoints the last filter removed.
         detail: what removed them, for ``availability.constraint``.
+        message: the error's ``message``.
     """
 
-    def __init__(self, code: str, excluded_by: list[str], affected: list[str], detail: str) -> None:
+    def __init__(self, code: str, excluded_by: list[str], affected: list[str], detail: str,
+                 message: str = "No endpoints found that can handle the requested parameters.") -> None:
         super().__init__(detail)
         self.code = code
         self.excluded_by = excluded_by
         self.affected = affected
         self.detail = detail
+        self.message = message
 
 
 def request_parameters(body: dict[str, Any]) -> set[str]:
@@ -90,11 +110,38 @@ def _affected(dropped: list[Endpoint]) -> list[str]:
     return sorted({e.slug for e in dropped})
 
 
+def price_weight(endpoint: Endpoint) -> float:
+    """The endpoint's load-balancing weight: 1/price², price = prompt + completion (USD per token).
+
+    A free or unpriced endpoint (price 0 or unreadable) gets the weight of a price of one
+    millionth of a dollar per million tokens: first almost always, as the cheapest.
+    """
+    try:
+        price = Decimal(endpoint.pricing.prompt) + Decimal(endpoint.pricing.completion)
+    except InvalidOperation:
+        price = Decimal(0)
+    price = max(price, Decimal("1e-12"))
+    return float(1 / (price * price))
+
+
+def weighted_order(endpoints: list[Endpoint], rng: random.Random) -> list[Endpoint]:
+    """``endpoints`` in a random order where each next one is drawn with probability ∝ :func:`price_weight`.
+
+    Sampling without replacement (Efraimidis-Spirakis keys ``u ** (1 / w)``): the first
+    endpoint is ``e`` with probability ``w(e) / Σ w``.
+    """
+    weights = [price_weight(e) for e in endpoints]
+    top = max(weights, default=1.0)
+    keyed = [(rng.random() ** (top / w), i) for i, w in enumerate(weights)]
+    return [endpoints[i] for _, i in sorted(keyed, reverse=True)]
+
+
 def route(
     endpoints: list[Endpoint],
     prefs: ProviderPreferences | None,
     needed: set[str],
     rng: random.Random,
+    outage: Collection[str] = (),
 ) -> list[Endpoint]:
     """Order the endpoints to try for one request.
 
@@ -103,6 +150,8 @@ def route(
         prefs: the request's ``provider`` object, or ``None``.
         needed: parameters the request uses (:func:`request_parameters`).
         rng: seeded generator for load balancing.
+        outage: tags of endpoints that failed within :data:`OUTAGE_WINDOW_S` (tried last
+            by default routing).
 
     Returns:
         Endpoints in the order to try; never empty.
@@ -140,6 +189,9 @@ def route(
             raise NoRoute("constraint_filtered", ["require_parameters"], _affected(pool),
                           f"no endpoint supports every requested parameter (missing: {', '.join(missing)})")
         pool = kept
+    if ("tools" in needed or "tool_choice" in needed) and not any("tools" in e.supported_parameters for e in pool):
+        raise NoRoute("no_endpoints", ["require_parameters"], _affected(pool),
+                      "no endpoint left supports tool use", message=NO_TOOL_ENDPOINT)
     fallbacks = prefs.allow_fallbacks is not False
     if prefs.order:
         ordered: list[Endpoint] = []
@@ -152,7 +204,9 @@ def route(
             raise NoRoute("no_endpoints", ["allowed_providers"], _affected(pool),
                           f"provider.order {prefs.order} matches no allowed endpoint and fallbacks are off")
         return candidates
-    rng.shuffle(pool)
-    if "response_format" in needed:
-        pool.sort(key=lambda e: "response_format" not in e.supported_parameters)
+    pool = weighted_order(pool, rng)
+    tools = "tools" in needed or "tool_choice" in needed
+    pool.sort(key=lambda e: (e.tag in outage,  # sort is stable: the weighted order holds within each group
+                             tools and "tools" not in e.supported_parameters,
+                             "response_format" in needed and "response_format" not in e.supported_parameters))
     return pool if fallbacks else pool[:1]

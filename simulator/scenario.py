@@ -236,6 +236,75 @@ class PinBypass(FaultBase, tag="pin_bypass", kw_only=True):
     serve_as: str
 
 
+# -- tool calls: what serving stacks get wrong (tool-calls.md §4) --------------------------------
+# Each acts only on requests that offer ``tools``; a request without tools is answered healthily.
+
+
+class ToolMarkup(FaultBase, tag="tool_markup", kw_only=True):
+    """The serving stack's parser misses the call: the model's raw tool-call markup is left in
+    ``content``, ``tool_calls`` is empty and the finish reason is ``stop`` (tool-calls.md §4).
+
+    Attributes:
+        mode: the markup family: ``qwen3_xml`` (``<tool_call><function=NAME><parameter=K>V
+            </parameter></function></tool_call>``), ``hermes`` (``<tool_call>`` around a JSON
+            object), ``kimi`` (``<|tool_calls_section_begin|>`` tokens), ``mistral``
+            (``[TOOL_CALLS]`` and a JSON list), ``deepseek`` (``<｜tool▁calls▁begin｜>`` tokens).
+    """
+
+    mode: Literal["qwen3_xml", "hermes", "kimi", "mistral", "deepseek"] = "qwen3_xml"
+
+
+class ToolArgs(FaultBase, tag="tool_args", kw_only=True):
+    """A parser that passes broken argument JSON on: ``truncated`` (cut inside the last value,
+    finish reason still ``tool_calls``), ``double_encoded`` (the object as a JSON string) or
+    ``single_quotes`` (a Python dict's text)."""
+
+    mode: Literal["truncated", "double_encoded", "single_quotes"] = "truncated"
+
+
+class ToolSchema(FaultBase, tag="tool_schema", kw_only=True):
+    """Arguments that parse but slip the tool's schema: ``wrong_type`` (a number sent as its
+    digits in a string, an array or object sent as its JSON text, a string wrapped in a list)
+    or ``missing_required`` (a required field dropped)."""
+
+    mode: Literal["wrong_type", "missing_required"] = "wrong_type"
+
+
+class ToolNoParser(FaultBase, tag="tool_no_parser", kw_only=True):
+    """Advertises ``tools`` and answers a valid tool request (``tool_choice`` other than
+    ``none``) with an HTTP error, as a vLLM server started without a tool parser does.
+
+    Attributes:
+        status: the upstream status (400 or 422).
+        message: the upstream error's message (in ``error.metadata.raw``).
+    """
+
+    status: Literal[400, 422] = 400
+    message: str = ('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+
+
+class ToolStream(FaultBase, tag="tool_stream", kw_only=True):
+    """Streamed tool calls that do not assemble (unstreamed replies are right).
+
+    Attributes:
+        mode: ``interleaved`` (the argument fragments alternate between the call's index and a
+            second index under another id that never names a tool), ``lost`` (a fragment in the
+            middle of the arguments dropped), ``id_changed`` (every fragment after the first
+            carries a new id at the same index).
+    """
+
+    mode: Literal["interleaved", "lost", "id_changed"] = "interleaved"
+
+
+class ToolEager(FaultBase, tag="tool_eager", kw_only=True):
+    """Calls a tool where none fits: a question no offered tool answers, or the turn after a
+    tool's result (the call the history already holds, made again)."""
+
+
+class ToolEmpty(FaultBase, tag="tool_empty", kw_only=True):
+    """An empty reply (no text, no call, finish reason ``stop``), only when ``tools`` are offered."""
+
+
 # -- a hostile gateway: what the canary must survive, on the real wire ------------
 
 
@@ -313,6 +382,7 @@ class HugeReply(FaultBase, tag="huge_reply", kw_only=True):
 DefectFault = (
     Slow | BrokenStructured | LeadingJunk | LanguageDrift | Filter | Flaky | Truncate | ByteLevel
     | Mojibake | ControlTokens | Repetition | Inject | NativeError | PinBypass
+    | ToolMarkup | ToolArgs | ToolSchema | ToolNoParser | ToolStream | ToolEager | ToolEmpty
 )
 HostileFault = KeepaliveForever | TokensForever | SilentAfterHeaders | Html200 | BadUtf8 | NoDone | HugeReply
 Fault = DefectFault | HostileFault
@@ -321,6 +391,9 @@ Fault = DefectFault | HostileFault
 FAULT_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in DefectFault.__args__}  # type: ignore[attr-defined]
 #: Every hostile-gateway kind, by its ``kind`` tag (the ``hostile`` scenario has each).
 HOSTILE_KINDS: dict[str, type] = {cls.__struct_config__.tag: cls for cls in HostileFault.__args__}  # type: ignore[attr-defined]
+#: The tool-call kinds among :data:`FAULT_KINDS` (they act only on requests that offer ``tools``).
+TOOL_KINDS: tuple[str, ...] = ("tool_markup", "tool_args", "tool_schema", "tool_no_parser", "tool_stream",
+                               "tool_eager", "tool_empty")
 
 
 class Pricing(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -393,7 +466,9 @@ class Scenario(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         seed: seeds every random choice (routing, text, faults).
         keepalive_s: interval of ``: OPENROUTER PROCESSING`` comments, seconds.
         chunk_interval_s: default seconds between streamed chunks.
-        require_key: answer 401 to inference requests without a Bearer key.
+        require_key: answer 401 to chat completions and ``/generation`` without a Bearer key,
+            as the real gateway does (on by default; the listings answer without one, with
+            null latency and throughput, openrouter-api.md §1.1).
         generation_delay_s: seconds before ``/generation`` knows a finished
             generation (the real one lags, OpenRouter's generation-stats API).
         controls: probe kind -> tag of the positive-control endpoint the canary
@@ -405,7 +480,7 @@ class Scenario(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     seed: int = 0
     keepalive_s: Annotated[float, Meta(gt=0.0)] = 0.2
     chunk_interval_s: Seconds = 0.02
-    require_key: bool = False
+    require_key: bool = True
     generation_delay_s: Seconds = 0.0
     controls: dict[ProbeKind, str] = {}
     models: list[Model]

@@ -23,11 +23,45 @@ class ContentPart(Struct, kw_only=True):
     text: str | None = None
 
 
+class ToolFunction(Struct, kw_only=True):
+    """``tools[].function`` (tool-calls.md §1.1): ``name`` required, the rest optional."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(Struct, kw_only=True):
+    """One entry of ``tools``: ``{"type": "function", "function": {...}}``."""
+
+    type: str
+    function: ToolFunction
+
+
+class CalledFunction(Struct, kw_only=True):
+    """``tool_calls[].function`` of an assistant message in the history."""
+
+    name: str | None = None
+    arguments: str | None = None
+
+
+class HistoryToolCall(Struct, kw_only=True):
+    """A call of an assistant message in the history (read leniently: it is the client's text)."""
+
+    id: str | None = None
+    type: str | None = None
+    function: CalledFunction | None = None
+
+
 class Message(Struct, kw_only=True):
-    """A chat message; ``content`` is a string or a list of parts."""
+    """A chat message; ``content`` is a string or a list of parts; an assistant turn may carry
+    ``tool_calls``, a ``tool`` turn its ``tool_call_id`` (tool-calls.md §1.4)."""
 
     role: str
     content: str | list[ContentPart] | None = None
+    tool_calls: list[HistoryToolCall] | None = None
+    tool_call_id: str | None = None
 
     def text(self) -> str:
         """The message's text, parts joined."""
@@ -81,6 +115,9 @@ class ChatRequest(Struct, kw_only=True):
     seed: int | None = None
     stop: str | list[str] | None = None
     response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
     provider: ProviderPreferences | None = None
 
 
@@ -96,8 +133,22 @@ class Percentiles(Struct, kw_only=True):
     p99: float
 
 
+class ToolChoiceSupport(Struct, kw_only=True):
+    """``supports_tool_choice``: which ``tool_choice`` values passed OpenRouter's testing."""
+
+    auto: bool
+    none: bool
+    required: bool
+    function: bool
+
+
 class PublicEndpoint(Struct, kw_only=True):
-    """One entry of ``data.endpoints`` (OpenRouter's endpoints listing API, ``PublicEndpoint``)."""
+    """One entry of ``data.endpoints`` (OpenRouter's endpoints listing API, ``PublicEndpoint``).
+
+    ``native_tools``, ``service_tier``, ``supports_tool_choice`` and ``supports_diarization``
+    are required by OpenRouter's current API document (its generated ``openrouter`` SDK
+    refuses a listing without them).
+    """
 
     name: str
     model_id: str
@@ -117,6 +168,10 @@ class PublicEndpoint(Struct, kw_only=True):
     latency_last_30m: Percentiles | None
     throughput_last_30m: Percentiles | None
     supports_implicit_caching: bool
+    native_tools: dict[str, Any] = msgspec.field(default_factory=dict)
+    service_tier: str | None = None
+    supports_tool_choice: ToolChoiceSupport
+    supports_diarization: bool = False
 
 
 class Architecture(Struct, kw_only=True):
@@ -143,12 +198,30 @@ class ModelEndpoints(Struct, kw_only=True):
 # --- chat --------------------------------------------------------------------
 
 
+class StreamFunction(Struct, kw_only=True, omit_defaults=True):
+    """``delta.tool_calls[].function``: the name once, then ``arguments`` fragments."""
+
+    name: str | UnsetType = UNSET
+    arguments: str | UnsetType = UNSET
+
+
+class StreamToolCall(Struct, kw_only=True, omit_defaults=True):
+    """``delta.tool_calls[]`` (tool-calls.md §1.3): ``index`` always; ``id``, ``type`` and the
+    name on a call's first delta."""
+
+    index: int
+    id: str | UnsetType = UNSET
+    type: str | UnsetType = UNSET
+    function: StreamFunction | UnsetType = UNSET
+
+
 class Delta(Struct, kw_only=True):
-    """``choices[].delta`` of a stream chunk."""
+    """``choices[].delta`` of a stream chunk; ``content`` is null beside tool calls."""
 
     role: str = "assistant"
-    content: str = ""
+    content: str | None = ""
     reasoning: str | None | UnsetType = UNSET
+    tool_calls: list[StreamToolCall] | UnsetType = UNSET
 
 
 class StreamChoice(Struct, kw_only=True):
@@ -199,13 +272,29 @@ class Chunk(Struct, kw_only=True):
     openrouter_metadata: dict[str, Any] | UnsetType = UNSET
 
 
+class FunctionCall(Struct, kw_only=True):
+    """``message.tool_calls[].function``: ``arguments`` is a JSON-encoded string (tool-calls.md §1.2)."""
+
+    name: str
+    arguments: str
+
+
+class ToolCall(Struct, kw_only=True):
+    """``message.tool_calls[]``: ``id``, ``type`` (``function``) and ``function``, all required."""
+
+    id: str
+    type: str = "function"
+    function: FunctionCall
+
+
 class ChatMessage(Struct, kw_only=True):
-    """``choices[0].message`` of a non-streamed completion."""
+    """``choices[0].message`` of a non-streamed completion; ``content`` null beside tool calls."""
 
     role: str = "assistant"
-    content: str
+    content: str | None
     refusal: None = None
     reasoning: str | None = None
+    tool_calls: list[ToolCall] | UnsetType = UNSET
 
 
 class Choice(Struct, kw_only=True):
