@@ -66,6 +66,7 @@ from reverie_canary.shared.contract.events import CycleClosed  # noqa: E402
 from reverie_canary.shared.runtime import streams  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
+from reverie_canary.simulator import SIMULATED_KEY  # noqa: E402
 from tests.hostile_fleet import _canary, _cpu_s, _rss_mb  # noqa: E402
 
 #: Every service in a process of its own (``canary run``), the probers beside them.
@@ -146,7 +147,7 @@ async def run(args: argparse.Namespace) -> None:
             lpc = args.languages_per_cycle
             settings = Settings.load(
                 env={}, nats_url=nats.url, redis_url=redis.url, namespace="fleet", models=models,
-                openrouter_base_url=url, cycle_interval_s=interval, probe_window_s=args.window_s,
+                openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, cycle_interval_s=interval, probe_window_s=args.window_s,
                 probe_fill_share=args.fill_share, prober_concurrency=args.ceiling,
                 **({"languages_per_cycle": lpc, "language_coverage_cycles": math.ceil(len(LANGUAGES) / lpc)}
                    if lpc else {}),

@@ -62,9 +62,12 @@ from reverie_canary.shared.runtime import clock, streams  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect  # noqa: E402
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings  # noqa: E402
 from reverie_canary.shared.runtime.streams import TASKS  # noqa: E402
+from reverie_canary.simulator import SIMULATED_KEY  # noqa: E402
 
 MODEL = "bench/instant-1"
 PROVIDER = "instant/fp8"
+#: The simulated gateway refuses chat completions and /generation without a key.
+AUTH = {"Authorization": f"Bearer {SIMULATED_KEY}"}
 SCENARIO = f"""
 seed = 1
 keepalive_s = 0.2
@@ -162,7 +165,7 @@ async def bench_prober(settings: Settings, work: list[ProbeTask]) -> tuple[float
 
 async def bench_bare(url: str, work: list[ProbeTask], concurrency: int) -> tuple[float, float]:
     gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url + "/", timeout=30) as client:
+    async with httpx.AsyncClient(base_url=url + "/", timeout=30, headers=AUTH) as client:
         async def one(t: ProbeTask) -> None:
             body = request_body(MODEL, PROVIDER, build(t.kind, t.language), require_parameters=False)
             async with gate, client.stream("POST", "chat/completions", json=body) as response:
@@ -194,7 +197,7 @@ async def timing_bare(url: str, work: list[ProbeTask], inflight: int) -> tuple[l
     gate = asyncio.Semaphore(inflight)
     timed: list[tuple[str, float, str | None]] = []
     limits = httpx.Limits(max_connections=inflight * 3, max_keepalive_connections=inflight * 3)
-    async with httpx.AsyncClient(base_url=url + "/", timeout=30, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url + "/", timeout=30, limits=limits, headers=AUTH) as client:
         async def one(t: ProbeTask) -> None:
             body = request_body(t.model, t.provider, build(t.kind, t.language), require_parameters=False)
             async with gate:
@@ -305,7 +308,7 @@ async def gateway_errors(url: str, timed: list[tuple]) -> tuple[list[float], lis
     injected = {tag: ttft * 1000.0 for tag, _, ttft in STREAMING}
     gate = asyncio.Semaphore(16)
     own: list[float] = []
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=10, headers=AUTH) as client:
         async def one(provider: str, ttft_ms: float, gen: str | None) -> None:
             if not gen:
                 return
@@ -346,6 +349,7 @@ async def timing(args) -> None:
                     n = max(args.timing_probes, 4 * c)
                     salt = uuid.uuid4().hex[:6]
                     settings = Settings.load(env={}, nats_url=nats.url, openrouter_base_url=url, models=[STREAM_MODEL],
+                                             openrouter_api_key=SIMULATED_KEY,
                                              prober_concurrency=c, log_level="WARNING", namespace=f"t{salt}",
                                              metrics_ports={"prober": 0})
                     bare_timed, bare_cpu = await timing_bare(url, timing_tasks(n, salt + "b"), c)
@@ -454,6 +458,7 @@ async def throughput(args) -> None:
                 except httpx.HTTPError:
                     time.sleep(0.1)
             settings = Settings.load(env={}, nats_url=nats.url, openrouter_base_url=url, models=[MODEL],
+                                     openrouter_api_key=SIMULATED_KEY,
                                      prober_concurrency=args.concurrency, log_level="WARNING")
             work = tasks(args.probes)
             bare_rate, bare_cpu = await bench_bare(url, work, args.concurrency)

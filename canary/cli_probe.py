@@ -123,13 +123,14 @@ def probe(
     async def main() -> int:
         if simulate is None:
             return await _run(settings, provider, kind, language, repeat, model or settings.models[0], as_json)
+        from reverie_canary.simulator import SIMULATED_KEY
         from reverie_canary.simulator.gateway import create_app
         from reverie_canary.simulator.scenario import load_scenario
         from reverie_canary.simulator.server import serve
 
         scenario = load_scenario(simulate)
         async with serve(create_app(scenario)) as url:
-            sim = settings.replace(openrouter_base_url=url, openrouter_api_key="")
+            sim = settings.replace(openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY)
             if ttft_threshold_s is None:
                 sim = sim.replace(ttft_threshold_s=1.0, request_timeout_s=10.0)
                 if not as_json:

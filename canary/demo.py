@@ -65,6 +65,7 @@ from reverie_canary.shared.runtime.logging import configure as configure_logging
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import ROUTING_BUCKET
+from reverie_canary.simulator import SIMULATED_KEY
 
 #: Time compression of the demo: one 30-minute cycle becomes CYCLE_S seconds (at least:
 #: :func:`demo_cycle_s` gives a larger fleet more).
@@ -121,7 +122,7 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         nats_password="",
         redis_url=redis_url,
         openrouter_base_url=gateway_url,
-        openrouter_api_key="",
+        openrouter_api_key=SIMULATED_KEY,  # the simulated gateway refuses chat completions without a key
         models=[model],
         namespace=demo_namespace(),
         cycle_interval_s=cycle_s,

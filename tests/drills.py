@@ -38,6 +38,7 @@ from reverie_canary.shared.contract.events import CycleVerdict
 from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.scenario import load_scenario
 from tests import waits
 from tests.hostile_fleet import _canary
@@ -146,7 +147,7 @@ async def _drill(*, nats_url: str, redis_url: str, namespace: str, workdir: Path
             await waits.until(lambda: _ready(http, url + "/models"), timeout_s=30, what="the simulated gateway answers")
             settings = Settings.load(
                 env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
-                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
+                openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, cycle_interval_s=cycle_s, probe_window_s=window_s, ttft_threshold_s=1.0,
                 prober_concurrency=concurrency, languages_per_cycle=2, language_coverage_cycles=9, mode=mode,
                 log_level="WARNING", exclusions_file="", controls={"refusal": "control-filter/strict"})
             await ensure_streams(settings)

@@ -36,6 +36,7 @@ from reverie_canary.shared.contract.events import CycleVerdict, ProbeResult
 from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.scenario import load_scenario
 from tests import waits
 
@@ -134,7 +135,7 @@ async def run_fleet(*, nats_url: str, redis_url: str, namespace: str, cycles: in
             await waits.until(gateway_up, timeout_s=30, what="the simulated gateway answers")
             settings = Settings.load(
                 env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model.id],
-                openrouter_base_url=url, cycle_interval_s=cycle_s, probe_window_s=0.8 * cycle_s,
+                openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, cycle_interval_s=cycle_s, probe_window_s=0.8 * cycle_s,
                 ttft_threshold_s=1.0, request_timeout_s=0.6 * cycle_s, prober_concurrency=96,
                 language_coverage_cycles=17, mode="observe", log_level="WARNING", exclusions_file="",
                 metrics_ports={"prober": 0})  # any free port: the standard 9472 may be taken by a running canary

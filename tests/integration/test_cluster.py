@@ -32,6 +32,7 @@ from reverie_canary.shared.contract.events import Decision
 from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -64,7 +65,7 @@ async def test_a_three_node_cluster_loses_a_node_mid_cycle_and_nothing_is_lost_o
         async with serve(create_gateway(loaded, sentences_dir=str(shared_path("data", "lang", "sentences")))) as gw:
             settings = Settings.load(
                 env={}, nats_url=cluster.url, redis_url=redis.url, namespace="cluster", models=[model],
-                openrouter_base_url=gw, cycle_interval_s=16.0, probe_window_s=12.0, ttft_threshold_s=1.0,
+                openrouter_base_url=gw, openrouter_api_key=SIMULATED_KEY, cycle_interval_s=16.0, probe_window_s=12.0, ttft_threshold_s=1.0,
                 mode="enforce", controls={"refusal": "control-filter/strict"}, exclusions_file="",
                 prober_concurrency=8, languages_per_cycle=2, language_coverage_cycles=9, stream_replicas=3,
                 log_max_bytes=256 * MiB, deadletter_max_bytes=64 * MiB, tasks_max_bytes=64 * MiB, log_level="WARNING")

@@ -20,6 +20,7 @@ from reverie_canary.shared.contract.events import CycleClosed, EndpointsDiscover
 from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app as create_gateway
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -98,7 +99,7 @@ async def test_the_discovery_service_stopped_mid_cycle_and_started_again_closes_
     model = scenario.models[0].id
     async with serve(create_gateway(scenario)) as url:
         settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
-                                 models=[model], openrouter_base_url=url, openrouter_api_key="",
+                                 models=[model], openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY,
                                  cycle_interval_s=INTERVAL_S, probe_window_s=WINDOW_S, log_level="WARNING")
         await ensure_streams(settings)
         nc = await nats_connect(settings)

@@ -20,6 +20,7 @@ from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.events import ProbeTask
 from reverie_canary.shared.runtime.openrouter import make_client
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import HOSTILE_KINDS, load_scenario
 from reverie_canary.simulator.server import serve
@@ -35,7 +36,7 @@ RESULT_MAX_BYTES = 16 * 1024
 async def gateway():
     scenario = load_scenario("hostile")
     async with serve(create_app(scenario)) as url:
-        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=0.5, request_timeout_s=1.2,
+        settings = Settings.load(env={}, openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, ttft_threshold_s=0.5, request_timeout_s=1.2,
                                  max_tokens=128)
         async with make_client(settings) as client:
             names = {e.tag: e.provider_name for e in scenario.models[0].endpoints}

@@ -12,6 +12,7 @@ from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.events import ProbeTask
 from reverie_canary.shared.runtime.openrouter import make_client
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.faults import Front
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 async def _probe(url: str, scenario, kind: str = "ttft"):
     model = scenario.models[0]
     endpoint = model.endpoints[0]
-    settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=3.0)
+    settings = Settings.load(env={}, openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, ttft_threshold_s=1.0, request_timeout_s=3.0)
     now = datetime.now(timezone.utc)
     task = ProbeTask(at=now, task_id=f"t|{kind}", model=model.id, provider=endpoint.tag,
                      provider_name=endpoint.provider_name, kind=kind, language="en", cycle="c",

@@ -23,6 +23,7 @@ from reverie_canary.services.prober.prompts import build
 from reverie_canary.services.prober.service import Prober, requests_in_flight
 from reverie_canary.shared.contract.events import ProbeTask
 from reverie_canary.shared.runtime.settings import Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -106,7 +107,7 @@ async def test_the_prober_clients_hold_every_request_a_prober_can_have_in_flight
     (httpcore's pool bookkeeping per request grows with the square of its size:
     services/prober/clients.py); 16 more afterwards open none.
     """
-    settings = Settings.load(env={}, openrouter_base_url=gateway, prober_concurrency=16, language_confirmations=2)
+    settings = Settings.load(env={}, openrouter_base_url=gateway, openrouter_api_key=SIMULATED_KEY, prober_concurrency=16, language_confirmations=2)
     assert requests_in_flight(settings) == 48
     pool = ClientPool(settings, requests_in_flight(settings))
     assert len(pool.clients) == 3

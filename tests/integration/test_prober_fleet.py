@@ -18,6 +18,7 @@ from reverie_canary.services.prober.service import Prober
 from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeTask
 from reverie_canary.shared.runtime.openrouter import list_endpoints, make_client
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -64,7 +65,8 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
         # wide timeout costs nothing on a quiet machine and keeps a starved one (2 cores shared with other work,
         # the simulator on the same loop) from turning a slow answer into a transport_error (seen: mirage/fp8,
         # deepthink/fp8 headers_timeout at 6 s)
-        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=30.0)
+        settings = Settings.load(env={}, openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY,
+                                 ttft_threshold_s=1.0, request_timeout_s=30.0)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model)}
             prober = Prober(settings, client)

@@ -16,6 +16,7 @@ from reverie_canary.shared.runtime import clock, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, TASKS
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
@@ -47,7 +48,7 @@ async def bench(infra, expect: int, **overrides):
     """A simulated gateway, streams, and a collector of ``expect`` results; yields (settings, publish, results, done)."""
     async with serve(create_app(load_scenario("default"))) as url:
         settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, models=[MODEL],
-                                 openrouter_base_url=url, **overrides)
+                                 openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY, **overrides)
         await ensure_streams(settings)
         nc = await nats_connect(settings)
         js = nc.jetstream()

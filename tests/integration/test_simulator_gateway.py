@@ -29,6 +29,7 @@ from httpx_sse import aconnect_sse
 
 from reverie_canary.services.prober.prompts import ECHO_TEXT, SENTINEL, WEATHER_SCHEMA, build
 from reverie_canary.shared.contract.errors import ConfigError
+from reverie_canary.simulator import SIMULATED_KEY
 from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import FAULT_KINDS, decode_scenario, load_scenario
 from reverie_canary.simulator.server import serve
@@ -36,6 +37,8 @@ from reverie_canary.simulator.text import BUILTIN, LANGUAGES, is_clean
 from tests import waits
 
 MODEL = "deepseek/deepseek-chat-v3.1"
+#: Every client of the simulated gateway sends a key: it refuses chat completions without one.
+AUTH = {"Authorization": f"Bearer {SIMULATED_KEY}"}
 ROOT = Path(__file__).resolve().parents[2]
 
 #: A fast fleet for tests: small ttfts, 2 ms between chunks, 50 ms keep-alives.
@@ -130,7 +133,7 @@ class Sim:
 async def running(toml: str = FLEET, **app_kwargs: Any) -> AsyncIterator[Sim]:
     """Serve a fleet on a free port for the duration of the block."""
     app = create_app(decode_scenario(toml, source="test fleet"), **app_kwargs)
-    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=10.0, headers=AUTH) as client:
         yield Sim(client, url)
 
 
@@ -220,6 +223,8 @@ PUBLIC_ENDPOINT_FIELDS = {
     "name", "model_id", "model_name", "provider_name", "tag", "context_length", "max_completion_tokens",
     "max_prompt_tokens", "quantization", "pricing", "supported_parameters", "status", "uptime_last_5m",
     "uptime_last_30m", "uptime_last_1d", "latency_last_30m", "throughput_last_30m", "supports_implicit_caching",
+    # required by OpenRouter's current API document (its generated SDK refuses a listing without them)
+    "native_tools", "service_tier", "supports_tool_choice", "supports_diarization",
 }
 
 
@@ -245,7 +250,8 @@ async def test_endpoints_listing_has_every_public_endpoint_field(sim: Sim) -> No
     assert eps["slowpoke/fp8"]["latency_last_30m"]["p50"] == 600
     assert eps["flaky/fp8"]["uptime_last_30m"] == 0.0
     assert "response_format" not in eps["plain/fp16"]["supported_parameters"]
-    anonymous = (await sim.client.get(f"/models/{MODEL}/endpoints")).json()["data"]["endpoints"][0]
+    async with httpx.AsyncClient(base_url=sim.base_url, timeout=10.0) as keyless:
+        anonymous = (await keyless.get(f"/models/{MODEL}/endpoints")).json()["data"]["endpoints"][0]
     assert anonymous["latency_last_30m"] is None and anonymous["throughput_last_30m"] is None
 
 
@@ -426,12 +432,21 @@ async def test_bad_requests_are_400_error_json(sim: Sim) -> None:
     assert r.status_code == 405 and r.json()["error"]["code"] == 405
 
 
-async def test_require_key_rejects_requests_without_bearer_key() -> None:
-    """With require_key a chat request without a Bearer key is 401; with one it is served."""
-    async with running(FLEET.replace("seed = 11", "seed = 11\nrequire_key = true")) as s:
-        r = await ask(s, "echo", tag="alpha/fp8")
+async def test_require_key_rejects_requests_without_bearer_key(sim: Sim) -> None:
+    """As the real gateway: a chat request or a /generation look-up without a Bearer key is 401 (require_key is
+    on unless a scenario turns it off); the listings answer without one; any key is served."""
+    async with httpx.AsyncClient(base_url=sim.base_url, timeout=10.0) as anonymous:
+        r = await anonymous.post("/chat/completions", json=probe_body("echo", tag="alpha/fp8"))
         assert r.status_code == 401 and r.json()["error"]["code"] == 401
-        r = await ask(s, "echo", tag="alpha/fp8", headers={"Authorization": "Bearer sk-or-v1-test"})
+        assert r.json()["error"]["metadata"]["error_type"] == "authentication"
+        assert (await anonymous.get("/generation", params={"id": "gen-1"})).status_code == 401
+        assert (await anonymous.get(f"/models/{MODEL}/endpoints")).status_code == 200
+        assert (await anonymous.get("/models")).status_code == 200
+    r = await ask(sim, "echo", tag="alpha/fp8", headers={"Authorization": "Bearer sk-or-v1-test"})
+    assert r.status_code == 200
+    async with running(FLEET.replace("seed = 11", "seed = 11\nrequire_key = false")) as s, \
+            httpx.AsyncClient(base_url=s.base_url, timeout=10.0) as anonymous:
+        r = await anonymous.post("/chat/completions", json=probe_body("echo", tag="alpha/fp8"))
         assert r.status_code == 200
 
 
@@ -839,6 +854,7 @@ def test_packaged_scenarios_load_and_cover_every_fault(tmp_path: Path) -> None:
     kinds = {type(f).__struct_config__.tag for e in full.endpoints for f in e.faults}
     assert kinds == set(FAULT_KINDS)
     assert {e.tag for e in model.endpoints} < {e.tag for e in full.endpoints}
+    assert all(load_scenario(name).require_key for name in ("default", "full", "hostile"))
     controls = [e.tag for e in full.endpoints if e.tag.startswith("control-")]
     assert sorted(load_scenario("full").controls.values()) == sorted(controls) and len(controls) == 5
     for e in full.endpoints:
