@@ -72,3 +72,22 @@ def test_recent_outages_go_last_and_tool_requests_prefer_tool_endpoints():
     with pytest.raises(NoRoute) as no:
         route(fleet, required, {"tools"}, random.Random(1))
     assert no.value.code == "constraint_filtered" and no.value.excluded_by == ["require_parameters"]
+
+
+def test_the_demo_exclusions_keep_every_positive_control_out_of_live_traffic():
+    """config/demo-exclusions.toml is a valid reviewed-exclusions file naming every control of the packaged
+    fleets: unpinned traffic never reaches a host that fails on purpose."""
+    from pathlib import Path
+
+    from reverie_canary.services.router.core import parse_exclusions
+
+    path = Path(__file__).resolve().parents[2] / "config" / "demo-exclusions.toml"
+    excluded = {(e.provider, e.model) for e in parse_exclusions(path.read_text(), str(path))}
+    for name in ("default", "full"):
+        scenario = load_scenario(name)
+        model = scenario.models[0]
+        assert {(tag, model.id) for tag in scenario.controls.values()} <= excluded, name
+        ignore = ProviderPreferences(ignore=[p for p, _ in excluded])
+        rng = random.Random(3)
+        served = Counter(route(model.endpoints, ignore, set(), rng)[0].tag for _ in range(200))
+        assert not set(served) & set(scenario.controls.values()), served
