@@ -28,6 +28,9 @@ from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
 from reverie_canary.simulator.server import serve
 
+#: The simulated gateway refuses chat completions without a key.
+AUTH = {"Authorization": f"Bearer {SIMULATED_KEY}"}
+
 pytestmark = pytest.mark.integration
 
 MODEL = "deepseek/deepseek-chat-v3.1"
@@ -64,7 +67,8 @@ def body(tag: str, kind: str = "echo") -> dict:
 async def test_a_reply_read_to_done_leaves_its_connection_for_the_next_probe(gateway):
     """Four probes one after another open one connection; a stream held open after its finish closes its own."""
     seen = Connections()
-    async with httpx.AsyncClient(base_url=gateway + "/", timeout=5, event_hooks={"request": [seen.hook]}) as client:
+    async with httpx.AsyncClient(base_url=gateway + "/", timeout=5, event_hooks={"request": [seen.hook]},
+                                 headers=AUTH) as client:
         for tag in ("deepinfra/fp8", "lambda/fp8", "novita/fp8", "deepinfra/fp8"):
             reply = await send_probe(client, body(tag), ttft_deadline_s=None, total_timeout_s=3.0)
             assert reply.done and reply.transport_error is None and reply.text, (tag, reply)
@@ -85,7 +89,7 @@ async def test_the_reply_clock_starts_when_the_request_is_written_not_while_it_w
     wall time exceeds it by the wait (>= 0.5 s), however loaded the machine.
     """
     one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    async with httpx.AsyncClient(base_url=gateway + "/", timeout=5, limits=one) as client:
+    async with httpx.AsyncClient(base_url=gateway + "/", timeout=5, limits=one, headers=AUTH) as client:
         async def timed(tag: str):
             t0 = time.perf_counter()
             reply = await send_probe(client, body(tag), ttft_deadline_s=None, total_timeout_s=10.0)
@@ -107,7 +111,8 @@ async def test_the_prober_clients_hold_every_request_a_prober_can_have_in_flight
     (httpcore's pool bookkeeping per request grows with the square of its size:
     services/prober/clients.py); 16 more afterwards open none.
     """
-    settings = Settings.load(env={}, openrouter_base_url=gateway, openrouter_api_key=SIMULATED_KEY, prober_concurrency=16, language_confirmations=2)
+    settings = Settings.load(env={}, openrouter_base_url=gateway, openrouter_api_key=SIMULATED_KEY, prober_concurrency=16,
+                             language_confirmations=2)
     assert requests_in_flight(settings) == 48
     pool = ClientPool(settings, requests_in_flight(settings))
     assert len(pool.clients) == 3
