@@ -588,7 +588,7 @@ class Gateway:
                             plan.native_finish_reason if last else None)
             if plan.tool_calls and not midstream:
                 # tool calls after any text: per call a first delta (index, id, type, name), then the
-                # argument fragments (tool-calls.md §1.3); a tool_stream fault damages them
+                # argument fragments, as OpenAI streams function calls; a tool_stream fault damages them
                 calls = list(plan.tool_calls)
                 for deltas in stream_deltas(calls, plan.tool_stream, random.Random(calls[0].id)):
                     await asyncio.sleep(plan.chunk_interval_s)
@@ -829,7 +829,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def tools_problem(chat: ChatRequest) -> str | None:
-    """What is wrong with a request's ``tools`` / ``tool_choice`` (tool-calls.md §1.1), or ``None``.
+    """What is wrong with a request's ``tools`` / ``tool_choice`` (the Chat Completions tool schema), or ``None``.
 
     Refused (400): a tool whose ``type`` is not ``function`` or whose name is not 1-64 of
     ``a-z A-Z 0-9 _ -``; two tools of one name; a ``tool_choice`` other than ``none``, ``auto``,

@@ -306,7 +306,7 @@ def plan_attempt(
     hostile = next((f for f in active if type(f).__struct_config__.tag in HOSTILE_KINDS), None)
 
     # an endpoint that does not list ``tools`` drops them, as providers drop unsupported parameters
-    # (openrouter-api.md §2): it answers as if none were offered
+    # (OpenRouter's provider-selection guide): it answers as if none were offered
     tr = instructions.tools if "tools" in endpoint.supported_parameters else None
     no_parser: ToolNoParser | None = _first(active, ToolNoParser)
     if tr is not None and no_parser is not None and tr.choice != "none":

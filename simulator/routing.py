@@ -23,7 +23,7 @@ parameters it uses, the ordered list of endpoints to try.
   ``tool_choice`` goes first to endpoints that list ``tools``, one with a
   ``response_format`` to endpoints that list it.  When no endpoint left lists
   ``tools``, the request is refused with the gateway's own 404 "No endpoints
-  found that support tool use." (tool-calls.md §2).
+  found that support tool use." (as captured from the real gateway).
 
 An empty result raises :class:`NoRoute` (404 with ``availability``, §6).
 """

@@ -236,13 +236,14 @@ class PinBypass(FaultBase, tag="pin_bypass", kw_only=True):
     serve_as: str
 
 
-# -- tool calls: what serving stacks get wrong (tool-calls.md §4) --------------------------------
+# -- tool calls: what serving stacks' tool parsers get wrong (vLLM, SGLang reports) ----------------
 # Each acts only on requests that offer ``tools``; a request without tools is answered healthily.
 
 
 class ToolMarkup(FaultBase, tag="tool_markup", kw_only=True):
     """The serving stack's parser misses the call: the model's raw tool-call markup is left in
-    ``content``, ``tool_calls`` is empty and the finish reason is ``stop`` (tool-calls.md §4).
+    ``content``, ``tool_calls`` is empty and the finish reason is ``stop`` (as public reports of
+    vLLM and SGLang parsers show it).
 
     Attributes:
         mode: the markup family: ``qwen3_xml`` (``<tool_call><function=NAME><parameter=K>V
@@ -468,7 +469,7 @@ class Scenario(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         chunk_interval_s: default seconds between streamed chunks.
         require_key: answer 401 to chat completions and ``/generation`` without a Bearer key,
             as the real gateway does (on by default; the listings answer without one, with
-            null latency and throughput, openrouter-api.md §1.1).
+            null latency and throughput, as OpenRouter's endpoints listing API does).
         generation_delay_s: seconds before ``/generation`` knows a finished
             generation (the real one lags, OpenRouter's generation-stats API).
         controls: probe kind -> tag of the positive-control endpoint the canary

@@ -1,6 +1,6 @@
 """The simulated model's tool use: which call a request asks for, and what broken stacks make of it.
 
-Pure: no HTTP, no clock.  A request that offers ``tools`` (tool-calls.md §1.1) is read into a
+Pure: no HTTP, no clock.  A request that offers ``tools`` (Chat Completions' tool schema) is read into a
 :class:`ToolRequest`; :func:`healthy_reply` decides what a model that uses tools well answers
 (:func:`reverie_canary.simulator.model.plan_attempt` then lets the endpoint's faults damage it):
 
@@ -232,7 +232,7 @@ def eager_call(tr: ToolRequest, rng: random.Random, text: TextSource, language: 
 def render_markup(calls: list[PlannedCall], mode: str) -> str:
     """The calls as the model wrote them, before a (missing or broken) parser: one markup family.
 
-    Modes: ``qwen3_xml``, ``hermes``, ``kimi``, ``mistral``, ``deepseek`` (tool-calls.md §4).
+    Modes: ``qwen3_xml``, ``hermes``, ``kimi``, ``mistral``, ``deepseek`` (as the vLLM and SGLang tool parsers read them).
     """
     out = []
     for i, call in enumerate(calls):
@@ -314,7 +314,7 @@ def fragments(arguments: str) -> list[str]:
 
 
 def stream_deltas(calls: list[PlannedCall], mode: str | None, rng: random.Random) -> list[list[StreamToolCall]]:
-    """The ``delta.tool_calls`` of each chunk that streams ``calls`` (tool-calls.md §1.3).
+    """The ``delta.tool_calls`` of each chunk that streams ``calls`` (as OpenAI streams function calls).
 
     Healthy (``mode`` ``None``): per call, a first delta with ``index``, ``id``, ``type`` and the
     name (empty ``arguments``), then one delta per argument fragment with ``index`` only.  The

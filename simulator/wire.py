@@ -24,7 +24,7 @@ class ContentPart(Struct, kw_only=True):
 
 
 class ToolFunction(Struct, kw_only=True):
-    """``tools[].function`` (tool-calls.md §1.1): ``name`` required, the rest optional."""
+    """``tools[].function`` (the Chat Completions tool schema): ``name`` required, the rest optional."""
 
     name: str
     description: str | None = None
@@ -56,7 +56,7 @@ class HistoryToolCall(Struct, kw_only=True):
 
 class Message(Struct, kw_only=True):
     """A chat message; ``content`` is a string or a list of parts; an assistant turn may carry
-    ``tool_calls``, a ``tool`` turn its ``tool_call_id`` (tool-calls.md §1.4)."""
+    ``tool_calls``, a ``tool`` turn its ``tool_call_id`` (the Chat Completions tool-result turn)."""
 
     role: str
     content: str | list[ContentPart] | None = None
@@ -206,7 +206,7 @@ class StreamFunction(Struct, kw_only=True, omit_defaults=True):
 
 
 class StreamToolCall(Struct, kw_only=True, omit_defaults=True):
-    """``delta.tool_calls[]`` (tool-calls.md §1.3): ``index`` always; ``id``, ``type`` and the
+    """``delta.tool_calls[]`` (OpenAI's streamed function calls): ``index`` always; ``id``, ``type`` and the
     name on a call's first delta."""
 
     index: int
@@ -273,7 +273,7 @@ class Chunk(Struct, kw_only=True):
 
 
 class FunctionCall(Struct, kw_only=True):
-    """``message.tool_calls[].function``: ``arguments`` is a JSON-encoded string (tool-calls.md §1.2)."""
+    """``message.tool_calls[].function``: ``arguments`` is a JSON-encoded string (Chat Completions)."""
 
     name: str
     arguments: str

@@ -155,7 +155,7 @@ async def test_tool_calls_on_the_wire_streamed_and_not():
 
 async def test_tool_choice_is_followed_and_bad_tool_requests_are_refused():
     """tool_choice none: text; a named function: that call; required: a call even where no tool fits.  A bad
-    tool_choice, a named tool not offered, required without tools, a bad tool name: 400 (tool-calls.md §1.1)."""
+    tool_choice, a named tool not offered, required without tools, a bad tool name: 400 (the Chat Completions tool schema)."""
     async with full_fleet() as fleet:
         r = await fleet.post(tool_body("en", "call", "toolsmith/fp8", tool_choice="none"))
         message = r.json()["choices"][0]["message"]

@@ -56,7 +56,7 @@ def test_unpinned_requests_on_the_demo_fleet_match_the_price_weighting():
 
 def test_recent_outages_go_last_and_tool_requests_prefer_tool_endpoints():
     """An endpoint that failed in the last 30 s is tried after the stable ones; with tools, endpoints that list
-    tools come first; when none left lists tools the gateway says so (404, tool-calls.md §2)."""
+    tools come first; when none left lists tools the gateway says so (its 404 "No endpoints found that support tool use")."""
     plain = _endpoint("plain", "0.0000001", "0.0000001", supported_parameters=["max_tokens", "temperature"])
     fleet = [_endpoint("a", "0.0000005", "0.0000005"), _endpoint("b", "0.0000005", "0.0000005"), plain]
     for seed in range(50):
