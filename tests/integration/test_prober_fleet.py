@@ -27,10 +27,12 @@ pytestmark = pytest.mark.integration
 
 ROUNDS = 20
 HEALTHY = {"deepinfra/fp8", "novita/fp8", "together", "fireworks", "parasail/fp8", "gmicloud/fp8",
-           "deepthink/fp8", "plaintext/fp16",
-           # the tool-call hosts: a tool fault acts only on requests that offer tools
-           "toolsmith/fp8", "tagleak/fp8", "halfjson/fp8", "looseschema/fp8", "noparse/bf16", "shardstream/fp8",
-           "eagerhand/fp8", "hollowtool/fp8"}
+           "deepthink/fp8", "plaintext/fp16"}
+#: The tool-call hosts are left out here: their faults act only on requests that offer tools (the tool probe
+#: is judged in test_simulator_tools.py, which also checks they answer other requests healthily), and 8 more
+#: endpoints x 100 probes would only load a shared machine into first-token timeouts.
+TOOL_HOSTS = {"toolsmith/fp8", "tagleak/fp8", "halfjson/fp8", "looseschema/fp8", "noparse/bf16", "shardstream/fp8",
+              "eagerhand/fp8", "hollowtool/fp8"}
 #: Never a quality failure: transport trouble, or the gateway's fault.
 NEVER_FAIL = {"atlas-cloud/fp8": {"pass", "transport_error"},
               "netsplit/fp8": {"transport_error"},
@@ -60,7 +62,7 @@ DEFECTS = {
 
 
 async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anything():
-    """20 rounds x 5 kinds x 36 endpoints: defects caught with their reason, healthy ones never fail."""
+    """20 rounds x 5 kinds x 28 endpoints: defects caught with their reason, healthy ones never fail."""
     scenario = load_scenario("full")
     model = scenario.models[0].id
     async with serve(create_app(scenario)) as url:
@@ -71,7 +73,7 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
         settings = Settings.load(env={}, openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY,
                                  ttft_threshold_s=1.0, request_timeout_s=30.0)
         async with make_client(settings) as client:
-            endpoints = {e.provider: e for e in await list_endpoints(client, model)}
+            endpoints = {e.provider: e for e in await list_endpoints(client, model) if e.provider not in TOOL_HOSTS}
             prober = Prober(settings, client)
             # as the prober service does at its start: the language detectors load now (~0.5 s of CPU), not
             # on the first reply while the first probes in flight wait for their first token
