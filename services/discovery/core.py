@@ -26,6 +26,13 @@ Rules (docs/concepts/probes.md, the language contract and "Services and the flow
   turns in the configured language order, starting at an offset that moves
   with the cycle number, and the service carries the ones left waiting to the
   next cycle, so every one is probed again and the load stays bounded.
+- A kind with variants (``KIND_VARIANTS``: the tool probe's streamed and
+  unstreamed call, no-tool question and second turn) is one task per variant,
+  every cycle, all in the rotation's language; an endpoint whose listing does
+  not declare every parameter the kind sends (``PROBE_PARAMETERS``: ``tools``
+  and ``tool_choice``) gets one task without a variant instead, which the
+  prober answers ``not_applicable`` without a request (DESIGN.md, contract 6:
+  only endpoints that advertise tools are probed).
 - A positive control (``controls``: kind -> provider tag) is probed only with
   its kind and is not a production host; a control that is not listed by the
   gateway this cycle is skipped.
@@ -64,6 +71,7 @@ from reverie_canary.shared.contract.events import (
     EndpointsDiscovered,
     PlannedProbe,
     ProbeTask,
+    variants_of,
 )
 from reverie_canary.shared.contract.languages import DEFAULT_COVERAGE_CYCLES, Coverage, coverage
 from reverie_canary.shared.contract.languages import (
@@ -74,7 +82,9 @@ from reverie_canary.shared.contract.listing import facts_lines as facts_lines  #
 from reverie_canary.shared.contract.listing import listing_facts as listing_facts  # noqa: F401
 
 #: Kinds whose prompt is written in the rotation's first language; the others use English.
-ROTATED_KINDS = frozenset({"ttft", "refusal"})
+ROTATED_KINDS = frozenset({"ttft", "refusal", "tools"})
+
+
 def languages_for(languages: list[str], cov: Coverage, cycle_no: int, provider: str,
                   weights: Mapping[str, float] | None = None) -> list[str]:
     """The languages ``provider`` is probed in during cycle ``cycle_no`` (retests apart).
@@ -199,16 +209,17 @@ def plan(
     tasks: list[ProbeTask] = []
 
     def add(endpoint: Endpoint, kind: str, language: str, control: bool) -> None:
-        task_id = ids.task_id(model, cycle_no, endpoint.provider, kind, language)
-        planned.append(PlannedProbe(task_id=task_id, provider=endpoint.provider, kind=kind,  # type: ignore[arg-type]
-                                    language=language, control=control))
-        tasks.append(ProbeTask(
-            at=start, task_id=task_id, model=model, provider=endpoint.provider,
-            provider_name=endpoint.provider_name, kind=kind, language=language,  # type: ignore[arg-type]
-            cycle=cycle, deadline=deadline, supported_parameters=list(endpoint.supported_parameters),
-            max_completion_tokens=endpoint.max_completion_tokens, control=control,
-            prompt_version=PROMPT_VERSION, same_name=same_name.get(endpoint.provider, []),
-        ))
+        for variant in variants_of(kind, endpoint.supported_parameters):
+            task_id = ids.task_id(model, cycle_no, endpoint.provider, kind, language, variant)
+            planned.append(PlannedProbe(task_id=task_id, provider=endpoint.provider, kind=kind,  # type: ignore[arg-type]
+                                        language=language, control=control, variant=variant))
+            tasks.append(ProbeTask(
+                at=start, task_id=task_id, model=model, provider=endpoint.provider,
+                provider_name=endpoint.provider_name, kind=kind, language=language,  # type: ignore[arg-type]
+                cycle=cycle, deadline=deadline, supported_parameters=list(endpoint.supported_parameters),
+                max_completion_tokens=endpoint.max_completion_tokens, control=control,
+                prompt_version=PROMPT_VERSION, same_name=same_name.get(endpoint.provider, []), variant=variant,
+            ))
 
     for endpoint in sorted(endpoints, key=lambda e: e.provider):
         if endpoint.provider in control_tags:

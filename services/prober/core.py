@@ -2,12 +2,17 @@
 
 Everything a probe decides beyond a single reply lives here: capability
 gating (a kind whose parameter the endpoint does not declare is
-``not_applicable``, not broken), pin verification (a reply served by another
+``not_applicable``, not broken: :func:`reverie_canary.shared.contract.events.missing_parameters`),
+pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``; the served-by name
-proves the provider, not which of its endpoints served: :func:`pin_check`) and the language
-probe's confirmation (on a language anomaly, :data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`,
-two more tries at once, sent concurrently; the majority decides, all replies
-kept; docs/concepts/probes.md, the language contract).  The checks themselves are in
+proves the provider, not which of its endpoints served: :func:`pin_check`) and the
+confirmation by majority: on a language anomaly
+(:data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`; DESIGN.md, contract 4) and
+on a tool probe's declined or unexpected call
+(:data:`reverie_canary.client.checks.tools.TOOL_TRIGGER_REASONS`: the model's own randomness
+can do either; contract 6), two more tries at once, sent concurrently; the majority decides,
+all replies kept.  A tool probe's task names its variant (``ProbeTask.variant``), and so do
+its result and each of its attempts.  The checks themselves are in
 :mod:`reverie_canary.client.checks`.
 
 No NATS, no httpx objects: the request goes through the ``send`` callable the
@@ -27,7 +32,15 @@ import msgspec
 
 from reverie_canary.client.bounds import TOKEN_CHARS, clamp, label
 from reverie_canary.client.checks import CHECKS_VERSION, Evaluation, evaluate
-from reverie_canary.client.reply import MAX_TOOL_CALLS, MAX_TOOL_FAULTS, TOOL_FAULT_CHARS, ProbeSpec, Reply
+from reverie_canary.client.checks.tools import TOOL_TRIGGER_REASONS
+from reverie_canary.client.reply import (
+    MAX_TOOL_CALLS,
+    MAX_TOOL_FAULTS,
+    TOOL_FAULT_CHARS,
+    TOOL_VARIANTS,
+    ProbeSpec,
+    Reply,
+)
 from reverie_canary.services.prober.prompts import PROMPT_VERSION, ProbeRequest, build
 from reverie_canary.shared.contract.events import (
     EVIDENCE_REASONING_CHARS,
@@ -39,11 +52,13 @@ from reverie_canary.shared.contract.events import (
     ProbeResult,
     ProbeTask,
     ReplyEvidence,
+    missing_parameters,
 )
 
-#: ``supported_parameters`` a probe kind needs (OpenRouter's structured-outputs documentation).
-REQUIRED_PARAMETERS: dict[str, tuple[str, ...]] = {
-    "structured": ("structured_outputs",),
+#: The reasons of a first reply that two more tries confirm, per kind (the module docstring).
+CONFIRMED_REASONS: dict[str, frozenset[str]] = {
+    "language": LANGUAGE_ANOMALIES,
+    "tools": TOOL_TRIGGER_REASONS,
 }
 
 Send = Callable[[ProbeTask, ProbeRequest], Awaitable[Reply]]
@@ -58,13 +73,14 @@ async def judge_inline(reply: Reply, spec: ProbeSpec) -> Evaluation:
 
 
 def gate(task: ProbeTask) -> CheckResult | None:
-    """``not_applicable`` when the endpoint does not declare a parameter the kind needs.
+    """``not_applicable`` when the endpoint does not declare a parameter the kind sends.
 
-    An endpoint that lists no parameters at all is probed (the listing is old).
+    The parameters are :data:`reverie_canary.shared.contract.events.PROBE_PARAMETERS`
+    (``structured_outputs``; ``tools`` and ``tool_choice``).  An endpoint that lists no
+    parameters at all is probed (the listing is old), but for the tool probe, which only an
+    endpoint that advertises tools gets (DESIGN.md, contract 6).
     """
-    needed = REQUIRED_PARAMETERS.get(task.kind, ())
-    declared = set(task.supported_parameters)
-    missing = [p for p in needed if declared and p not in declared]
+    missing = missing_parameters(task.kind, task.supported_parameters)
     if missing:
         return CheckResult(check="capability", outcome="not_applicable", reason="unsupported_parameter",
                            evidence={"missing": missing})
@@ -216,8 +232,9 @@ async def run_probe(
         send: sends one request and returns the finished reply.
         now: UTC clock, for ``started_at`` and ``at``.
         max_tokens: output budget of each request.
-        ttft_threshold_s: latency bar (docs/concepts/probes.md, the latency contract).
-        confirmations: extra tries on a language anomaly (two: the majority of three decides).
+        ttft_threshold_s: latency bar (DESIGN.md, contract 1).
+        confirmations: extra tries on a language anomaly or a tool probe's declined or
+            unexpected call (DESIGN.md: 2).
         prober: this prober's id, recorded in the result.
         judge: runs the checks on a reply (default: inline).
     """
@@ -225,14 +242,20 @@ async def run_probe(
     gated = gate(task)
     if gated is not None:
         return _result(task, started, now(), "not_applicable", gated.reason, [gated], ReplyEvidence(), [], prober)
-    probe = build(task.kind, task.language, max_tokens=max_tokens, ttft_threshold_s=ttft_threshold_s)
+    if task.kind == "tools" and task.variant not in TOOL_VARIANTS:
+        unknown = CheckResult(check="variant", outcome="inconclusive", reason="unknown_variant",
+                              evidence={"variant": task.variant[:TOKEN_CHARS], "known": list(TOOL_VARIANTS)})
+        return _result(task, started, now(), "inconclusive", unknown.reason, [unknown], ReplyEvidence(), [], prober)
+    probe = build(task.kind, task.language, max_tokens=max_tokens, ttft_threshold_s=ttft_threshold_s,
+                  variant=task.variant or "call")
     attempts = [await _attempt(task, probe, send, judge)]
     first = attempts[0]
-    if task.kind == "language" and first[1].outcome != "pass" and first[1].reason in LANGUAGE_ANOMALIES:
+    if first[1].outcome != "pass" and first[1].reason in CONFIRMED_REASONS.get(task.kind, ()):
         attempts.extend(await asyncio.gather(*(_attempt(task, probe, send, judge) for _ in range(confirmations))))
     outcome, reason, chosen = _majority(attempts)
     reply, evaluation = chosen
-    kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r))
+    kept = [ProbeAttempt(outcome=ev.outcome, reason=ev.reason, checks=ev.checks, reply=evidence_of(r),
+                         variant=task.variant)
             for r, ev in attempts] if len(attempts) > 1 else []
     return _result(task, started, now(), outcome, reason, evaluation.checks, evidence_of(reply), kept, prober,
                    probe.spec)
@@ -280,4 +303,5 @@ def _result(task: ProbeTask, started: datetime, at: datetime, outcome: str, reas
         max_tokens=spec.max_tokens or 0 if spec is not None else 0,
         ttft_threshold_ms=spec.ttft_threshold_ms if spec is not None else 0.0,
         checks_version=CHECKS_VERSION if spec is not None else "",
+        variant=task.variant,
     )

@@ -150,7 +150,9 @@ def request_body(model: str, provider: str, probe: ProbeRequest, *, require_para
     Args:
         model: model id (``deepseek/deepseek-chat-v3.1``).
         provider: endpoint tag to pin (``deepinfra/fp8``).
-        probe: messages, budget and response format.
+        probe: messages, budget, response format, and for the tool probe ``tools``,
+            ``tool_choice`` and ``stream`` (``false`` for its unstreamed call; every
+            other probe streams).
         require_parameters: ``True`` for capability probes, so an endpoint that
             does not declare a parameter refuses instead of silently dropping it.
         supported_parameters: the endpoint's listed ``supported_parameters``:
@@ -164,7 +166,7 @@ def request_body(model: str, provider: str, probe: ProbeRequest, *, require_para
     if budget is not None:
         body[budget] = probe.max_tokens
     body |= {
-        "stream": True,
+        "stream": probe.stream,
         "provider": {
             "order": [provider],
             "only": [provider],
@@ -175,6 +177,10 @@ def request_body(model: str, provider: str, probe: ProbeRequest, *, require_para
     }
     if probe.response_format is not None:
         body["response_format"] = probe.response_format
+    if probe.tools is not None:
+        body["tools"] = probe.tools
+    if probe.tool_choice is not None:
+        body["tool_choice"] = probe.tool_choice
     return body
 
 
@@ -186,7 +192,7 @@ async def send_probe(
     total_timeout_s: float,
     limits: ReadLimits = DEFAULT_LIMITS,
 ) -> Reply:
-    """POST ``body`` as a streaming request and return what came back.
+    """POST ``body`` (streamed or not, as it says) and return what came back.
 
     Args:
         client: an AsyncClient whose base URL is the gateway (``.../api/v1/``).

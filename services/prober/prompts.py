@@ -19,15 +19,35 @@ The tool-call probe (kind ``tools``, docs/concepts/probes.md, the tool-call cont
 fixes (:data:`TOOL_CALLS`; ``call`` unstreamed, ``call_stream`` streamed), for none
 (:data:`NO_TOOL`: a question no tool fits, text is right), or for text that uses the tool's
 result (:data:`SECOND_TURN`: the call and its result are in the history).  The request body a
-tool probe sends (the HTTP layer adds ``model``, ``provider`` and ``plugins`` as for every probe)::
+tool probe sends (:func:`reverie_canary.services.prober.http.request_body`; the budget field is the one
+the endpoint lists, ``max_tokens`` or ``max_completion_tokens``)::
 
-    {"messages": [...], "max_tokens": 320, "stream": false | true, "tools": TOOLS,
-     "provider": {"order": [tag], "only": [tag], "allow_fallbacks": false, "require_parameters": true}}
+    {"model": <model>, "messages": [...], "max_tokens": 320, "stream": false | true,
+     "provider": {"order": [tag], "only": [tag], "allow_fallbacks": false, "require_parameters": true},
+     "plugins": [], "tools": TOOLS, "tool_choice": "auto"}
 
-No ``tool_choice`` (the default with tools is ``auto``, which trigger agreement needs) and no
-``parallel_tool_calls`` (default ``true``): the only parameter an endpoint must list is
-``tools``.  No tool is ``strict``: strict schemas require every property, and the set has
-optional ones (the JSON Schema specification).
+``stream`` is ``false`` for ``call`` only.  ``tool_choice: "auto"`` in every variant: the model
+decides, which trigger agreement (``no_tool``) needs and which the vendors' verifiers measure;
+``"required"`` or a named tool would make vLLM and SGLang constrain the arguments and hide the
+parser faults the probe is for (tool-calls.md §3), and the named form is refused by some hosts
+(§1.1).  ``auto`` is the default with tools, but it is sent, so ``require_parameters`` also
+makes the gateway refuse an endpoint that does not take it; only endpoints listing both
+``tools`` and ``tool_choice`` are probed
+(:data:`reverie_canary.shared.contract.events.PROBE_PARAMETERS`).  No ``parallel_tool_calls``
+(default ``true``; the checks allow more than one call, :attr:`ProbeSpec.parallel_calls`).  No
+tool is ``strict``: strict schemas require every property, and the set has optional ones
+(tool-calls.md §3).
+
+Tokens per endpoint and cycle, the four variants, estimated from the characters sent (about 3.5
+characters per token for the JSON and English text, fewer for Cyrillic and CJK; not counted with a
+tokenizer, and each host's template wraps the tools in its own words): the tool set is 1,501
+characters of JSON, about 430 tokens in every request; the messages 330-730 characters (the second
+turn's history the longest), 100-250 tokens; so 550-700 prompt tokens a request, about 2,500 a
+cycle.  Completions: a call some 40-80 tokens, a sentence of text 20-40, about 200 a cycle; the
+budget caps each reply at 320 (a reasoning model may spend all of it: at most 1,280).  About
+2,700 tokens per endpoint a cycle, at most about 3,800.  A declined or unexpected call is
+confirmed by two more requests (:data:`reverie_canary.client.checks.tools.TOOL_TRIGGER_REASONS`):
+a host that declines costs two requests of that variant more.
 """
 
 from __future__ import annotations
@@ -115,14 +135,15 @@ WEATHER_SCHEMA: dict[str, Any] = {
 class ProbeRequest(Struct, frozen=True, kw_only=True):
     """The chat-completions body parts of one probe and the spec it is checked against.
 
-    ``tools`` (the tool probe's :data:`TOOLS`) and ``stream`` (``False``: the unstreamed tool
-    call) are the parts only the tool probe sets.
+    ``tools`` (the tool probe's :data:`TOOLS`), ``tool_choice`` (:data:`TOOL_CHOICE`) and
+    ``stream`` (``False``: the unstreamed tool call) are the parts only the tool probe sets.
     """
 
     messages: list[dict[str, Any]]
     max_tokens: int
     response_format: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str | None = None
     stream: bool = True
     spec: ProbeSpec
 
@@ -187,6 +208,9 @@ TOOLS: list[dict[str, Any]] = [
             "additionalProperties": False,
         }}},
 ]
+
+#: The ``tool_choice`` every tool probe sends (the module docstring says why ``auto``).
+TOOL_CHOICE = "auto"
 
 TOOL_SYSTEM = (
     "You are a helpful assistant that can use tools. When one of the tools fits the user's request, "
@@ -333,7 +357,8 @@ def _build_tools(language: str, variant: str, max_tokens: int, threshold_ms: flo
     else:
         messages = second_turn_messages(language, system)
         spec = ProbeSpec(**common, prompt=messages[1]["content"], tool_result_value=TOOL_RESULT_VALUE)
-    return ProbeRequest(messages=messages, max_tokens=max_tokens, tools=TOOLS, stream=variant != "call", spec=spec)
+    return ProbeRequest(messages=messages, max_tokens=max_tokens, tools=TOOLS, tool_choice=TOOL_CHOICE,
+                        stream=variant != "call", spec=spec)
 
 
 def build(kind: str, language: str, *, max_tokens: int = 320, ttft_threshold_s: float = 10.0,

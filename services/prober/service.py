@@ -59,7 +59,7 @@ from reverie_canary.services.prober.http import ReadLimits, request_body, send_p
 from reverie_canary.services.prober.prompts import ProbeRequest, build
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.contract.events import PROBE_KINDS, PROBE_PARAMETERS, ProbeResult, ProbeTask
 from reverie_canary.shared.runtime import clock, metrics, retry, streams
 from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.runtime.config import ProberConfig, config_of
@@ -67,7 +67,10 @@ from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
 
-CAPABILITY_KINDS = frozenset({"structured"})
+#: Kinds sent with ``provider.require_parameters: true``: those whose parameters the endpoint must
+#: declare (``PROBE_PARAMETERS``: structured outputs, tools), so that the gateway refuses a request
+#: an endpoint cannot take instead of dropping the parameter and answering something else.
+CAPABILITY_KINDS = frozenset(PROBE_PARAMETERS)
 #: Seconds kept before a task's deadline to judge the reply and publish the result.
 DEADLINE_MARGIN_S = 0.5
 #: Seconds a thread may hold the GIL while another waits for it (``sys.setswitchinterval``,

@@ -13,6 +13,7 @@ the module-level decoders in :mod:`reverie_canary.shared.contract.codec`, never 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
@@ -26,6 +27,7 @@ from reverie_canary.client.reply import (  # noqa: F401  (re-exported)
     MAX_TOOL_CALLS,
     MAX_TOOL_FAULTS,
     TOOL_FAULT_CHARS,
+    TOOL_VARIANTS,
     CheckResult,
     FreeJson,
     Outcome,
@@ -68,12 +70,64 @@ MAX_TASK_CONCURRENCY = 4096
 #: The most other endpoints of the same provider name one task names (``ProbeTask.same_name``).
 MAX_SAME_NAME = 16
 
-#: The probe kinds (docs/concepts/probes.md).
-#: ``echo`` is the cheap exact-echo probe of behavioural integrity.  ``tools`` (contract 6) is a
-#: kind the wire carries; it joins :data:`PROBE_KINDS` (the kinds planned by default) once the
-#: prober sends it.
+#: The probe kinds (DESIGN.md, "The probe contracts").
+#: ``echo`` is the cheap exact-echo probe of behavioural integrity; ``tools`` the tool-call
+#: probe (contract 6).  :data:`PROBE_KINDS` are the kinds planned by default (``Settings.kinds``).
 ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools"]
-PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo")
+PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo", "tools")
+#: The variants of a kind that are each probed every cycle, one task each (``ProbeTask.variant``):
+#: the tool probe's streamed and unstreamed call, its no-tool question and its second turn
+#: (:data:`reverie_canary.client.reply.TOOL_VARIANTS`).  Each variant every cycle, not a streak
+#: per variant: the judge's rule is per provider and cycle (any quality ``fail`` fails the cycle),
+#: so a fault only one variant shows fails every cycle and two failed cycles suspend, with no
+#: streak of its own to keep; the four requests cost a few thousand tokens per endpoint a cycle
+#: (``services/prober/prompts.py``).  A kind not named here has one task, variant ``""``.
+KIND_VARIANTS: dict[str, tuple[str, ...]] = {"tools": TOOL_VARIANTS}
+#: The request parameters a kind sends that the endpoint's listing must declare in its
+#: ``supported_parameters`` (openrouter-api.md 1.1, tool-calls.md §2); the prober sends those
+#: kinds with ``provider.require_parameters: true``, so the gateway refuses rather than drops them.
+PROBE_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "structured": ("structured_outputs",),
+    "tools": ("tools", "tool_choice"),
+}
+#: Kinds probed only where the listing declares their parameters: a listing that declares no
+#: parameters at all does not advertise tools (a 400 to a tool request is a capability fault only
+#: from an endpoint that advertised tools, DESIGN.md contract 6).  Other kinds are probed on such
+#: an old listing.
+DECLARED_ONLY_KINDS: frozenset[str] = frozenset({"tools"})
+
+
+def missing_parameters(kind: str, supported_parameters: Sequence[str]) -> list[str]:
+    """The parameters ``kind`` sends that the listing does not declare (``[]``: the endpoint is probed).
+
+    Args:
+        kind: a probe kind.
+        supported_parameters: the endpoint's listed ``supported_parameters``.
+
+    Returns:
+        The missing names of :data:`PROBE_PARAMETERS`, in its order; for a kind not in
+        :data:`DECLARED_ONLY_KINDS` a listing that declares nothing misses nothing.
+    """
+    needed = PROBE_PARAMETERS.get(kind, ())
+    declared = set(supported_parameters)
+    if not declared and kind not in DECLARED_ONLY_KINDS:
+        return []
+    return [p for p in needed if p not in declared]
+
+
+def variants_of(kind: str, supported_parameters: Sequence[str]) -> tuple[str, ...]:
+    """The variants discovery plans for ``kind`` on an endpoint: one task each.
+
+    Every variant of :data:`KIND_VARIANTS` when the endpoint declares the kind's parameters;
+    one task of variant ``""`` otherwise (the prober answers it ``not_applicable`` without a
+    request) and for a kind without variants.
+    """
+    variants = KIND_VARIANTS.get(kind)
+    if not variants or missing_parameters(kind, supported_parameters):
+        return ("",)
+    return variants
+
+
 #: The version of the prober's prompts a task asks for (``ProbeTask.prompt_version``): results of
 #: different versions are not comparable (bumped whenever a prompt changes).
 PROMPT_VERSION = "p1"
@@ -216,13 +270,17 @@ class DroppedEndpoint(Struct, frozen=True, kw_only=True):
 
 
 class PlannedProbe(Struct, frozen=True, kw_only=True):
-    """One probe discovery planned for a cycle; the judge expects its result."""
+    """One probe discovery planned for a cycle; the judge expects its result.
+
+    ``variant``: which of the kind's variants (:data:`KIND_VARIANTS`), ``""`` for a kind without.
+    """
 
     task_id: Slug
     provider: Slug
     kind: ProbeKind
     language: Language | None = None
     control: bool = False
+    variant: Token = ""
 
 
 class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_discovered"):
@@ -279,6 +337,10 @@ class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     #: The other endpoints of the model the listing gives the same ``provider_name`` (``fireworks/fast``
     #: beside ``fireworks``): the served-by name the pin check compares cannot tell them apart.
     same_name: Annotated[list[Slug], Meta(max_length=MAX_SAME_NAME)] = []
+    #: Which of the kind's variants to send (:data:`KIND_VARIANTS`: the tool probe's ``call``,
+    #: ``call_stream``, ``no_tool``, ``second_turn``); ``""`` for a kind without variants, and for a
+    #: tool task of an endpoint that does not declare the tool parameters (answered ``not_applicable``).
+    variant: Token = ""
 
 
 class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):

@@ -23,9 +23,10 @@ def cycle_no(epoch_s: float, interval_s: float) -> int:
     return int(epoch_s // interval_s)
 
 
-def task_id(model: str, cycle_no: int, provider: str, kind: str, language: str | None) -> str:
-    """One probe of one provider in one cycle."""
-    return f"t|{model}|{cycle_no}|{provider}|{kind}|{language or '-'}"
+def task_id(model: str, cycle_no: int, provider: str, kind: str, language: str | None, variant: str = "") -> str:
+    """One probe of one provider in one cycle (a kind's variant, when it has one, last)."""
+    base = f"t|{model}|{cycle_no}|{provider}|{kind}|{language or '-'}"
+    return f"{base}|{variant}" if variant else base
 
 
 def discovered_id(model: str, cycle_no: int, part: int = 0) -> str:

@@ -598,11 +598,11 @@ def test_every_language_has_a_call_a_no_tool_question_and_a_second_turn():
         assert spec.prompt == prompt and spec.language == lang
 
 
-def test_the_request_sends_tools_and_never_strict_or_tool_choice():
-    """The body parts: tools on every turn, no strict flag, no tool_choice, stream only where the variant streams."""
+def test_the_request_sends_tools_and_auto_and_never_strict():
+    """The body parts: tools on every turn, tool_choice auto, no strict flag, stream only where the variant streams."""
     for variant in ("call", "call_stream", "no_tool", "second_turn"):
         request = build("tools", "de", variant=variant)
-        assert request.tools == TOOLS and request.stream is (variant != "call")
+        assert request.tools == TOOLS and request.stream is (variant != "call") and request.tool_choice == "auto"
         assert "strict" not in json.dumps(request.tools)
         assert request.spec.variant == variant and request.spec.tools == TOOLS
     history = build("tools", "ja", variant="second_turn").messages
