@@ -98,12 +98,14 @@ def demo_cycle_s(endpoints: int, controls: int, settings: Settings) -> float:
     ``endpoints`` counts the scenario's endpoints, ``controls`` the positive
     controls among them (one probe each); every other endpoint gets every kind,
     the language probe once per language of the coverage (:func:`reverie_canary.
-    services.discovery.core.coverage`).
+    services.discovery.core.coverage`), a kind with variants once per variant
+    (``KIND_VARIANTS``: the tool probe's four; every simulated endpoint lists tools).
     """
     from reverie_canary.services.discovery.core import coverage
+    from reverie_canary.shared.contract.events import KIND_VARIANTS
 
     kinds = list(settings.kinds)
-    per_endpoint = len(kinds)
+    per_endpoint = sum(len(KIND_VARIANTS.get(kind, ("",))) for kind in kinds)
     if "language" in kinds:
         cov = coverage(len(settings.languages), settings.language_coverage_cycles, settings.languages_per_cycle,
                        weighted=any(w > 0 for w in settings.language_weights.values()))

@@ -131,3 +131,42 @@ def test_cycle_numbers_and_joining_mid_cycle():
     assert next_cycle(1800 * 10 + 50, 1800, 600, last=-1) == 10
     assert next_cycle(1800 * 10 + 70, 1800, 600, last=-1) == 11
     assert next_cycle(1800 * 10 + 50, 1800, 600, last=10) == 11
+
+
+TOOLED = [Endpoint(provider="t/fp8", provider_name="T", supported_parameters=["max_tokens", "tools", "tool_choice"]),
+          Endpoint(provider="half/fp8", provider_name="Half", supported_parameters=["max_tokens", "tools"]),
+          Endpoint(provider="old/fp8", provider_name="Old"),
+          Endpoint(provider="ctl/tools", provider_name="Ctl",
+                   supported_parameters=["max_tokens", "tools", "tool_choice"])]
+
+
+def test_an_endpoint_that_advertises_tools_gets_every_variant_every_cycle_in_the_rotations_language():
+    """tools + tool_choice listed: four tool tasks (call, call_stream, no_tool, second_turn), one language, ids apart."""
+    for cycle_no in (7, 8):
+        event, tasks = make(endpoints=TOOLED, cycle_no=cycle_no, controls={})
+        tools = [t for t in tasks if t.provider == "t/fp8" and t.kind == "tools"]
+        assert [t.variant for t in tools] == ["call", "call_stream", "no_tool", "second_turn"]
+        ttft = next(t for t in tasks if t.provider == "t/fp8" and t.kind == "ttft")
+        assert {t.language for t in tools} == {ttft.language}  # the rotation's first language
+        assert [t.task_id.rsplit("|", 1)[1] for t in tools] == [t.variant for t in tools]
+        planned = [(p.task_id, p.variant) for p in event.planned if p.kind == "tools" and p.provider == "t/fp8"]
+        assert planned == [(t.task_id, t.variant) for t in tools]
+
+
+def test_an_endpoint_that_does_not_declare_both_tool_parameters_gets_one_task_answered_not_applicable():
+    """tools without tool_choice, or no parameters at all: one variant-less task, which the prober gates."""
+    _, tasks = make(endpoints=TOOLED, controls={})
+    for tag in ("half/fp8", "old/fp8"):
+        [tools] = [t for t in tasks if t.provider == tag and t.kind == "tools"]
+        assert tools.variant == "" and tools.task_id.endswith("|tools|" + tools.language)
+    other = [t for t in tasks if t.kind != "tools"]
+    assert {t.variant for t in other} == {""}
+
+
+def test_a_tool_control_is_probed_on_every_variant():
+    """A positive control of the tool probe gets the four variants, all marked control."""
+    event, tasks = make(endpoints=TOOLED, controls={"tools": "ctl/tools"})
+    control = [t for t in tasks if t.provider == "ctl/tools"]
+    assert [(t.kind, t.variant, t.control) for t in control] == [
+        ("tools", v, True) for v in ("call", "call_stream", "no_tool", "second_turn")]
+    assert event.controls == {"tools": "ctl/tools"}

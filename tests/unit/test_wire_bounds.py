@@ -86,7 +86,8 @@ def test_the_largest_listing_is_split_into_parts_that_each_fit():
 def _wide_listing(n: int) -> list[Endpoint]:
     return [Endpoint(provider=f"provider-{i:04d}/fp8", provider_name=f"Provider {i}" + "x" * 100,
                      model_id="acme/chat-1", supported_parameters=["max_tokens", "response_format",
-                                                                   "structured_outputs", "temperature"] * 8)
+                                                                   "structured_outputs", "temperature", "tools",
+                                                                   "tool_choice"] * 8)
             for i in range(n)]
 
 
