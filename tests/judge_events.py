@@ -27,7 +27,8 @@ def cycle_events(
 
     Args:
         n: cycle number; the cycle starts at ``T0 + n * 30 min`` unless ``start`` is given.
-        outcomes: provider -> kind -> outcome, or ``(outcome, reason)``.
+        outcomes: provider -> kind -> outcome, or ``(outcome, reason)``; a kind written
+            ``tools:call_stream`` is that kind's variant (its own task).
         controls: control provider -> kind -> outcome.
         missing: (provider, kind) pairs planned but never answered.
         extra_endpoints: listed endpoints that get no probes.
@@ -40,20 +41,21 @@ def cycle_events(
     at = start + timedelta(minutes=1)
     for group, is_control in ((outcomes, False), (controls, True)):
         for provider, kinds in sorted(group.items()):
-            for kind, value in sorted(kinds.items()):
+            for key, value in sorted(kinds.items()):
                 outcome, reason = (value, "") if isinstance(value, str) else value
+                kind, _, variant = key.partition(":")
                 language = "pt" if kind == "language" else "en"
-                task = ids.task_id(model, n, provider, kind, language)
+                task = ids.task_id(model, n, provider, kind, language, variant)
                 planned.append(PlannedProbe(task_id=task, provider=provider, kind=kind, language=language,
-                                            control=is_control))
-                if (provider, kind) in missing:
+                                            control=is_control, variant=variant))
+                if (provider, key) in missing:
                     continue
                 at += timedelta(seconds=1)
                 results.append(ProbeResult(at=at, task_id=task, model=model, provider=provider, kind=kind,
                                            language=language, cycle=cycle, outcome=outcome, reason=reason,
-                                           control=is_control))
+                                           control=is_control, variant=variant))
     endpoints = [Endpoint(provider=p, provider_name=p.title()) for p in sorted({*outcomes, *controls, *extra_endpoints})]
-    control_map = {kind: provider for provider, kinds in controls.items() for kind in kinds}
+    control_map = {kind.partition(":")[0]: provider for provider, kinds in controls.items() for kind in kinds}
     discovered = EndpointsDiscovered(at=start, model=model, cycle=cycle, cycle_no=n, deadline=start + WINDOW,
                                      endpoints=endpoints, planned=planned, controls=control_map)
     closed = CycleClosed(at=start + WINDOW, model=model, cycle=cycle, cycle_no=n)

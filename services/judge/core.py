@@ -19,7 +19,10 @@ The rules, in the order :func:`_close_cycle` applies them:
 1. Suspensions past their ``until`` end (``end``/``would_end``, reason
    ``expired``), stamped at ``until``.
 2. A positive control that passes makes its probe kind *unproven* for the
-   cycle (``control_passed``): those results count as inconclusive.
+   cycle (``control_passed``): those results count as inconclusive.  A control
+   probed several times in a kind (the tool probe's variants) passes it when
+   none of those results failed: a host known to break tool calls may break
+   only one variant.
 3. Common-mode guard: when more than ``common_mode_share`` of the probed
    providers (at least ``common_mode_min_providers``) fail one kind, that kind
    is frozen for everyone this cycle (``common_mode``).
@@ -745,7 +748,9 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                 control_results.setdefault(p.kind, []).append(cycle.results[p.task_id])
         else:
             by_provider.setdefault(p.provider, []).append(p)
-    unproven = sorted(k for k, refs in control_results.items() if any(r.outcome == "pass" for r in refs))
+    # a control with several results of a kind (the tool probe's variants) proves the kind when one of them failed
+    unproven = sorted(k for k, refs in control_results.items()
+                      if any(r.outcome == "pass" for r in refs) and not any(r.outcome == "fail" for r in refs))
     common_mode = _common_mode(cycle, by_provider, set(unproven), policy)
     frozen_kinds = set(unproven) | set(common_mode)
     # the verdicts first (pure): who is blind this cycle decides whose suspensions are held

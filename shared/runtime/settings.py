@@ -661,7 +661,8 @@ def _problems(s: Settings) -> list[str]:
     if bad_languages or not s.languages or len(set(s.languages)) != len(s.languages):
         problems.append(f"languages: unknown, repeated or none {bad_languages}; known: {list(LANGUAGES)}")
     problems.extend(_language_problems(s))
-    for name, mapping in (("controls", s.controls), ("kind_modes", s.kind_modes)):
+    for name, mapping in (("controls", s.controls), ("kind_modes", s.kind_modes),
+                          ("new_kind_default_modes", s.new_kind_default_modes)):
         bad = sorted(set(mapping) - set(PROBE_KINDS))
         if bad:
             problems.append(f"{name}: unknown probe kinds {bad}")

@@ -102,7 +102,8 @@ def test_the_explain_header_names_the_kind_in_observe_and_each_decision_its_mode
     assert any("would_suspend  [observe]" in line for line in lines)
     report = shadow_report(states[MODEL], policy)
     assert report.splitlines()[0].startswith(
-        f"{MODEL} (modes: enforce for ttft, structured, language, echo; observe for refusal): 1 would-be suspension(s)")
+        f"{MODEL} (modes: enforce for ttft, structured, language, echo; observe for refusal, tools): "
+        "1 would-be suspension(s)")
     assert "[observe]" in report.splitlines()[-1]
 
 

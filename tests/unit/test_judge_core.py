@@ -10,6 +10,7 @@ from reverie_canary.services.judge.core import Policy, decide, fold, initial
 from reverie_canary.shared.contract.commands import LiftSuspension, SetMode
 from reverie_canary.shared.contract.events import CycleVerdict, Decision, RetestRequested
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
+from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import CYCLE, MODEL, T0, cycle_events, healthy
 
 ENFORCE = Policy(mode="enforce")
@@ -504,3 +505,18 @@ def test_the_routing_decisions_of_one_close_say_how_many_of_them_follow():
     # one suspension alone: nothing follows it
     _, effects = run([cycle_events(0, bad("a/fp8")), cycle_events(1, bad("a/fp8"))])
     assert [d.routing_follows for d in decisions(effects, "suspend")] == [0]
+def test_a_new_kind_keeps_its_default_mode_on_a_model_in_enforce_until_that_kind_is_switched():
+    """tools observes whatever the model's or the policy's mode; a kind command or a configured kind mode switches it."""
+    from reverie_canary.services.judge.core import ModelState, mode_of
+
+    policy = Policy(mode="enforce")
+    assert policy.new_kind_modes == {"tools": "observe"}
+    enforced = ModelState(model="m/x", mode="enforce")
+    assert (mode_of(enforced, policy, "tools"), mode_of(enforced, policy, "ttft")) == ("observe", "enforce")
+    assert mode_of(ModelState(model="m/x", mode="enforce", kind_modes={"tools": "enforce"}), policy, "tools") == "enforce"
+    configured = Policy(mode="enforce", kind_modes={"tools": "enforce"})
+    assert mode_of(enforced, configured, "tools") == "enforce"
+    assert mode_of(enforced, Policy(mode="enforce", new_kind_modes={}), "tools") == "enforce"
+    settings = Settings.load(env={"CANARY_CONFIG": ""})
+    assert Policy.from_settings(settings).new_kind_modes == {"tools": "observe"}
+    assert settings.mode_for("tools") == "observe"

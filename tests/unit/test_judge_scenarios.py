@@ -70,6 +70,15 @@ EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
     "a_shadow_suspension_gives_way_after_the_switch": [("would_suspend", "a/fp8", "failed_cycles", 1),
                                                        (M, "", "operator", None),
                                                        ("suspend", "a/fp8", "failed_cycles", 1)],
+    # a new kind (tools) is observed on a model in enforce until an operator switches that kind
+    "new_kind_observes_until_switched": [(M, "", "operator", None), ("would_suspend", "a/fp8", "failed_cycles", 1),
+                                         ("suspend", "b/fp8", "failed_cycles", 1), (M, "", "operator", None),
+                                         ("would_end", "a/fp8", "recovered", None),
+                                         ("end", "b/fp8", "recovered", None),
+                                         ("suspend", "c/fp8", "failed_cycles", 1)],
+    # a control failing one variant proves the kind; passing all four (cycle 1) freezes it, and the streak with it
+    "tool_control_caught_by_one_variant": [(M, "", "operator", None), ("control_passed", "", "control_passed", None),
+                                           ("suspend", "a/fp8", "failed_cycles", 1)],
 }
 
 #: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).

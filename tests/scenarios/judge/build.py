@@ -128,6 +128,28 @@ def scenarios() -> dict[str, list]:
         *cycle_events(0, fail("a/fp8")), enforce(1), *cycle_events(1, fail("a/fp8"))]
     s["a_shadow_suspension_gives_way_after_the_switch"] = [
         *cycle_events(0, fail("a/fp8")), *cycle_events(1, fail("a/fp8")), enforce(2), *cycle_events(2, fail("a/fp8"))]
+    # a new kind (tools) stays in observe on a model switched to enforce, until an operator switches that kind
+    tools_fleet = {p: {"ttft": "pass", "tools": "pass"} for p in FLEET}
+    first = {p: dict(v) for p, v in tools_fleet.items()}
+    first["a/fp8"]["tools"] = ("fail", "tool_args_invalid_json")
+    first["b/fp8"]["ttft"] = ("fail", "ttft_exceeded")
+    later = {p: dict(v) for p, v in tools_fleet.items()}
+    later["c/fp8"]["tools"] = ("fail", "tool_not_called")
+    switch = SetMode(command_id="tools-enforce", actor="scenario", at=T0 + 2 * CYCLE - timedelta(minutes=1),
+                     mode="enforce", model=MODEL, kind="tools", reason="tool calls scored right")
+    s["new_kind_observes_until_switched"] = [enforce(), *cycle_events(0, first), *cycle_events(1, first), switch,
+                                             *cycle_events(2, later), *cycle_events(3, later)]
+    # a tool control that breaks one variant only proves the probe; one that passes all four does not
+    variants = ("tools:call", "tools:call_stream", "tools:no_tool", "tools:second_turn")
+    tool_fleet = {p: dict.fromkeys(variants, "pass") for p in FLEET}
+    tool_fleet["a/fp8"]["tools:call_stream"] = ("fail", "tool_stream_assembly")
+    caught = {"ctl/tools": {**dict.fromkeys(variants, "pass"), "tools:call_stream": ("fail", "tool_stream_assembly")}}
+    missed = {"ctl/tools": dict.fromkeys(variants, "pass")}
+    s["tool_control_caught_by_one_variant"] = [
+        SetMode(command_id="tools-enforce", actor="scenario", at=T0 - timedelta(minutes=1), mode="enforce",
+                model=MODEL, kind="tools", reason="scenario enforces tool calls"),
+        *cycle_events(0, tool_fleet, controls=caught), *cycle_events(1, tool_fleet, controls=missed),
+        *cycle_events(2, tool_fleet, controls=caught)]
     return s
 
 
