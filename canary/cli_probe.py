@@ -19,14 +19,15 @@ from typing import Annotated, Any
 import typer
 
 from reverie_canary.canary.cli import _settings, app
-from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeResult, ProbeTask
+from reverie_canary.shared.contract.events import KIND_VARIANTS, PROBE_KINDS, ProbeResult, ProbeTask, variants_of
 from reverie_canary.shared.runtime.logging import scrub
 
 
 def _describe(n: int, result: ProbeResult) -> str:
     reply = result.reply
     ttft = f"{reply.ttft_ms:.0f} ms" if reply.ttft_ms is not None else "-"
-    head = (f"#{n} {result.outcome.upper():<15} {result.reason or '':<22} ttft {ttft:<8} "
+    variant = f"[{result.variant}] " if result.variant else ""
+    head = (f"#{n} {variant}{result.outcome.upper():<15} {result.reason or '':<22} ttft {ttft:<8} "
             f"status {reply.http_status} finish {reply.finish_reason} served_by {reply.served_by}")
     lines = [head]
     if reply.generation_id:
@@ -45,7 +46,7 @@ def _describe(n: int, result: ProbeResult) -> str:
 
 
 async def _run(settings, provider: str, kind: str, language: str, repeat: int, model: str,
-               as_json: bool) -> int:
+               as_json: bool, variant: str = "") -> int:
     from reverie_canary.services.discovery.core import same_names
     from reverie_canary.services.prober.service import Prober
     from reverie_canary.shared.runtime import clock
@@ -59,33 +60,40 @@ async def _run(settings, provider: str, kind: str, language: str, repeat: int, m
                    err=True)
         return 2
     endpoint = by_tag[provider]
+    # the variants a cycle would plan for this endpoint (the tool probe's four where it lists tools and
+    # tool_choice; one task, answered not_applicable, where it does not), or the one asked for
+    variants = [variant] if variant else list(variants_of(kind, endpoint.supported_parameters))
     prober = Prober(settings, make_client(settings))
     outcomes: Counter[str] = Counter()
     try:
         for n in range(1, repeat + 1):
-            now = clock.now()
-            task = ProbeTask(at=now, task_id=f"cli|{model}|{provider}|{kind}|{language}|{n}", model=model,
-                             provider=provider, provider_name=endpoint.provider_name, kind=kind,  # type: ignore[arg-type]
-                             language=language, cycle="cli", deadline=now + timedelta(minutes=10),
-                             supported_parameters=list(endpoint.supported_parameters),
-                             max_completion_tokens=endpoint.max_completion_tokens,
-                             same_name=same_names(endpoints).get(provider, []))
-            result = await prober.probe(task)
-            outcomes[f"{result.outcome}:{result.reason}" if result.reason else result.outcome] += 1
-            if as_json:
-                import msgspec
+            for v in variants:
+                now = clock.now()
+                task = ProbeTask(at=now, task_id=f"cli|{model}|{provider}|{kind}|{language}|{n}" + (f"|{v}" if v else ""),
+                                 model=model, provider=provider, provider_name=endpoint.provider_name,
+                                 kind=kind, language=language, cycle="cli",  # type: ignore[arg-type]
+                                 deadline=now + timedelta(minutes=10),
+                                 supported_parameters=list(endpoint.supported_parameters),
+                                 max_completion_tokens=endpoint.max_completion_tokens,
+                                 same_name=same_names(endpoints).get(provider, []), variant=v)
+                result = await prober.probe(task)
+                what = f"{result.outcome}:{result.reason}" if result.reason else result.outcome
+                outcomes[f"{v} {what}" if v else what] += 1
+                if as_json:
+                    import msgspec
 
-                print(json.dumps(msgspec.to_builtins(result), ensure_ascii=False), flush=True)
-            else:
-                print(_describe(n, result), flush=True)
+                    print(json.dumps(msgspec.to_builtins(result), ensure_ascii=False), flush=True)
+                else:
+                    print(_describe(n, result), flush=True)
     finally:
         await prober.client.aclose()  # type: ignore[union-attr]
     summary = ", ".join(f"{count}x {what}" for what, count in outcomes.most_common())
-    passed = sum(count for what, count in outcomes.items() if what == "pass")
+    passed = sum(count for what, count in outcomes.items() if what.rsplit(" ", 1)[-1] == "pass")
+    total = repeat * len(variants)
     if not as_json:
         print(f"\n{provider} / {kind} / {language}: {summary}")
-    if passed < repeat:
-        print(f"{repeat - passed} of {repeat} probe(s) did not pass", file=sys.stderr, flush=True)
+    if passed < total:
+        print(f"{total - passed} of {total} probe(s) did not pass", file=sys.stderr, flush=True)
         return 1
     return 0
 
@@ -101,8 +109,13 @@ def probe(
                                                          "('default', 'full' or a TOML file)")] = None,
     ttft_threshold_s: Annotated[float | None, typer.Option(help="latency bar in s (default: CANARY_TTFT_THRESHOLD_S, else 10)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON ProbeResult per line")] = False,
+    variant: Annotated[str, typer.Option(help="the tool probe's variant (call, call_stream, no_tool, second_turn); "
+                                              "default: each that a cycle plans")] = "",
 ) -> None:
     """Send live probes pinned to one provider (fallbacks off) and print verdicts and evidence.
+
+    A kind with variants (``tools``) sends each variant a cycle would plan for the endpoint
+    (all four where it lists ``tools`` and ``tool_choice``), ``--repeat`` times, or only ``--variant``.
 
     Exit status: 0 when every probe passed, 1 when one did not (fail, inconclusive,
     transport error, not applicable) or the gateway could not be reached, 2 for bad input.
@@ -111,6 +124,10 @@ def probe(
 
     if kind not in PROBE_KINDS:
         typer.echo(f"error: unknown kind {kind!r}; one of {', '.join(PROBE_KINDS)}", err=True)
+        raise typer.Exit(2)
+    if variant and variant not in KIND_VARIANTS.get(kind, ()):
+        known = ", ".join(KIND_VARIANTS.get(kind, ())) or f"none: {kind} has no variants"
+        typer.echo(f"error: unknown variant {variant!r} of {kind}; {known}", err=True)
         raise typer.Exit(2)
     if language not in LANGUAGE_NAMES:
         typer.echo(f"error: unknown language {language!r}; one of {', '.join(LANGUAGE_NAMES)}", err=True)
@@ -122,7 +139,8 @@ def probe(
 
     async def main() -> int:
         if simulate is None:
-            return await _run(settings, provider, kind, language, repeat, model or settings.models[0], as_json)
+            return await _run(settings, provider, kind, language, repeat, model or settings.models[0], as_json,
+                              variant)
         from reverie_canary.simulator import SIMULATED_KEY
         from reverie_canary.simulator.gateway import create_app
         from reverie_canary.simulator.scenario import load_scenario
@@ -136,7 +154,8 @@ def probe(
                 if not as_json:
                     print(f"simulated gateway at {url} (scenario {simulate}); time-to-first-token bar 1.0 s, "
                           "as in the demo")
-            return await _run(sim, provider, kind, language, repeat, model or scenario.models[0].id, as_json)
+            return await _run(sim, provider, kind, language, repeat, model or scenario.models[0].id, as_json,
+                              variant)
 
     try:
         code = asyncio.run(main())
