@@ -41,6 +41,7 @@ from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
 from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.contract.events import (
+    KIND_VARIANTS,
     CycleClosed,
     CycleSized,
     CycleVerdict,
@@ -877,6 +878,10 @@ def _kind_results(pv: ProviderVerdict | None, facts: CycleFacts | None, kinds: l
         reason = (r.reason or r.outcome) if r.outcome != "pass" else ""
         if reason and r.language and r.kind == "language":
             reason = f"{reason} ({r.language})"  # the language is the evidence of a language probe
+        elif reason and r.kind in KIND_VARIANTS:
+            variant = r.task_id.rsplit("|", 1)[-1]  # the task id ends with the variant (ids.task_id)
+            if variant in KIND_VARIANTS[r.kind]:
+                reason = f"{reason} ({variant})"
         by_kind.setdefault(r.kind, []).append((r.outcome, reason))
     for task_id in pv.missing:
         planned = facts.planned.get(task_id) if facts is not None else None
@@ -1011,7 +1016,9 @@ def _controls(window: ModelWindow | None, controls: dict[str, str]) -> list[Cont
         for facts in (window.cycles.values() if window is not None else []):
             for ref in facts.control_results.values():
                 if ref.kind == kind and facts.planned.get(ref.task_id, (provider,))[0] == provider:
-                    if latest is None or facts.cycle_no >= latest[0]:
+                    # the latest cycle's result; of several in it (the tool probe's variants) a failed one
+                    if latest is None or facts.cycle_no > latest[0] or (
+                            facts.cycle_no == latest[0] and (ref.outcome == "fail" or latest[1].outcome != "fail")):
                         latest = (facts.cycle_no, ref)
         if latest is None:
             out.append(ControlStatus(kind=kind, provider=provider))

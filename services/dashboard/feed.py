@@ -124,7 +124,9 @@ def control_cell(facts: CycleFacts, kind: str) -> ControlCell:
     planned = [task for task, (_, k, _, control) in facts.planned.items() if control and k == kind]
     closed = facts.closed_at or (facts.verdict.at if facts.verdict is not None else None)
     refs = [facts.control_results[t] for t in planned if t in facts.control_results]
-    for outcome, result in (("pass", "passed"), ("fail", "failed")):
+    # a failed result first: a control probed several times in a kind (the tool probe's variants) proves it
+    # when one of them failed, as the judge counts it
+    for outcome, result in (("fail", "failed"), ("pass", "passed")):
         hit = next((r for r in refs if r.outcome == outcome), None)
         if hit is not None:
             return ControlCell(cycle=facts.cycle, cycle_no=facts.cycle_no, closed_at=closed, result=result,

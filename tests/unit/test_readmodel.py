@@ -400,3 +400,34 @@ def test_the_latest_cycle_sizing_is_in_the_fleet_view_and_one_that_does_not_fit_
     out = StringIO()
     render(Console(file=out, width=220), fleet_status([], now=T0, window=window), [])
     assert "cycle 3 sized" in out.getvalue() and "DOES NOT FIT" not in out.getvalue()
+
+
+VARIANTS = ("tools:call", "tools:call_stream", "tools:no_tool", "tools:second_turn")
+
+
+def test_the_tool_probes_cell_is_its_worst_variant_and_each_reason_names_its_variant():
+    """Four tool results per provider fold into one tools cell; a failing variant is named beside its reason."""
+    outcomes = {p: {"ttft": "pass", **dict.fromkeys(VARIANTS, "pass")} for p in FLEET}
+    outcomes["a/fp8"]["tools:call_stream"] = ("fail", "tool_stream_assembly")
+    outcomes["a/fp8"]["tools:second_turn"] = ("fail", "tool_result_ignored")
+    status = view(cycle_events(0, outcomes), kinds=["ttft", "tools"])
+    cells = {p: {r.kind: (r.outcome, r.reasons, r.probes, r.mode) for r in row.results}
+             for p, row in by_name(status).items()}
+    assert cells["a/fp8"]["tools"] == ("fail", ["tool_result_ignored (second_turn)",
+                                                "tool_stream_assembly (call_stream)"], 4, "observe")
+    assert cells["b/fp8"]["tools"] == ("pass", [], 4, "observe")
+    assert status.modes["tools"] == "observe" and status.modes["ttft"] == "enforce"
+
+
+def test_a_tool_control_that_fails_one_variant_proves_the_probe():
+    """The control's row says failed (it proves the kind) when one of its four results failed, as the judge counts."""
+    from reverie_canary.services.dashboard.feed import control_rows
+
+    caught = {"ctl/tools": {**dict.fromkeys(VARIANTS, "pass"), "tools:call_stream": ("fail", "tool_stream_assembly")}}
+    events = cycle_events(0, healthy(*FLEET), controls=caught)
+    status = view(events, controls={"tools": "ctl/tools"})
+    assert [(c.kind, c.outcome, c.proves) for c in status.controls] == [("tools", "fail", True)]
+    assert status.unproven == []
+    _, window = observe(events, ENFORCE)
+    [row] = control_rows(window.models.get(MODEL), {"tools": "ctl/tools"})
+    assert (row.last, row.cycles_without_failure) == ("failed", 0)
