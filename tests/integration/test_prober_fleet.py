@@ -154,6 +154,7 @@ async def test_every_tool_variant_passes_on_healthy_hosts_and_each_tool_fault_fa
     broken, smith = tool_broken(scenario), toolsmiths(scenario)
     assert broken and smith, (broken, smith)
     async with serve(create_app(scenario)) as url:
+        # at the merge: the simulator that answers tool calls asks for a key (openrouter_api_key=SIMULATED_KEY)
         settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=6.0)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model)}
