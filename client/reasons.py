@@ -148,6 +148,8 @@ REASONS: dict[str, Reason] = {
     # -- the capability and the pin -------------------------------------------------------------
     "unsupported_parameter": Reason("not_applicable", "capability", "The endpoint does not list a parameter the "
                                     "probe needs (`response_format`, `tools`): it is not probed for that kind."),
+    "unknown_variant": Reason("inconclusive", "tools", "The task names a variant of its kind the prober does not "
+                              "know (a newer discovery than the prober): nothing was sent."),
     "pin_violated": Reason("inconclusive", "pin", "The reply names another provider than the one the probe "
                            "pinned: it proves nothing about the pinned one."),
     "pin_endpoint_unproven": Reason("not_applicable", "pin", "The name matches, but the model lists several "

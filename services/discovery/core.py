@@ -31,7 +31,7 @@ Rules (docs/concepts/probes.md, the language contract and "Services and the flow
   every cycle, all in the rotation's language; an endpoint whose listing does
   not declare every parameter the kind sends (``PROBE_PARAMETERS``: ``tools``
   and ``tool_choice``) gets one task without a variant instead, which the
-  prober answers ``not_applicable`` without a request (DESIGN.md, contract 6:
+  prober answers ``not_applicable`` without a request (docs/concepts/probes.md, the tool-call contract:
   only endpoints that advertise tools are probed).
 - A positive control (``controls``: kind -> provider tag) is probed only with
   its kind and is not a production host; a control that is not listed by the

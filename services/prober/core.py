@@ -7,7 +7,7 @@ pin verification (a reply served by another
 provider proves nothing: ``inconclusive``/``pin_violated``; the served-by name
 proves the provider, not which of its endpoints served: :func:`pin_check`) and the
 confirmation by majority: on a language anomaly
-(:data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`; DESIGN.md, contract 4) and
+(:data:`reverie_canary.shared.contract.events.LANGUAGE_ANOMALIES`; docs/concepts/probes.md, the language contract) and
 on a tool probe's declined or unexpected call
 (:data:`reverie_canary.client.checks.tools.TOOL_TRIGGER_REASONS`: the model's own randomness
 can do either; contract 6), two more tries at once, sent concurrently; the majority decides,
@@ -78,7 +78,7 @@ def gate(task: ProbeTask) -> CheckResult | None:
     The parameters are :data:`reverie_canary.shared.contract.events.PROBE_PARAMETERS`
     (``structured_outputs``; ``tools`` and ``tool_choice``).  An endpoint that lists no
     parameters at all is probed (the listing is old), but for the tool probe, which only an
-    endpoint that advertises tools gets (DESIGN.md, contract 6).
+    endpoint that advertises tools gets (docs/concepts/probes.md, the tool-call contract).
     """
     missing = missing_parameters(task.kind, task.supported_parameters)
     if missing:
@@ -232,9 +232,9 @@ async def run_probe(
         send: sends one request and returns the finished reply.
         now: UTC clock, for ``started_at`` and ``at``.
         max_tokens: output budget of each request.
-        ttft_threshold_s: latency bar (DESIGN.md, contract 1).
+        ttft_threshold_s: latency bar (docs/concepts/probes.md, the latency contract).
         confirmations: extra tries on a language anomaly or a tool probe's declined or
-            unexpected call (DESIGN.md: 2).
+            unexpected call (two: the majority of three decides).
         prober: this prober's id, recorded in the result.
         judge: runs the checks on a reply (default: inline).
     """

@@ -29,14 +29,14 @@ the endpoint lists, ``max_tokens`` or ``max_completion_tokens``)::
 ``stream`` is ``false`` for ``call`` only.  ``tool_choice: "auto"`` in every variant: the model
 decides, which trigger agreement (``no_tool``) needs and which the vendors' verifiers measure;
 ``"required"`` or a named tool would make vLLM and SGLang constrain the arguments and hide the
-parser faults the probe is for (tool-calls.md §3), and the named form is refused by some hosts
+parser faults the probe is for (the vLLM and SGLang structured-output documentation), and the named form is refused by some hosts
 (§1.1).  ``auto`` is the default with tools, but it is sent, so ``require_parameters`` also
 makes the gateway refuse an endpoint that does not take it; only endpoints listing both
 ``tools`` and ``tool_choice`` are probed
 (:data:`reverie_canary.shared.contract.events.PROBE_PARAMETERS`).  No ``parallel_tool_calls``
 (default ``true``; the checks allow more than one call, :attr:`ProbeSpec.parallel_calls`).  No
 tool is ``strict``: strict schemas require every property, and the set has optional ones
-(tool-calls.md §3).
+(the JSON Schema specification; OpenAI's structured-outputs guide).
 
 Tokens per endpoint and cycle, the four variants, estimated from the characters sent (about 3.5
 characters per token for the JSON and English text, fewer for Cyrillic and CJK; not counted with a

@@ -70,7 +70,7 @@ MAX_TASK_CONCURRENCY = 4096
 #: The most other endpoints of the same provider name one task names (``ProbeTask.same_name``).
 MAX_SAME_NAME = 16
 
-#: The probe kinds (DESIGN.md, "The probe contracts").
+#: The probe kinds (docs/concepts/probes.md).
 #: ``echo`` is the cheap exact-echo probe of behavioural integrity; ``tools`` the tool-call
 #: probe (contract 6).  :data:`PROBE_KINDS` are the kinds planned by default (``Settings.kinds``).
 ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools"]
@@ -84,7 +84,7 @@ PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "ec
 #: (``services/prober/prompts.py``).  A kind not named here has one task, variant ``""``.
 KIND_VARIANTS: dict[str, tuple[str, ...]] = {"tools": TOOL_VARIANTS}
 #: The request parameters a kind sends that the endpoint's listing must declare in its
-#: ``supported_parameters`` (openrouter-api.md 1.1, tool-calls.md §2); the prober sends those
+#: ``supported_parameters`` (OpenRouter's provider-routing documentation: require_parameters); the prober sends those
 #: kinds with ``provider.require_parameters: true``, so the gateway refuses rather than drops them.
 PROBE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "structured": ("structured_outputs",),
@@ -92,7 +92,7 @@ PROBE_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 #: Kinds probed only where the listing declares their parameters: a listing that declares no
 #: parameters at all does not advertise tools (a 400 to a tool request is a capability fault only
-#: from an endpoint that advertised tools, DESIGN.md contract 6).  Other kinds are probed on such
+#: from an endpoint that advertised tools: the tool-call contract, docs/concepts/probes.md).  Other kinds are probed on such
 #: an old listing.
 DECLARED_ONLY_KINDS: frozenset[str] = frozenset({"tools"})
 

@@ -121,12 +121,6 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
         assert all(o == "fail" and r in reasons for _, o, r in relevant), (tag, kind, relevant[:3])
 
 
-#: Why the tool probe's fleet tests wait: the simulated gateway of this branch answers a tool request with
-#: prose (no tool_calls on the wire); the branch that teaches it tool calls, each tool fault and the healthy
-#: "toolsmith" host is merged after this one.
-NEEDS_TOOL_SIMULATOR = ("needs the simulated gateway to answer tool calls on the wire, with the full fleet's "
-                        "tool-broken providers and the healthy toolsmith (the simulator's tool branch); "
-                        "unskip once both are merged")
 TOOL_ROUNDS = 6
 #: What a tool-broken provider fails with: the tool checks' reasons, the markup family, a refused capability.
 TOOL_FAILURES = {"tool_not_called", "tool_unexpected_call", "tool_wrong_tool", "tool_too_many_calls",
@@ -146,7 +140,6 @@ def toolsmiths(scenario) -> set[str]:
     return {e.tag for m in scenario.models for e in m.endpoints if e.tag.split("/")[0] == "toolsmith"}
 
 
-@pytest.mark.skip(reason=NEEDS_TOOL_SIMULATOR)
 async def test_every_tool_variant_passes_on_healthy_hosts_and_each_tool_fault_fails_it():
     """Six rounds of each tool variant on every endpoint: healthy hosts and toolsmith never fail, each tool fault does."""
     scenario = load_scenario("full")
@@ -154,8 +147,8 @@ async def test_every_tool_variant_passes_on_healthy_hosts_and_each_tool_fault_fa
     broken, smith = tool_broken(scenario), toolsmiths(scenario)
     assert broken and smith, (broken, smith)
     async with serve(create_app(scenario)) as url:
-        # at the merge: the simulator that answers tool calls asks for a key (openrouter_api_key=SIMULATED_KEY)
-        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=6.0)
+        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=30.0,
+                                 openrouter_api_key=SIMULATED_KEY)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model)}
             prober = Prober(settings, client)

@@ -15,12 +15,11 @@ from reverie_canary.shared.contract.events import CycleVerdict, Decision, ProbeR
 from reverie_canary.shared.runtime.eventlog import read_log
 from reverie_canary.shared.runtime.service import nats_connect
 from reverie_canary.simulator.scenario import load_scenario
-from tests.integration.test_prober_fleet import NEEDS_TOOL_SIMULATOR, tool_broken, toolsmiths
+from tests.integration.test_prober_fleet import tool_broken, toolsmiths
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.skip(reason=NEEDS_TOOL_SIMULATOR)
 async def test_the_full_demo_flags_each_tool_broken_provider_in_observe_and_never_toolsmith(tmp_path):
     """Within the default cycles: would_suspend on tool evidence for each tool fault; toolsmith passes every variant."""
     scenario = load_scenario("full")
