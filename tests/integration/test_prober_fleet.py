@@ -21,9 +21,8 @@ from reverie_canary.shared.contract.events import PROBE_KINDS, ProbeTask, varian
 from reverie_canary.shared.runtime.openrouter import list_endpoints, make_client
 from reverie_canary.shared.runtime.settings import LANGUAGES, Settings
 from reverie_canary.simulator import SIMULATED_KEY
-from reverie_canary.simulator.gateway import create_app
 from reverie_canary.simulator.scenario import load_scenario
-from reverie_canary.simulator.server import serve
+from tests.sim_process import simulator_process
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +68,9 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
     """20 rounds x 5 kinds x 28 endpoints: defects caught with their reason, healthy ones never fail."""
     scenario = load_scenario("full")
     model = scenario.models[0].id
-    async with serve(create_app(scenario)) as url:
+    # the gateway in a process of its own, as the real one is remote: on the prober's loop its replies
+    # waited behind the checks' threads (the GIL), and a healthy host missed the 1 s bar on a busy machine
+    async with simulator_process("full") as url:
         # no endpoint of the fleet hangs until the request timeout (the slow ones answer after the 1 s bar), so a
         # wide timeout costs nothing on a quiet machine and keeps a starved one (2 cores shared with other work,
         # the simulator on the same loop) from turning a slow answer into a transport_error (seen: mirage/fp8,
@@ -146,7 +147,9 @@ async def test_every_tool_variant_passes_on_healthy_hosts_and_each_tool_fault_fa
     model = scenario.models[0].id
     broken, smith = tool_broken(scenario), toolsmiths(scenario)
     assert broken and smith, (broken, smith)
-    async with serve(create_app(scenario)) as url:
+    # the gateway in a process of its own, as the real one is remote: on the prober's loop its replies
+    # waited behind the checks' threads (the GIL), and a healthy host missed the 1 s bar on a busy machine
+    async with simulator_process("full") as url:
         settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=30.0,
                                  openrouter_api_key=SIMULATED_KEY)
         async with make_client(settings) as client:
