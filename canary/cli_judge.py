@@ -308,7 +308,7 @@ def _replay_router(settings, everything, record) -> int:
     live = layers(record.state, now)
     status = "agrees with the log" if not problems else f"DIFFERS in {len(problems)} place(s)"
     print(f"\nrouter state (position #{record.position}) {status}: {len(live['overrides'])} override(s), "
-          f"{len(live['suspensions'])} suspension(s) in force")
+          f"{len(live['suspensions'])} suspension(s), {len(live['floors'])} quantization floor(s) in force")
     for line in problems[:50]:
         print("  " + line)
     return len(problems)

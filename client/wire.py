@@ -111,6 +111,11 @@ class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
     "deepinfra/fp4": "DeepInfra"}``): a reply names its provider by display
     name only, so a chat backend's guard ignores every endpoint that name covers
     on its retry, and knows which tags the ignore list's entries exclude.
+
+    ``quantizations``: the allow-list for ``provider.quantizations`` (OpenRouter's provider
+    routing documentation) that an operator's quantization floor for the model makes;
+    empty: no floor, every quantization routed.  An allow-list drops every endpoint that
+    declares no quantization.
     """
 
     model: Slug
@@ -118,6 +123,7 @@ class IgnoreSnapshot(Event, frozen=True, kw_only=True, tag="ignore_snapshot"):
     entries: Annotated[list[IgnoreEntry], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
     epoch: Epoch = ""
     names: Annotated[dict[Slug, DisplayName], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = {}
+    quantizations: Annotated[list[Annotated[str, Meta(max_length=16)]], Meta(max_length=16)] = []
 
     def tags_named(self, name: str) -> list[str]:
         """The endpoint tags whose display name is ``name`` (spaces and case ignored), sorted; ``[]``: unknown."""

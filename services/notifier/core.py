@@ -56,6 +56,7 @@ from reverie_canary.shared.contract.commands import (
     ReloadExclusions,
     RemoveOverride,
     SetMode,
+    SetQuantizationFloor,
 )
 from reverie_canary.shared.contract.events import (
     CommandApplied,
@@ -100,6 +101,7 @@ SEVERITY: dict[str, Severity] = {
     "exclusions_reloaded": "warning",
     "suspension_lifted": "info",    # the judge's `end` decision (lifted, by whom) is told too
     "mode_set": "warning",          # one notice per mode change: the answer (its decisions are not told apart)
+    "quant_floor_set": "warning",   # live traffic avoids (or comes back to) some quantizations of a model
     "command_refused": "warning",   # a typo or a guard rail: nothing changed
     "floor_broken_by_operator": "critical",  # an operator forced fewer than min_hosts usable hosts
     # discovery facts
@@ -112,6 +114,7 @@ APPLIED_ACTIONS: dict[str, str] = {
     VERBS[ReloadExclusions]: "exclusions_reloaded",
     VERBS[LiftSuspension]: "suspension_lifted",
     VERBS[SetMode]: "mode_set",
+    VERBS[SetQuantizationFloor]: "quant_floor_set",
 }
 #: Decisions only an operator command makes, whose answer is their notice: one notice per mode
 #: change (the answer names every model it changed, read back from the judge's state), not one
@@ -402,11 +405,13 @@ def answer_notice(a: CommandApplied | CommandRefused) -> Notice:
         what = f"{a.command} {scope} applied by the {a.service}" + (f": {a.detail}" if a.detail else "")
         for snap in a.snapshots:
             what += f"; {snap.model} ignore list v{snap.version}: {', '.join(snap.ignore) or '(empty)'}"
+            if snap.quantizations:
+                what += f", quantizations {', '.join(snap.quantizations)}"
         for breach in a.floor_broken:
             what += (f"; CAPACITY FLOOR BROKEN by an operator on {breach.model}: {len(breach.usable)} usable host(s) "
                      f"({', '.join(breach.usable) or 'none'}), floor {breach.min_hosts}")
         if a.warnings:
-            what += "; forced past: " + "; ".join(a.warnings)
+            what += ("; forced past: " if a.forced else "; warnings: ") + "; ".join(a.warnings)
         reason = "forced" if a.forced else "applied"
     text = f"{a.actor}: {what}"
     return Notice(notice_id=f"cmd|{a.command_id}", source_id=a.command_id, at=a.at,

@@ -49,16 +49,31 @@ The rules, in the order :func:`decide` applies them:
      ``ReloadExclusions``): an invalid file is refused and the old exclusions
      stay; one that leaves fewer than ``min_hosts`` usable hosts is refused
      unless the reload was forced;
-   - ``EndpointsDiscovered`` of a watched model is remembered for the guard rails,
-     and its hosts' display names travel with the snapshot (``names``: a reply
-     names its provider by display name, ``provider.ignore`` takes tags);
+   - ``SetQuantizationFloor`` is refused for a model that is not watched, for a
+     floor that no allow-list can say (:func:`~reverie_canary.shared.contract.quantization.deny_problem`),
+     and for clearing a floor that does not exist; otherwise it replaces the
+     model's floor (an empty ``deny`` clears it) -- never refused for capacity:
+     rule 4 keeps the capacity floor;
+   - ``EndpointsDiscovered`` of a watched model is remembered for the guard rails
+     (with each host's quantization, for the quantization floor), and its hosts'
+     display names travel with the snapshot (``names``: a reply names its
+     provider by display name, ``provider.ignore`` takes tags);
    - :class:`KvSeen` (what the KV bucket holds, at start) keeps versions from
      ever going back, and gives a store without an epoch its identity (the
      shell draws one; the versions of a new store start again at 1, and the
      epoch tells a chat backend that 4 of the new store follows 7 of the old);
      :class:`Tick` (the timer) only lets rule 2 and 4 run.
-4. Every model whose merge (entries or names) changed gets a new snapshot,
-   version + 1, in the epoch its sequence started in.
+4. Every model whose merge (entries, names or allow-list) changed gets a new
+   snapshot, version + 1, in the epoch its sequence started in.  Its
+   ``quantizations`` allow-list comes from the model's quantization floor
+   (:func:`quant_plan`): every quantization the floor does not deny, among the
+   hosts the ignore list leaves usable.  The capacity floor wins over the
+   quantization floor: while the allow-list would leave fewer than ``min_hosts``
+   of those hosts (or fewer than all of them, when fewer are usable), denied
+   quantizations come back, most bits first; when even that is not enough (hosts
+   that declare no quantization are needed) no allow-list is published, and both
+   are said (a log line, the command's answer).  A floor on a model whose
+   endpoints are not known yet publishes no allow-list until they are.
 5. A command gets one answer: ``CommandApplied`` (the versions it made, the
    guard rails it passed with ``force``, a capacity floor broken by an operator)
    or ``CommandRefused`` (a code and the reason).
@@ -77,7 +92,14 @@ import msgspec
 from msgspec import Struct
 
 from reverie_canary.shared.contract import ids
-from reverie_canary.shared.contract.commands import VERBS, AddOverride, ReloadExclusions, RemoveOverride
+from reverie_canary.shared.contract import quantization as quant
+from reverie_canary.shared.contract.commands import (
+    VERBS,
+    AddOverride,
+    ReloadExclusions,
+    RemoveOverride,
+    SetQuantizationFloor,
+)
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.contract.events import (
     ANSWER_IGNORE_MAX,
@@ -314,10 +336,23 @@ class RouterPolicy(Struct, frozen=True, kw_only=True):
 
 
 class Host(Struct, frozen=True, kw_only=True):
-    """One endpoint the gateway lists: its tag (``deepinfra/fp8``) and display name (``DeepInfra``)."""
+    """One endpoint the gateway lists: its tag (``deepinfra/fp8``), display name (``DeepInfra``) and
+    quantization as listed (``fp8``; ``None``: undeclared)."""
 
     tag: str
     name: str = ""
+    quantization: str | None = None
+
+
+class QuantFloor(Struct, frozen=True, kw_only=True):
+    """An operator's quantization floor for ``model``: the quantizations it denies (``SetQuantizationFloor``)."""
+
+    model: str
+    deny: list[str]
+    reason: str
+    actor: str
+    since: datetime
+    command_id: str = ""
 
 
 class KnownEndpoints(Struct, frozen=True, kw_only=True):
@@ -352,7 +387,8 @@ class RouterState(Struct, kw_only=True):
 
     ``overrides`` is keyed by :func:`override_key`, ``suspensions`` by
     :func:`suspension_key`; ``models`` are the models met in inputs beyond the
-    watched ones; ``commands`` the latest command ids answered.
+    watched ones; ``commands`` the latest command ids answered; ``floors`` the
+    quantization floors by model.
     """
 
     overrides: dict[str, Override] = {}
@@ -365,6 +401,7 @@ class RouterState(Struct, kw_only=True):
     commands: list[str] = []
     updated_at: datetime | None = None
     epoch: str = ""
+    floors: dict[str, QuantFloor] = {}
 
 
 def initial() -> RouterState:
@@ -442,16 +479,148 @@ class Invalid(Struct, frozen=True, kw_only=True):
 Outbound = SnapshotMade | CommandApplied | CommandRefused
 Effect = SnapshotMade | CommandApplied | CommandRefused | Note | Invalid
 #: Operator commands the router owns (shared/contract/commands.py OWNERS).
-RouterCommand = AddOverride | RemoveOverride | ReloadExclusions
-RouterInput = Decision | AddOverride | RemoveOverride | EndpointsDiscovered | ExclusionsRead | KvSeen | Tick
+RouterCommand = AddOverride | RemoveOverride | ReloadExclusions | SetQuantizationFloor
+RouterInput = (Decision | AddOverride | RemoveOverride | SetQuantizationFloor | EndpointsDiscovered | ExclusionsRead
+               | KvSeen | Tick)
 
 _encoder = msgspec.json.Encoder()
 
 
-def entries_digest(entries: list[IgnoreEntry], names: dict[str, str] | None = None) -> str:
-    """A digest of a snapshot's entries and names: equal ones, equal digest (the ``at``, version and epoch play
-    no part; without names, the digest of the entries alone, as before names existed)."""
-    return hashlib.blake2b(_encoder.encode([entries, names] if names else entries), digest_size=16).hexdigest()
+def entries_digest(entries: list[IgnoreEntry], names: dict[str, str] | None = None, *,
+                   quantizations: list[str] | None = None) -> str:
+    """A digest of a snapshot's entries, names and allow-list: equal ones, equal digest (the ``at``, version and
+    epoch play no part; without names or an allow-list, the digest of what there is, as before they existed)."""
+    data: Any = [entries, names] if names else entries
+    if quantizations:
+        data = [data, {"quantizations": quantizations}]
+    return hashlib.blake2b(_encoder.encode(data), digest_size=16).hexdigest()
+
+
+# -- the quantization floor ------------------------------------------------------------------
+
+
+class QuantPlan(Struct, frozen=True, kw_only=True):
+    """What a model's quantization floor makes of its usable hosts (:func:`quant_plan`).
+
+    ``allow``: the snapshot's ``quantizations`` (empty: no allow-list); ``kept``
+    the usable hosts it admits, ``left_out`` those it drops (``tag (fp4)``,
+    ``tag (undeclared)``), ``undeclared`` the tags of the dropped ones that
+    declare no quantization (an allow-list drops them); ``relaxed`` the denied
+    quantizations allowed back to keep the capacity floor, ``dropped``: even that
+    was not enough and no allow-list is published; ``held``: the model's endpoints
+    are not known yet, so no allow-list is published; ``need`` the hosts the
+    capacity floor asks for (``min_hosts``, or every usable host when fewer).
+    """
+
+    allow: list[str] = []
+    kept: list[str] = []
+    left_out: list[str] = []
+    undeclared: list[str] = []
+    relaxed: list[str] = []
+    dropped: bool = False
+    held: bool = False
+    need: int = 0
+
+
+def quant_plan(deny: list[str], hosts: list[Host], usable: list[str] | None, min_hosts: int) -> QuantPlan:
+    """The allow-list a floor denying ``deny`` makes, kept at or above the capacity floor.
+
+    Args:
+        deny: the quantizations the floor denies (empty: no floor).
+        hosts: the model's production hosts as listed (tag and quantization).
+        usable: the tags of those the ignore list leaves usable; ``None``: the
+            endpoints are not known (no allow-list until they are).
+        min_hosts: the capacity floor (docs/concepts/judge.md).
+
+    Returns:
+        The :class:`QuantPlan`.  Denied quantizations come back most bits first
+        (at equal bits the later in :data:`~reverie_canary.shared.contract.quantization.QUANTIZATIONS`,
+        fp4 before int4; a family name with its members) until ``min(min_hosts, len(usable))`` hosts are
+        admitted; when the declared ones are not enough, no allow-list.
+    """
+    if not deny:
+        return QuantPlan()
+    if usable is None:
+        return QuantPlan(held=True)
+    by_tag = {h.tag: quant.normalise(h.quantization) for h in hosts}
+    need = min(min_hosts, len(usable))
+    allow = quant.allowed(deny)
+
+    def admitted(names: list[str]) -> list[str]:
+        return [t for t in usable if quant.admits(names, by_tag.get(t))]
+
+    kept, relaxed = admitted(allow), []
+    waiting = sorted({q for t in usable if (q := by_tag.get(t)) in quant.BITS and q not in quant.expand(allow)},
+                     key=lambda q: (-quant.BITS[q], -quant.QUANTIZATIONS.index(q)))
+    for q in waiting:
+        if len(kept) >= need:
+            break
+        if quant.admits(allow, q):
+            continue  # its family came back with an earlier one
+        back = [x for x in (q, *quant.FAMILIES.get(q, ())) if x not in allow]
+        allow = [x for x in quant.QUANTIZATIONS if x in allow or x in back]
+        relaxed += back
+        kept = admitted(allow)
+    dropped = len(kept) < need
+    if dropped:
+        allow, kept = [], list(usable)
+    left = [t for t in usable if t not in kept]
+    return QuantPlan(allow=allow, kept=kept, left_out=[f"{t} ({by_tag.get(t) or 'undeclared'})" for t in left],
+                     undeclared=[t for t in left if by_tag.get(t) is None or by_tag.get(t) not in quant.BITS],
+                     relaxed=relaxed, dropped=dropped, need=need)
+
+
+def model_quant_plan(state: RouterState, model: str, now: datetime, policy: RouterPolicy) -> QuantPlan:
+    """The :class:`QuantPlan` of ``model`` at ``now``: its floor over the hosts its merge leaves usable."""
+    floor = state.floors.get(model)
+    if floor is None or not floor.deny:
+        return QuantPlan()
+    if model not in state.endpoints:
+        return quant_plan(floor.deny, [], None, policy.min_hosts)
+    return quant_plan(floor.deny, state.endpoints[model].hosts, _usable(state, model, now), policy.min_hosts)
+
+
+#: Hosts a plan's text names before it counts the rest.
+PLAN_NAMED = 16
+
+
+def plan_text(model: str, plan: QuantPlan) -> tuple[str, list[str]]:
+    """A plan in the operator's words: ``(detail, warnings)`` for a command's answer and the log.
+
+    The detail gives the allow-list and the hosts it keeps; the warnings name the
+    hosts it leaves out (those declaring no quantization counted apart) and say
+    when the capacity floor relaxed the floor or brought the list down.
+    """
+    if plan.held:
+        return (f"{model}: no allow-list yet: the gateway's endpoints of {model} are not known (discovery has "
+                "not run); the floor applies from the first listing, within the capacity floor"), []
+    if not plan.allow and not plan.dropped:
+        return f"{model}: no quantization floor: every quantization is routed", []
+    warnings = []
+    if plan.dropped:
+        detail = (f"{model}: NO allow-list published: the capacity floor needs {plan.need} usable host(s) and the "
+                  f"declared quantizations, every denied one allowed back, admit fewer")
+        warnings.append(f"capacity floor: the quantization floor of {model} is not applied at all (it would leave "
+                        f"fewer than {plan.need} usable hosts); hosts that declare no quantization are needed")
+    else:
+        detail = (f"{model}: quantizations {', '.join(plan.allow)}: {len(plan.kept)} usable host(s) kept"
+                  + (f" ({_named(plan.kept)})" if plan.kept else ""))
+    if plan.relaxed:
+        warnings.append(f"capacity floor: {', '.join(plan.relaxed)} allowed back on {model} to keep {plan.need} "
+                        "usable host(s)")
+    if plan.left_out:
+        warnings.append(f"the allow-list leaves out {len(plan.left_out)} usable host(s) of {model}: "
+                        f"{_named(plan.left_out)}")
+    if plan.undeclared:
+        warnings.append(f"{len(plan.undeclared)} of them declare no quantization ({_named(plan.undeclared)}): an "
+                        "allow-list drops every endpoint that declares none")
+    return detail, warnings
+
+
+def _named(items: list[str]) -> str:
+    more = len(items) - PLAN_NAMED
+    return ", ".join(items[:PLAN_NAMED]) + (f" and {more} more" if more > 0 else "")
+
 
 
 def covers(entry: str, host: Host) -> bool:
@@ -549,6 +718,8 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
                 outcome = _add_override(new, event, now, policy, follow)
             case RemoveOverride():
                 outcome = _remove_override(new, event, policy, follow)
+            case SetQuantizationFloor():
+                outcome = _set_floor(new, event, now, policy, follow)
             case ExclusionsRead():
                 outcome = _exclusions(new, event, now, policy, follow, notes)
             case EndpointsDiscovered():
@@ -563,7 +734,7 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
                 return state, []
     if isinstance(outcome, _Applied):
         touched.update(outcome.models)
-    made = _publish(new, touched, now, policy)
+    made = _publish(new, touched, now, policy, notes)
     effects: list[Effect] = [*made]
     if command_id is not None:
         new.commands = [*new.commands, command_id][-COMMAND_MEMORY:]
@@ -582,7 +753,7 @@ def _copy(state: RouterState) -> RouterState:
     return msgspec.structs.replace(
         state, overrides=dict(state.overrides), suspensions=dict(state.suspensions),
         exclusions=list(state.exclusions), models=list(state.models), endpoints=dict(state.endpoints),
-        published=dict(state.published), commands=list(state.commands))
+        published=dict(state.published), commands=list(state.commands), floors=dict(state.floors))
 
 
 def _prune(state: RouterState, now: datetime, policy: RouterPolicy) -> set[str]:
@@ -737,6 +908,37 @@ def _remove_override(state: RouterState, cmd: RemoveOverride, policy: RouterPoli
     return _Applied(models=models)
 
 
+def _set_floor(state: RouterState, cmd: SetQuantizationFloor, now: datetime, policy: RouterPolicy,
+               follow: Follow) -> _Refusal | _Applied:
+    """Set (or clear, ``deny`` empty) the quantization floor of one watched model; the answer says what it keeps."""
+    model, deny = cmd.model, sorted(set(cmd.deny), key=lambda q: quant.QUANTIZATIONS.index(q) if q in quant.BITS else 99)
+    if follow == "applied":
+        _put_floor(state, cmd, deny)
+        return _Applied(models=[model])
+    if model not in policy.models:
+        return _Refusal(code="not_watched", reason=f"quantization floor for {model}: not a watched model "
+                                                   f"({', '.join(policy.models)})")
+    if deny:
+        problem = quant.deny_problem(deny)
+        if problem is not None:
+            return _Refusal(code="invalid_floor", reason=f"quantization floor for {model}: {problem}")
+    elif model not in state.floors:
+        return _Refusal(code="no_such_floor", reason=f"no quantization floor on {model} to clear")
+    _put_floor(state, cmd, deny)
+    detail, warnings = plan_text(model, model_quant_plan(state, model, now, policy))
+    if deny:
+        detail = f"denies {', '.join(deny)}; {detail}"
+    return _Applied(models=[model], detail=detail, warnings=warnings)
+
+
+def _put_floor(state: RouterState, cmd: SetQuantizationFloor, deny: list[str]) -> None:
+    if deny:
+        state.floors[cmd.model] = QuantFloor(model=cmd.model, deny=deny, reason=cmd.reason, actor=cmd.actor,
+                                             since=cmd.at, command_id=cmd.command_id)
+    else:
+        state.floors.pop(cmd.model, None)
+
+
 def _exclusions(state: RouterState, read: ExclusionsRead, now: datetime, policy: RouterPolicy, follow: Follow,
                 notes: list[Effect]) -> _Refusal | _Applied | None:
     command = read.command
@@ -780,7 +982,8 @@ def _discovered(state: RouterState, event: EndpointsDiscovered, policy: RouterPo
     if known is not None and event.at < known.at:
         return False
     controls = {p.provider for p in event.planned if p.control} | set(event.controls.values())
-    hosts = [Host(tag=e.provider, name=e.provider_name) for e in event.endpoints if e.provider not in controls]
+    hosts = [Host(tag=e.provider, name=e.provider_name, quantization=e.quantization) for e in event.endpoints
+             if e.provider not in controls]
     if known is not None and known.cycle == event.cycle and event.parts > 1:
         # a further part of a large model's listing (docs/concepts/messages.md, "Bounds"): the cycle's endpoints are the union
         controls |= set(known.controls)
@@ -803,14 +1006,16 @@ def _kv_seen(state: RouterState, event: KvSeen) -> None:
         state.epoch = event.new_epoch
 
 
-def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: RouterPolicy) -> list[SnapshotMade]:
+def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: RouterPolicy,
+             notes: list[Effect] | None = None) -> list[SnapshotMade]:
     out = []
     for model in sorted(set(models)):
         if model == "*":
             continue
         entries = snapshot_entries(state, model, now)
         names = snapshot_names(state, model)
-        digest = entries_digest(entries, names)
+        plan = model_quant_plan(state, model, now, policy)
+        digest = entries_digest(entries, names, quantizations=plan.allow)
         last = state.published.get(model)
         if last is not None and last.digest == digest:
             continue
@@ -818,7 +1023,11 @@ def _publish(state: RouterState, models: Iterable[str], now: datetime, policy: R
         epoch = last.epoch if last is not None else state.epoch  # a sequence keeps the epoch it started in
         state.published[model] = Published(version=version, digest=digest, at=now, epoch=epoch)
         out.append(SnapshotMade(snapshot=IgnoreSnapshot(at=now, model=model, version=version, entries=entries,
-                                                        epoch=epoch, names=names)))
+                                                        epoch=epoch, names=names, quantizations=plan.allow)))
+        if notes is not None and (plan.relaxed or plan.dropped):
+            detail, warnings = plan_text(model, plan)
+            notes.append(Note(level="warning", event="quantization_floor_relaxed",
+                              fields={"model": model, "version": version, "detail": detail, "warnings": warnings}))
     return out
 
 
@@ -844,7 +1053,7 @@ def _answer(command: RouterCommand, outcome: _Refusal | _Applied, made: list[Sna
 def _version(snapshot: IgnoreSnapshot, now: datetime) -> SnapshotVersion:
     ignore = snapshot.ignore_at(now)
     return SnapshotVersion(model=snapshot.model, version=snapshot.version, ignore=ignore[:ANSWER_IGNORE_MAX],
-                           ignored=len(ignore))
+                           ignored=len(ignore), quantizations=list(snapshot.quantizations))
 
 
 # -- folding the log again (rebuild, replay) ------------------------------------------------
@@ -878,7 +1087,7 @@ def refold(events: Iterable[Any], policy: RouterPolicy, now: datetime, *, exclus
         if isinstance(event, ReloadExclusions):
             state.commands = [*state.commands, event.command_id][-COMMAND_MEMORY:]
             continue
-        if isinstance(event, AddOverride | RemoveOverride):
+        if isinstance(event, AddOverride | RemoveOverride | SetQuantizationFloor):
             answer = answers.get(event.command_id)
             follow: Follow = None if answer is None else (
                 "applied" if isinstance(answer, CommandApplied) else "refused")
@@ -893,13 +1102,14 @@ def layers(state: RouterState, now: datetime) -> dict[str, Any]:
     """The runtime layers live at ``now`` (UTC), as plain data: what a replay compares.
 
     Returns:
-        ``{"overrides": {key: {...}}, "suspensions": {key: {...}}}``, entries
-        past their ``until`` left out.
+        ``{"overrides": {key: {...}}, "suspensions": {key: {...}}, "floors": {model: {...}}}``,
+        entries past their ``until`` left out.
     """
     return {
         "overrides": {k: msgspec.to_builtins(o) for k, o in sorted(state.overrides.items())
                       if o.until is None or o.until > now},
         "suspensions": {k: msgspec.to_builtins(s) for k, s in sorted(state.suspensions.items()) if s.until > now},
+        "floors": {k: msgspec.to_builtins(f) for k, f in sorted(state.floors.items())},
     }
 
 
@@ -907,10 +1117,11 @@ def diff_layers(replayed: RouterState, live: RouterState, now: datetime) -> list
     """Differences between the runtime layers of two states at ``now`` (empty: they agree)."""
     a, b = layers(replayed, now), layers(live, now)
     out = []
-    for layer in ("overrides", "suspensions"):
+    for layer in ("overrides", "suspensions", "floors"):
         for key in sorted(set(a[layer]) | set(b[layer])):
             if a[layer].get(key) != b[layer].get(key):
                 name = key.replace("\n", " on ") if layer == "overrides" else " ".join(reversed(key.split("\n", 1)))
+                name = f"quantization {key}" if layer == "floors" else name
                 out.append(f"{layer[:-1]} {name}: replay={_short(a[layer].get(key))} live={_short(b[layer].get(key))}")
     return out
 

@@ -4,7 +4,7 @@ Inputs (durable ``router-v2``, in log order, pulled one at a time by the shell's
 :class:`~reverie_canary.shared.runtime.consumer.Consumer`; the table is
 :data:`reverie_canary.shared.contract.inputs.READS`): judge decisions, the operator
 commands the router owns (``AddOverride``, ``RemoveOverride``,
-``ReloadExclusions``) and discovery's ``EndpointsDiscovered`` (for the guard
+``ReloadExclusions``, ``SetQuantizationFloor``) and discovery's ``EndpointsDiscovered`` (for the guard
 rails); besides them, the router's own timer (expiry) and the exclusions file.
 
 Each input: decode, load the record (kept in memory between inputs; the save
@@ -165,8 +165,9 @@ class SnapshotSink:
         for model in models:
             snapshot, _ = await self.current(model)
             if snapshot is not None:
-                out[model] = Published(version=snapshot.version, digest=entries_digest(snapshot.entries, snapshot.names),
-                                       at=snapshot.at, epoch=snapshot.epoch)
+                out[model] = Published(version=snapshot.version, at=snapshot.at, epoch=snapshot.epoch,
+                                       digest=entries_digest(snapshot.entries, snapshot.names,
+                                                             quantizations=snapshot.quantizations))
         return out
 
     async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> bool:
@@ -362,7 +363,8 @@ class Router:
                         continue  # superseded by a later version
                     if await self.sink.write(snapshot, check=repair):
                         self.log.info("snapshot_published", model=snapshot.model, version=snapshot.version,
-                                      ignore=snapshot.ignore_at(snapshot.at))
+                                      ignore=snapshot.ignore_at(snapshot.at),
+                                      **({"quantizations": snapshot.quantizations} if snapshot.quantizations else {}))
                 case CommandApplied() | CommandRefused():
                     await self.publisher.publish(effect, subjects.answer("router", effect.command_id),
                                                  effect.answer_id, LOG)

@@ -24,6 +24,7 @@ from reverie_canary.shared.contract.commands import (
     RemoveOverride,
     ResendNotices,
     SetMode,
+    SetQuantizationFloor,
 )
 from reverie_canary.shared.contract.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
 from reverie_canary.shared.contract.events import (
@@ -152,6 +153,7 @@ LOG_EVENT = Codec(
     | LiftSuspension
     | SetMode
     | ReloadExclusions
+    | SetQuantizationFloor
     | CommandApplied
     | CommandRefused
     | ServedCounts
@@ -163,13 +165,13 @@ LOG_EVENT = Codec(
 #: Every message type on the wire, the work-queue tasks and dead letters included.
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
-              NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused, ServedCounts,
-              LiveCounts, CycleSized)
+              SetQuantizationFloor, NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused,
+              ServedCounts, LiveCounts, CycleSized)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
     | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
-    | NoticeDeadLettered | ResendNotices | NoticesResent
+    | SetQuantizationFloor | NoticeDeadLettered | ResendNotices | NoticesResent
     | CommandApplied | CommandRefused | ServedCounts | LiveCounts | CycleSized,
     "message",
 )
@@ -187,7 +189,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "decisions": (Decision,),
     "retest": (RetestRequested,),
     "routing": (IgnoreSnapshot,),
-    "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions),
+    "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions, SetQuantizationFloor),
     "deadletter": (DeadLetter,),
     "notices": (NoticeDeadLettered, ResendNotices, NoticesResent),
     "answers": (CommandApplied, CommandRefused),

@@ -113,7 +113,30 @@ class ReloadExclusions(Command, frozen=True, kw_only=True, tag="reload_exclusion
     force: bool = False
 
 
-OperatorCommand = AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
+#: The most quantizations one floor denies (every value of the enum fits).
+MAX_DENIED = 16
+
+
+class SetQuantizationFloor(Command, frozen=True, kw_only=True, tag="set_quantization_floor"):
+    """Route ``model`` only to endpoints of a quantization the floor does not deny; ``deny`` empty: no floor.
+
+    The router turns the floor into the snapshot's ``quantizations`` allow-list
+    (OpenRouter's ``provider.quantizations``; the values and their families in
+    :mod:`reverie_canary.shared.contract.quantization`): ``deny=["fp4", "int4"]`` publishes every
+    other quantization.  An endpoint that declares no quantization is dropped by any
+    allow-list; the router's answer counts and names them.  The capacity floor wins: when the
+    allow-list would leave fewer than ``min_hosts`` usable hosts, the router allows denied
+    quantizations back, most bits first (or publishes no allow-list) and says so
+    (docs/concepts/routing.md, "The quantization floor").
+    """
+
+    model: CommandSlug
+    deny: Annotated[list[Annotated[str, Meta(min_length=1, max_length=16, pattern=r"^[a-z0-9]+$")]],
+                    Meta(max_length=MAX_DENIED)] = []
+    reason: Reason
+
+
+OperatorCommand = AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions | SetQuantizationFloor
 
 #: The ``canary.ops.<verb>`` verb of each command type.
 VERBS: dict[type, str] = {
@@ -122,6 +145,7 @@ VERBS: dict[type, str] = {
     LiftSuspension: "lift",
     SetMode: "mode",
     ReloadExclusions: "exclusions-reload",
+    SetQuantizationFloor: "quant-floor",
 }
 
 #: The service that owns (and answers) each command (docs/concepts/messages.md, "Operator commands are answered by events").
@@ -129,6 +153,7 @@ OWNERS: dict[type, str] = {
     AddOverride: "router",
     RemoveOverride: "router",
     ReloadExclusions: "router",
+    SetQuantizationFloor: "router",
     LiftSuspension: "judge",
     SetMode: "judge",
 }

@@ -698,13 +698,15 @@ class SnapshotVersion(Struct, frozen=True, kw_only=True):
     """One model's IgnoreSnapshot version, as an answer reports it.
 
     ``ignore`` lists the providers that version ignores at the answer's ``at``
-    (at most ``ANSWER_IGNORE_MAX``; ``ignored`` is the full count).
+    (at most ``ANSWER_IGNORE_MAX``; ``ignored`` is the full count);
+    ``quantizations`` its ``provider.quantizations`` allow-list (empty: none).
     """
 
     model: Slug
     version: int
     ignore: Annotated[list[Id], Meta(max_length=ANSWER_IGNORE_MAX)] = []
     ignored: int = 0
+    quantizations: Annotated[list[Token], Meta(max_length=16)] = []
 
 
 class FloorBreach(Struct, frozen=True, kw_only=True):

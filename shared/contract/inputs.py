@@ -25,6 +25,7 @@ from reverie_canary.shared.contract.commands import (
     ReloadExclusions,
     RemoveOverride,
     SetMode,
+    SetQuantizationFloor,
 )
 from reverie_canary.shared.contract.events import (
     CommandApplied,
@@ -51,11 +52,11 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
         "ops": (LiftSuspension, SetMode),
         "routing": (IgnoreSnapshot,),
     },
-    # docs/concepts/routing.md: the judge's decisions, the operators' overrides and reloads,
+    # docs/concepts/routing.md: the judge's decisions, the operators' overrides, reloads and quantization floors,
     # and the endpoints the gateway lists (for the guard rails on operator commands).
     "router": {
         "decisions": (Decision,),
-        "ops": (AddOverride, RemoveOverride, ReloadExclusions),
+        "ops": (AddOverride, RemoveOverride, ReloadExclusions, SetQuantizationFloor),
         "discovery": (EndpointsDiscovered,),
     },
     # the notifier tells every decision, folds persisting states with the
