@@ -30,7 +30,8 @@ Guarantees (docs/concepts/routing.md; issue "Router and its users"):
   problem, the counters) for the backend's own health endpoint and metrics.
 - :meth:`provider` drops entries whose ``until`` has passed on the client's own
   clock, merges the caller's preferences (their ``ignore`` entries are kept),
-  and never waits on the bus.
+  hands over the operators' quantization floor as ``quantizations`` (an
+  allow-list; :meth:`quantizations`), and never waits on the bus.
 - :attr:`problem` says, in one line, why it has no current snapshot (bus
   unreachable, credential refused, bucket or snapshot missing); each new
   problem is logged once at WARNING, and its end at INFO.
@@ -169,20 +170,37 @@ class IgnoreListClient:
             return []
         return self.snapshot.ignore_at(self.now())
 
+    def quantizations(self) -> list[str]:
+        """The quantizations allowed now (the operators' quantization floor); ``[]``: no floor, every one routed.
+
+        What goes in ``provider.quantizations``: an allow-list, so an endpoint
+        that declares no quantization is not routed to while it is set.
+        """
+        return list(self.snapshot.quantizations) if self.snapshot is not None else []
+
     def provider(self, preferences: dict[str, Any] | None = None) -> dict[str, Any]:
         """The ``provider`` object for the next request (OpenRouter's provider routing documentation).
 
         Args:
             preferences: the caller's own provider preferences (``order``,
-                ``sort``, ``ignore`` ...); kept, with ``ignore`` unioned.
+                ``sort``, ``ignore``, ``quantizations`` ...); kept, with ``ignore``
+                unioned and ``quantizations`` narrowed to those the floor allows.
 
         Returns:
-            A new dict, e.g. ``{"sort": "price", "ignore": ["lambda/fp8"]}``.
+            A new dict, e.g. ``{"sort": "price", "ignore": ["lambda/fp8"]}``, with
+            ``"quantizations": ["fp8", "bf16", ...]`` while a quantization floor is
+            set (:meth:`quantizations`).  The caller's own ``quantizations`` are
+            kept where the floor allows them; when it allows none of them, the
+            floor's list is sent (an empty list would filter nothing).
         """
         out = dict(preferences or {})
         ours = self.ignore()
         theirs = list(out.get("ignore") or [])
         out["ignore"] = sorted(set(theirs) | set(ours))
+        allowed = self.quantizations()
+        if allowed:
+            asked = [q for q in (out.get("quantizations") or []) if q in allowed]
+            out["quantizations"] = asked or allowed
         return out
 
     def record_served(self, metadata: Any, *, at: datetime | None = None) -> str | None:
