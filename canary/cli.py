@@ -415,7 +415,8 @@ def docs(
 
 #: The help's command groups, in the order ``canary --help`` shows them, with what each is for.
 GROUPS: dict[str, str] = {
-    "Operate": "Day-to-day work on a running deployment: the fleet's state, overrides, lifts, modes, notices.",
+    "Operate": "Day-to-day work on a running deployment: the fleet's state, overrides, lifts, modes, quantization "
+               "floors, notices.",
     "Investigate": "Why a provider is where it is, what served a user at a time, and reproducing a fault.",
     "Audit": "Folding the log again: the decision timeline, observe mode's record, backtests.",
     "Deploy": "Setting a deployment up and running its services.",
@@ -423,7 +424,8 @@ GROUPS: dict[str, str] = {
 }
 #: Which group each top-level command belongs to (a command missing here fails tests/unit/test_cli_help.py).
 COMMAND_GROUPS: dict[str, str] = {
-    "status": "Operate", "override": "Operate", "lift": "Operate", "mode": "Operate", "exclusions": "Operate",
+    "status": "Operate", "override": "Operate", "lift": "Operate", "mode": "Operate", "quant-floor": "Operate",
+    "exclusions": "Operate",
     "notices": "Operate", "dashboard": "Operate",
     "explain": "Investigate", "incident": "Investigate", "evidence": "Investigate", "probe": "Investigate",
     "check": "Investigate", "watch": "Investigate",

@@ -1,4 +1,4 @@
-"""Operator commands: ``canary override|lift|mode|exclusions``.
+"""Operator commands: ``canary override|lift|mode|quant-floor|exclusions``.
 
 Each command is published on ``canary.ops.<verb>`` through JetStream with
 ``Nats-Msg-Id`` = its ``command_id`` (a fresh uuid4), so a retried publish is
@@ -10,7 +10,7 @@ name.
 
 After publishing, every command waits (``--timeout``, 10 s) for its one answer
 (docs/concepts/messages.md, "Operator commands are answered by events"): the service that owns
-it (the router for overrides and exclusions, the judge for lift and mode)
+it (the router for overrides, exclusions and quantization floors, the judge for lift and mode)
 publishes ``CommandApplied`` or ``CommandRefused`` on the log, and the command
 reads it with an ordered consumer filtered to its command id, from the
 command's own log position on:
@@ -648,6 +648,70 @@ def mode(
         typer.echo(f"mode changed on {d.model}: {d.detail}")
     # read back from the judge's state, never from the request: what each model's kinds are in now
     typer.echo(answer.detail if not answer.changed else f"modes {answer.detail}")
+
+
+@app.command("quant-floor")
+def quant_floor(
+    model: Annotated[str, typer.Argument(help="the model whose endpoints the floor filters")],
+    reason: Annotated[str, typer.Option("--reason", help="why (an incident, a measurement); required")],
+    deny: Annotated[str | None, typer.Option("--deny", help="quantizations to keep off, comma-separated "
+                                                          "(fp4,int4); fp4 also denies mxfp4 and nvfp4")] = None,
+    minimum: Annotated[str | None, typer.Option("--min", help="deny every quantization with fewer bits than this "
+                                                             "one (fp8 denies int4, fp4, mxfp4, nvfp4, fp6)")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="remove the model's floor: every quantization routed")]
+    = False,
+    actor: ActorOpt = None,
+    timeout: TimeoutOpt = WAIT_S,
+    config: ConfigOpt = None,
+) -> None:
+    """Keep MODEL off some quantizations: the router publishes the rest as the ``quantizations`` allow-list.
+
+    Give one of --deny, --min or --clear.  The chat backends' client sends the
+    list as ``provider.quantizations`` with the ignore list.  An allow-list drops
+    every endpoint that declares no quantization: the answer counts and names
+    them, with every usable host the list leaves out.  The capacity floor wins:
+    when fewer than min_hosts usable hosts would be left, denied quantizations
+    come back (most bits first), or no list is published, and the answer says so.
+    """
+    from reverie_canary.shared.contract import quantization as quant
+    from reverie_canary.shared.contract.commands import SetQuantizationFloor
+
+    if sum(x is not None and x is not False for x in (deny, minimum, clear or None)) != 1:
+        typer.echo("error: give one of --deny, --min or --clear", err=True)
+        raise typer.Exit(2)
+    denied: list[str] = []
+    if deny is not None:
+        denied = [q.strip().lower() for q in deny.split(",") if q.strip()]
+        if not denied:
+            typer.echo("error: --deny names no quantization (use --clear to remove a floor)", err=True)
+            raise typer.Exit(2)
+    elif minimum is not None:
+        try:
+            denied = quant.below(minimum.strip().lower())
+        except ValueError as exc:
+            typer.echo(f"error: --min: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if not denied:
+            typer.echo(f"error: --min {minimum} denies nothing (no quantization has fewer bits); use --clear",
+                       err=True)
+            raise typer.Exit(2)
+    problem = quant.deny_problem(denied) if denied else None
+    if problem is not None:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config)
+    command = _validated(SetQuantizationFloor, **_command_fields(actor), model=model, deny=denied, reason=reason)
+    seq, answer = _run(_send(settings, command, timeout), settings)
+    what = f"denies {', '.join(denied)}" if denied else "cleared"
+    _refused_or_late(command, seq, answer, timeout)
+    typer.echo(f"quantization floor on {model} {what}: {reason} ({command.actor})")
+    if answer.detail:
+        typer.echo(f"  {answer.detail}")
+    for made in [*answer.snapshots, *answer.unchanged]:
+        allow = ", ".join(made.quantizations) if made.quantizations else "none (every quantization routed)"
+        state = "snapshot" if made in answer.snapshots else "unchanged, snapshot"
+        typer.echo(f"  {state} v{made.version}: quantizations {allow}; {_ignored(made)}")
+    _warnings(answer)
 
 
 # -- exclusions check | reload ---------------------------------------------------------------------
