@@ -190,13 +190,18 @@ def print_lookback(view) -> None:
     console.print(head)
     console.print(f"eligible {len(view.eligible)}: {', '.join(view.eligible) or '-'}")
     console.print(f"ignored {len(view.ignored)}: {', '.join(view.ignored) or '-'}")
+    if view.quantizations:
+        left = [p for p in view.providers if p.routing == "left_out"]
+        console.print(f"quantization floor: quantizations {', '.join(view.quantizations)} allowed; left out "
+                      f"{len(left)}: " + (", ".join(f"{p.provider} ({p.quantization or 'undeclared'})" for p in left)
+                                          or "-"))
     for problem in view.problems:
         console.print(f"[yellow]{escape(problem)}[/yellow]")
     cycles = " ".join(f"#{c.cycle_no}" for c in view.columns)
     table = Table(show_edge=False, pad_edge=False, header_style="bold",
                   title=f"cycles around it: {cycles or 'none'} (P passed, F failed, Z frozen, B blind, N not probed)",
                   title_justify="left")
-    for col in ("provider", "at that time", "why", "cycles around", "failed since"):
+    for col in ("provider", "quant", "at that time", "why", "cycles around", "failed since"):
         table.add_column(col)
     if view.served is not None:
         table.add_column("requests served", justify="right")
@@ -205,7 +210,10 @@ def print_lookback(view) -> None:
                         + (f" until {utc_text(r.until)}" if r.until else "") for r in p.reasons)
         since = "; ".join(f"#{f.cycle_no} {','.join(f.kinds)} {', '.join(f.reasons)}".strip()
                           for f in p.failed_since) or "-"
-        row = [p.provider, p.routing + (f" ({', '.join(p.layers)})" if p.layers else ""), escape(why) or "-",
+        routing = p.routing.replace("_", " ") + (f" ({', '.join(p.layers)})" if p.layers else "")
+        if p.routing == "left_out":
+            why = f"{p.quantization or 'declares no quantization'}: not in the quantizations allow-list"
+        row = [p.provider, p.quantization or "-", routing, escape(why) or "-",
                _cells_text(p.cells), since]
         if view.served is not None:
             row.append(str(p.served))

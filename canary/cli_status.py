@@ -139,6 +139,8 @@ def model_header(m: ModelStatus) -> list[Text]:
     layers = ", ".join(f"{layer} {len(names)}" for layer, names in il.layers.items())
     lines.append(Text(f"ignore list v{il.version}: {len(il.ignored)} ignored now"
                       + (f" ({layers})" if layers else "") + (f": {', '.join(il.ignored)}" if il.ignored else "")))
+    if il.quantizations:
+        lines.append(Text(quant_floor_text(m), style="yellow" if any(p.quant_left_out for p in m.providers) else ""))
     lines.append(Text(spend_text(m.spend)))
     if m.language_coverage_cycles:
         lines.append(Text(coverage_text(m)))
@@ -160,11 +162,32 @@ def model_header(m: ModelStatus) -> list[Text]:
     return lines
 
 
+def quant_text(p: ProviderStatus) -> Text:
+    """An endpoint's quantization (``fp8``; ``-`` when it declares none), and ``left out`` when the allow-list drops it."""
+    if p.quant_left_out:
+        return Text(f"{p.quantization or 'undeclared'} left out", style="yellow")
+    return Text(p.quantization or "-")
+
+
+def quant_floor_text(m: ModelStatus) -> str:
+    """``quantization floor: quantizations fp8, bf16 allowed; left out 2: c/fp4 (fp4), e (undeclared)``."""
+    out = [p for p in m.providers if p.quant_left_out]
+    text = f"quantization floor: quantizations {', '.join(m.ignore_list.quantizations)} allowed"
+    if out:
+        text += f"; left out {len(out)}: " + ", ".join(f"{p.provider} ({p.quantization or 'undeclared'})" for p in out)
+        undeclared = sum(1 for p in out if p.quantization is None)
+        if undeclared:
+            text += f" ({undeclared} declare no quantization: an allow-list drops them)"
+    return text
+
+
 def model_table(m: ModelStatus, kinds: list[str]) -> Table:
-    """One row per provider: state, streaks, the last cycle per kind, time to first token, ladder, last judged."""
+    """One row per provider: quantization, state, streaks, the last cycle per kind, time to first token, ladder,
+    last judged."""
     mixed = len(set(m.modes.values())) > 1
     table = Table(show_edge=False, pad_edge=False, header_style="bold", expand=False)
     table.add_column("provider", no_wrap=True)
+    table.add_column("quant", no_wrap=True)
     table.add_column("state")
     table.add_column("streaks F/P/Z", justify="right", no_wrap=True)
     for kind in kinds:
@@ -179,7 +202,7 @@ def model_table(m: ModelStatus, kinds: list[str]) -> Table:
             ttft += f", {p.ttft_missing} no text"
         judged = "never" if p.last_judged is None else \
             f"{fmt_age((m.at - p.last_judged).total_seconds())} ago ({p.last_verdict})"
-        table.add_row(p.provider, state_text(p, m.at), f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}",
+        table.add_row(p.provider, quant_text(p), state_text(p, m.at), f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}",
                       *[kind_cell(by_kind.get(k)) for k in kinds], ttft, str(p.ladder_step), judged)
     return table
 

@@ -39,6 +39,7 @@ from reverie_canary.client.served import ServedCounts
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
+from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.contract.events import (
     KIND_VARIANTS,
@@ -185,6 +186,11 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     (``ttft_samples`` replies; ``ttft_missing``: replies with no first token).
     ``gateway_status`` is the ``status`` the latest listing gave it (below 0:
     the gateway itself marks it degraded; ``None``: not listed or not said).
+    ``quantization`` is what the latest listing declares for it (``fp8``;
+    ``None``: not declared, or not listed); ``quant_left_out``: the snapshot's
+    ``quantizations`` allow-list (an operator's quantization floor) does not
+    admit it, so live traffic does not reach it although no layer ignores it --
+    an endpoint that declares no quantization is always left out by a list.
     """
 
     provider: str
@@ -195,6 +201,8 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     layers: list[str] = []
     listed: bool = True
     gateway_status: int | None = None
+    quantization: str | None = None
+    quant_left_out: bool = False
     failed_streak: int = 0
     passed_streak: int = 0
     frozen_streak: int = 0
@@ -268,13 +276,15 @@ class CanaryHealth(Struct, frozen=True, kw_only=True):
 
 
 class IgnoreListView(Struct, frozen=True, kw_only=True):
-    """The model's current IgnoreSnapshot: version, time, who is ignored now and by which layers."""
+    """The model's current IgnoreSnapshot: version, time, who is ignored now and by which layers, and the
+    ``quantizations`` allow-list of an operator's quantization floor (empty: none)."""
 
     version: int = 0
     at: datetime | None = None
     ignored: list[str] = []
     layers: dict[str, list[str]] = {}
     entries: list[IgnoreEntry] = []
+    quantizations: list[str] = []
 
 
 class ModelStatus(Struct, frozen=True, kw_only=True):
@@ -399,11 +409,13 @@ class FailedProbe(Struct, frozen=True, kw_only=True):
 
 
 class SnapshotMark(Struct, frozen=True, kw_only=True):
-    """One IgnoreSnapshot of a model as the log (or the bucket's history) had it: version, time (UTC), entries."""
+    """One IgnoreSnapshot of a model as the log (or the bucket's history) had it: version, time (UTC), entries,
+    the ``quantizations`` allow-list."""
 
     version: int
     at: datetime
     entries: list[IgnoreEntry] = []
+    quantizations: list[str] = []
 
 
 class CommandView(Struct, frozen=True, kw_only=True):
@@ -427,6 +439,7 @@ class CycleFacts(Struct, kw_only=True):
     opened_at: datetime
     planned: dict[str, tuple[str, str, str | None, bool]] = {}  # task id -> (provider, kind, language, control)
     prices: dict[str, Pricing | None] = {}
+    quantizations: dict[str, str | None] = {}  # provider -> the quantization the cycle's listing declared
     results: int = 0
     by_prober: dict[str, int] = {}
     control_results: dict[str, ResultRef] = {}
@@ -550,7 +563,8 @@ class LogWindow(Struct, kw_only=True):
             case Decision():
                 _decided(mw, event)
             case IgnoreSnapshot():
-                add_snapshot(mw, SnapshotMark(version=event.version, at=event.at, entries=list(event.entries)))
+                add_snapshot(mw, SnapshotMark(version=event.version, at=event.at, entries=list(event.entries),
+                                              quantizations=list(event.quantizations)))
             case ServedCounts():
                 mw.served.append(event)
                 if len(mw.served) > SERVED_MEMORY:
@@ -594,6 +608,7 @@ def _discovered(mw: ModelWindow, event: EndpointsDiscovered) -> None:
     facts.planned = {**facts.planned, **{p.task_id: (p.provider, p.kind, p.language, p.control)
                                          for p in event.planned}}
     facts.prices = {**facts.prices, **{e.provider: e.pricing for e in event.endpoints}}
+    facts.quantizations = {**facts.quantizations, **{e.provider: e.quantization for e in event.endpoints}}
     if mw.listing_cycle == event.cycle:
         merged = {e.provider: e for e in mw.listing} | {e.provider: e for e in event.endpoints}
         mw.listing = [merged[name] for name in sorted(merged)]
@@ -866,7 +881,7 @@ def ignore_list_view(snapshot: IgnoreSnapshot | None, now: datetime) -> IgnoreLi
         for layer in sorted({r.layer for r in entry.reasons}):
             layers.setdefault(layer, []).append(entry.provider)
     return IgnoreListView(version=snapshot.version, at=snapshot.at, ignored=sorted(e.provider for e in live),
-                          layers=layers, entries=list(snapshot.entries))
+                          layers=layers, entries=list(snapshot.entries), quantizations=list(snapshot.quantizations))
 
 
 def _kind_results(pv: ProviderVerdict | None, facts: CycleFacts | None, kinds: list[str],
@@ -927,8 +942,9 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
             layers[layer] = None if any(u is None for u in ends) else max(u for u in ends if u is not None)
     listed = ps.present if ps is not None else bool(
         window is not None and any(e.provider == provider for e in window.listing))
-    gateway_status = next((e.status for e in (window.listing if window is not None else [])
-                           if e.provider == provider), None)
+    listing = next((e for e in (window.listing if window is not None else []) if e.provider == provider), None)
+    gateway_status = listing.status if listing is not None else None
+    quantization = listing.quantization if listing is not None else None
     name, until, detail = _state(_Facts(layers=layers, ps=ps, pf=pf, listed=listed, now=now))
     last = ps.history[-1] if ps is not None and ps.history else None
     facts = window.cycles.get(pf.verdict_cycle) if window is not None and pf is not None and pf.verdict_cycle else None
@@ -950,6 +966,9 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
         layers=list(layers),
         listed=listed,
         gateway_status=gateway_status,
+        quantization=quantization,
+        quant_left_out=bool(snapshot is not None and listing is not None
+                            and not quant.admits(snapshot.quantizations, quantization)),
         failed_streak=ps.failed_streak if ps else 0,
         passed_streak=ps.passed_streak if ps else 0,
         frozen_streak=ps.frozen_streak if ps else 0,

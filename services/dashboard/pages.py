@@ -36,6 +36,7 @@ from reverie_canary.services.dashboard.core import (
     ProviderStatus,
     SnapshotMark,
 )
+from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.snapshots import IgnoreReason
 
 CellVerdict = Literal["passed", "failed", "frozen", "blind", "not_probed"]
@@ -153,12 +154,16 @@ class FailedSince(Struct, frozen=True, kw_only=True):
 
 
 class LookbackProvider(Struct, frozen=True, kw_only=True):
-    """One provider at the look-back's time: ``eligible`` or ``ignored`` (by which layers, why), what the
-    canary saw of it in the cycles around, which failures followed, and how many requests it served
-    (``served``: from the chat backends' counts, ``None`` when none were published)."""
+    """One provider at the look-back's time: ``eligible``, ``ignored`` (by which layers, why) or
+    ``left_out`` (not ignored, but the snapshot's ``quantizations`` allow-list did not admit its
+    ``quantization``: an operator's quantization floor), what the canary saw of it in the cycles
+    around, which failures followed, and how many requests it served (``served``: from the chat
+    backends' counts, ``None`` when none were published).  ``quantization``: what the listing of
+    that time declared (``None``: nothing, or not listed)."""
 
     provider: str
-    routing: Literal["eligible", "ignored"]
+    routing: Literal["eligible", "ignored", "left_out"]
+    quantization: str | None = None
     layers: list[str] = []
     reasons: list[IgnoreReason] = []
     cells: list[CellView] = []
@@ -174,8 +179,10 @@ class Lookback(Struct, frozen=True, kw_only=True):
     within the window, if any.  ``eligible`` and ``ignored`` are provider
     tags; ``columns`` the cycles that opened inside the window; ``served`` the
     chat backends' request counts per provider in the window (``None``: none
-    published).  ``kind``/``language`` narrow ``failed_since``.  ``problems``
-    says what the read could not find.  Times UTC.
+    published).  ``quantizations`` is the allow-list the snapshot in force had
+    (empty: no quantization floor) and ``left_out`` the providers it did not
+    admit (neither eligible nor ignored).  ``kind``/``language`` narrow
+    ``failed_since``.  ``problems`` says what the read could not find.  Times UTC.
     """
 
     model: str
@@ -190,6 +197,8 @@ class Lookback(Struct, frozen=True, kw_only=True):
     next_at: datetime | None = None
     eligible: list[str] = []
     ignored: list[str] = []
+    quantizations: list[str] = []
+    left_out: list[str] = []
     columns: list[CycleColumn] = []
     providers: list[LookbackProvider] = []
     kind: str | None = None
@@ -485,8 +494,12 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
                 failed.append(FailedSince(cycle=f.cycle, cycle_no=f.cycle_no, closed_at=c.closed_at, kinds=c.kinds,
                                           reasons=c.reasons))
         entry = ignored.get(name)
+        q = listing.quantizations.get(name) if listing is not None else None
+        known = listing is not None and name in listing.quantizations  # its quantization that time is known
+        admitted = current is None or not known or quant.admits(current.quantizations, q)
         providers.append(LookbackProvider(
-            provider=name, routing="ignored" if entry is not None else "eligible",
+            provider=name, routing="ignored" if entry is not None else "eligible" if admitted else "left_out",
+            quantization=q,
             layers=sorted({r.layer for r in entry.reasons}) if entry is not None else [],
             reasons=list(entry.reasons) if entry is not None else [],
             cells=[cell(f, name, blind) for f in around], failed_since=failed,
@@ -499,5 +512,7 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
                     next_at=nxt.at if nxt and nxt.at <= until else None,
                     eligible=[p.provider for p in providers if p.routing == "eligible"],
                     ignored=[p.provider for p in providers if p.routing == "ignored"],
+                    quantizations=list(current.quantizations) if current else [],
+                    left_out=[p.provider for p in providers if p.routing == "left_out"],
                     columns=[_column(f) for f in around], providers=providers, kind=kind, language=language,
                     served=served, problems=problems)

@@ -189,7 +189,8 @@ class FleetReader:
                 s = codec.SNAPSHOT.decode(entry.value)
             except Undecodable:
                 continue  # the router never wrote it; the look-back says what it knows
-            marks.append(SnapshotMark(version=s.version, at=s.at, entries=list(s.entries)))
+            marks.append(SnapshotMark(version=s.version, at=s.at, entries=list(s.entries),
+                                      quantizations=list(s.quantizations)))
         return marks
 
     async def merge_history(self, model: str) -> None:

@@ -181,6 +181,11 @@ def test_the_fleet_matrix_shows_every_provider_and_cycle_with_the_verdicts_of_th
         assert states[provider] == "suspended", (provider, states[provider])
     page = browser.find_element("css selector", "section.model").text
     assert f"v{summary['snapshot_version']}" in page or "ignore list v" in page
+    # each row shows the quantization the listing declares (every endpoint of the default scenario is fp8)
+    quants = dict(browser.execute_script(
+        "return Array.from(document.querySelectorAll('tr[data-state]')).map(r => [r.dataset.provider, "
+        "(r.querySelector('th .quant') || {}).textContent || null]);"))
+    assert quants == dict.fromkeys(summary["providers"], "fp8"), quants
 
 
 def test_the_positive_controls_show_each_kind_per_cycle_as_the_feed_has_them(demo, browser):
