@@ -393,16 +393,18 @@ def report(
 ) -> None:
     """Observe mode's record: how many would-be suspensions turned out right or wrong, folded from the log.
 
-    The record is the fold of the event log (like ``canary replay``), not what
+    Beside it, the log's cycle verdicts grouped by the quantization each endpoint
+    declared (``undeclared`` when it declared none): passed, failed (and their share
+    of judged cycles), frozen, blind.  The record is the fold of the event log (like ``canary replay``), not what
     Redis holds: after a Redis flush it is still right.  Exit status 1 when the
     log holds no events of a model (its source is gone: the stream was replaced,
     or the events expired), saying so.
     """
     from reverie_canary.services.judge.core import Policy
-    from reverie_canary.services.judge.explain import shadow_report, shadow_scorecard
+    from reverie_canary.services.judge.explain import QuantTally, shadow_report, shadow_scorecard
     from reverie_canary.services.judge.replay import JUDGE_SUBJECTS, Refold
     from reverie_canary.services.judge.store import RedisJudgeStore
-    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.contract.events import CycleVerdict, Decision, EndpointsDiscovered
     from reverie_canary.shared.runtime.eventlog import scan_log
     from reverie_canary.shared.runtime.printable import printable_view
     from reverie_canary.shared.runtime.service import nats_connect, redis_client
@@ -413,6 +415,7 @@ def report(
     settings = _settings(config)
     models = [model] if model else list(settings.models)
     policy = Policy.from_settings(settings)
+    tally = QuantTally()
 
     async def load():
         client = redis_client(settings)
@@ -427,14 +430,26 @@ def report(
         except Exception as exc:
             raise _ReportError(f"cannot read the log: NATS at {settings.nats_url}: {exc!r}") from exc
         # a command for "*" reaches every watched model and every model the judge stored, as it did live
-        folded = Refold(msgspec.structs.replace(policy, models=tuple(sorted(known | set(models)))), keep=Decision)
+        folded = Refold(msgspec.structs.replace(policy, models=tuple(sorted(known | set(models)))),
+                        keep=(Decision, CycleVerdict))
         counts: dict[str, int] = {}
 
         def on_event(item) -> None:
             model = getattr(item.event, "model", None)
             if model is not None:
                 counts[model] = counts.get(model, 0) + 1
+            if isinstance(item.event, EndpointsDiscovered):
+                tally.see(item.event)
+            kept = len(folded.effects)
             folded.feed(item)
+            if len(folded.effects) > kept:  # verdicts are counted, never held: a month of cycles is not kept
+                produced = folded.effects[kept:]
+                del folded.effects[kept:]
+                for seq, effect in produced:
+                    if isinstance(effect, CycleVerdict):
+                        tally.count(effect)
+                    else:
+                        folded.effects.append((seq, effect))
 
         try:
             js = nc.jetstream()
@@ -462,7 +477,7 @@ def report(
             continue
         reports.append(shadow_scorecard(states[m], policy, kinds=settings.kinds, modes_by_decision=modes,
                                         events=events, log_start=log_start[0] if log_start else None,
-                                        stored=stored.get(m)))
+                                        stored=stored.get(m), by_quantization=tally.groups(m)))
     if as_json:
         print(json.dumps({"reports": [msgspec.to_builtins(r) for r in reports],
                           "gone": [{"model": m, "redis_calls": len(stored[m].shadow_calls) if stored.get(m) else None}

@@ -14,7 +14,8 @@ from typing import Any
 from msgspec import Struct
 
 from reverie_canary.services.judge.core import ModelState, Policy, human_duration, mode_of
-from reverie_canary.shared.contract.events import PROBE_KINDS, Mode
+from reverie_canary.shared.contract import quantization as quant
+from reverie_canary.shared.contract.events import PROBE_KINDS, CycleVerdict, EndpointsDiscovered, Mode
 from reverie_canary.shared.contract.timefmt import utc_text
 
 
@@ -107,13 +108,88 @@ class ShadowCallView(Struct, frozen=True, kw_only=True):
     mode: Mode = "observe"
 
 
+#: The group of endpoints that declare no quantization in :class:`QuantGroup`.
+UNDECLARED = "undeclared"
+
+
+class QuantGroup(Struct, frozen=True, kw_only=True):
+    """The cycle verdicts of one model's endpoints of one quantization (``canary report``).
+
+    ``quantization``: as the listing declared it at each verdict (``undeclared``
+    when it declared none); ``providers`` the endpoints counted in it;
+    ``passed``/``failed``/``frozen``/``blind`` their cycle verdicts;
+    ``failed_share`` failed over judged (passed + failed) cycles, ``None`` when none was judged.
+    """
+
+    quantization: str
+    providers: list[str]
+    passed: int = 0
+    failed: int = 0
+    frozen: int = 0
+    blind: int = 0
+    failed_share: float | None = None
+
+
+class QuantTally:
+    """Counts cycle verdicts per model and quantization while the log is folded (bounded by models x endpoints).
+
+    Feed it discovery's listings (:meth:`see`: each endpoint's quantization, a large
+    listing's parts merged) and the judge's verdicts (:meth:`count`: each provider's
+    verdict under the quantization its latest listing declared).
+    """
+
+    def __init__(self) -> None:
+        self._quant: dict[str, dict[str, str | None]] = {}
+        self._counts: dict[str, dict[str, Counter[str]]] = {}
+        self._providers: dict[str, dict[str, set[str]]] = {}
+
+    def see(self, event: EndpointsDiscovered) -> None:
+        """Remember the quantization each endpoint of the listing declares."""
+        known = self._quant.setdefault(event.model, {})
+        for e in event.endpoints:
+            known[e.provider] = quant.normalise(e.quantization)
+
+    def count(self, verdict: CycleVerdict) -> None:
+        """Count each provider's verdict of a closed cycle under its quantization."""
+        known = self._quant.get(verdict.model, {})
+        counts = self._counts.setdefault(verdict.model, {})
+        providers = self._providers.setdefault(verdict.model, {})
+        for pv in verdict.verdicts:
+            q = known.get(pv.provider) or UNDECLARED
+            counts.setdefault(q, Counter())[pv.verdict] += 1
+            providers.setdefault(q, set()).add(pv.provider)
+
+    def groups(self, model: str) -> list[QuantGroup]:
+        """The model's groups, most bits first (``undeclared`` and values outside the table last)."""
+        out = []
+        for q, c in self._counts.get(model, {}).items():
+            judged = c["passed"] + c["failed"]
+            out.append(QuantGroup(quantization=q, providers=sorted(self._providers[model][q]), passed=c["passed"],
+                                  failed=c["failed"], frozen=c["frozen"], blind=c["blind"],
+                                  failed_share=round(c["failed"] / judged, 4) if judged else None))
+        return sorted(out, key=lambda g: (-quant.BITS.get(g.quantization, 0), g.quantization))
+
+
+def quant_lines(groups: Sequence[QuantGroup]) -> list[str]:
+    """``  fp8 (9 providers): 120 passed, 3 failed (2.4% of judged cycles), 5 frozen`` per group."""
+    lines = []
+    for g in groups:
+        share = f" ({g.failed_share:.1%} of judged cycles)" if g.failed_share is not None else ""
+        extra = "".join(f", {n} {word}" for n, word in ((g.frozen, "frozen"), (g.blind, "blind")) if n)
+        lines.append(f"    {g.quantization} ({len(g.providers)} provider{'s' if len(g.providers) != 1 else ''}): "
+                     f"{g.passed} passed, {g.failed} failed{share}{extra}")
+    return lines
+
+
 class ShadowReport(Struct, frozen=True, kw_only=True):
     """Observe mode's record for one model (``canary report --json``).
 
     ``source`` says what it was folded from (``log``); ``events`` how many log
     events; ``log_start`` when the log's oldest event was stored (calls before it
     are not counted); ``redis_calls`` how many calls the judge's stored state
-    holds (``None``: no state in Redis), ``redis_agrees`` whether it holds the same.
+    holds (``None``: no state in Redis), ``redis_agrees`` whether it holds the same;
+    ``by_quantization`` the log's cycle verdicts grouped by the quantization each
+    endpoint declared (:class:`QuantGroup`).
     """
 
     model: str
@@ -128,15 +204,18 @@ class ShadowReport(Struct, frozen=True, kw_only=True):
     log_start: datetime | None = None
     redis_calls: int | None = None
     redis_agrees: bool | None = None
+    by_quantization: list[QuantGroup] = []
 
 
 def shadow_scorecard(state: ModelState, policy: Policy, *, kinds: Iterable[str] = PROBE_KINDS,
                      modes_by_decision: dict[str, Mode] | None = None, events: int = 0,
-                     log_start: datetime | None = None, stored: ModelState | None = None) -> ShadowReport:
+                     log_start: datetime | None = None, stored: ModelState | None = None,
+                     by_quantization: list[QuantGroup] | None = None) -> ShadowReport:
     """Observe mode's scorecard of ``state`` (folded from the log), compared with the ``stored`` one.
 
     Args:
         modes_by_decision: decision id -> the mode its decision was made in (from the fold's effects).
+        by_quantization: the verdicts per quantization (:meth:`QuantTally.groups`).
     """
     modes_by_decision = modes_by_decision or {}
     calls = [ShadowCallView(decision_id=c.decision_id, provider=c.provider, at=c.at, outcome=c.outcome,
@@ -150,6 +229,7 @@ def shadow_scorecard(state: ModelState, policy: Policy, *, kinds: Iterable[str] 
         precision=round(counts["right"] / resolved, 4) if resolved else None, events=events, log_start=log_start,
         redis_calls=len(stored.shadow_calls) if stored is not None else None,
         redis_agrees=(stored.shadow_calls == state.shadow_calls) if stored is not None else None,
+        by_quantization=list(by_quantization or []),
     )
 
 
@@ -163,4 +243,7 @@ def shadow_report(state: ModelState, policy: Policy | None = None, *, report: Sh
         lines.append(f"  precision so far: {r.precision:.0%} of the resolved calls were right")
     for c in r.calls[-20:]:
         lines.append(f"  {utc_text(c.at, missing='-')}  {c.provider:<28} [{c.mode}] {c.outcome:<8} resolved {utc_text(c.resolved_at, missing='-')}")
+    if r.by_quantization:
+        lines.append("  cycle verdicts by quantization (as each endpoint's listing declared it):")
+        lines += quant_lines(r.by_quantization)
     return "\n".join(lines)

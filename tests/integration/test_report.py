@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 from typer.testing import CliRunner
@@ -13,12 +14,22 @@ from typer.testing import CliRunner
 from reverie_canary.canary.cli import app
 from reverie_canary.canary.demo import judge_record
 from reverie_canary.canary.runtime import running
+from reverie_canary.shared.contract.events import EndpointsDiscovered
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from tests.judge_events import MODEL, cycle_events, healthy, publish_events
 
 pytestmark = pytest.mark.integration
 FLEET = ("a/fp8", "b/fp8", "c/fp8", "d/fp8")
+#: The quantization each endpoint's listing declares (d declares none).
+QUANT = {"a/fp8": "fp8", "b/fp8": "fp8", "c/fp8": "bf16", "d/fp8": None}
+
+
+def with_quantizations(events: list) -> list:
+    """The events with each listed endpoint's quantization set from QUANT."""
+    return [msgspec.structs.replace(e, endpoints=[msgspec.structs.replace(x, quantization=QUANT[x.provider])
+                                                  for x in e.endpoints])
+            if isinstance(e, EndpointsDiscovered) else e for e in events]
 
 
 def report(infra, *args: str):
@@ -28,7 +39,9 @@ def report(infra, *args: str):
 
 
 async def test_report_folds_the_log_and_says_when_its_source_is_gone(infra):
-    """Three failed cycles in observe mode: one right call, from the log, before and after FLUSHALL; no log: exit 1."""
+    """Three failed cycles in observe mode: one right call, from the log, before and after FLUSHALL; no log: exit 1.
+
+    The cycle verdicts are grouped by the quantization each endpoint declared, undeclared apart."""
     settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
                              models=[MODEL], mode="observe", cycle_interval_s=3600, probe_window_s=600)
     await ensure_streams(settings)
@@ -37,7 +50,7 @@ async def test_report_folds_the_log_and_says_when_its_source_is_gone(infra):
     nc = await nats_connect(settings)
     async with running(settings, ["judge"]):
         for n in range(3):
-            await publish_events(nc.jetstream(), cycle_events(n, out))
+            await publish_events(nc.jetstream(), with_quantizations(cycle_events(n, out)))
         deadline = time.monotonic() + 15
         while not [c for c in (await judge_record(settings, MODEL)).state.shadow_calls if c.outcome == "right"]:
             assert time.monotonic() < deadline, "the judge did not score its would-be suspension within 15 s"
@@ -62,6 +75,17 @@ async def test_report_folds_the_log_and_says_when_its_source_is_gone(infra):
     assert text.exit_code == 0
     assert f"{MODEL} (mode: observe): 1 would-be suspension(s): 1 right" in text.stdout
     assert "Redis holds no state of this model" in text.stdout
+    assert first["by_quantization"] == second["by_quantization"] == [
+        {"quantization": "bf16", "providers": ["c/fp8"], "passed": 3, "failed": 0, "frozen": 0, "blind": 0,
+         "failed_share": 0.0},
+        {"quantization": "fp8", "providers": ["a/fp8", "b/fp8"], "passed": 3, "failed": 3, "frozen": 0, "blind": 0,
+         "failed_share": 0.5},
+        {"quantization": "undeclared", "providers": ["d/fp8"], "passed": 3, "failed": 0, "frozen": 0, "blind": 0,
+         "failed_share": 0.0}]
+    assert ("  cycle verdicts by quantization (as each endpoint's listing declared it):\n"
+            "    bf16 (1 provider): 3 passed, 0 failed (0.0% of judged cycles)\n"
+            "    fp8 (2 providers): 3 passed, 3 failed (50.0% of judged cycles)\n"
+            "    undeclared (1 provider): 3 passed, 0 failed (0.0% of judged cycles)\n") in text.stdout
     # a model the log knows nothing of: not "0 would-be suspensions", but an error naming the lost source
     assert gone.exit_code == 1
     assert "the log holds no events of other/model" in gone.stderr
