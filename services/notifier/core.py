@@ -381,6 +381,8 @@ def snapshot_notice(s: IgnoreSnapshot) -> Notice:
     ignore = s.ignore_at(s.at)
     layers = "; ".join(f"{e.provider} ({', '.join(f'{r.layer}: {r.reason}' for r in e.reasons)})" for e in s.entries)
     title = f"[{s.model}] ignore list v{s.version}: {', '.join(ignore) if ignore else '(empty)'}"
+    if s.quantizations:
+        title += f"; quantizations {', '.join(s.quantizations)}"
     nid = snapshot_notice_id(s)
     return Notice(notice_id=nid, source_id=nid, at=s.at,
                   severity=SEVERITY["ignore_list_changed"], action="ignore_list_changed", model=s.model,
@@ -541,9 +543,14 @@ def ignored_layers(s: IgnoreSnapshot) -> list[str]:
     """What an ignore-list notice is about: ``<provider> <layer>,<layer>`` per ignored provider, sorted.
 
     Expiries, reasons and actors are left out: a blind cycle moves a held
-    suspension's end in every snapshot, and that alone is no news.
+    suspension's end in every snapshot, and that alone is no news.  A
+    quantization floor's allow-list is news (``quantizations fp8,bf16``): the
+    hosts live traffic reaches change with it.
     """
-    return sorted(f"{e.provider} {','.join(sorted({r.layer for r in e.reasons}))}" for e in s.entries)
+    out = [f"{e.provider} {','.join(sorted({r.layer for r in e.reasons}))}" for e in s.entries]
+    if s.quantizations:
+        out.append(f"quantizations {','.join(s.quantizations)}")
+    return sorted(out)
 
 
 def _snapshot(state: FoldState, s: IgnoreSnapshot) -> tuple[FoldState, list[Notice]]:

@@ -418,6 +418,17 @@ def test_ignore_list_changed_only_when_the_ignored_set_or_its_layers_change():
     assert fold(state, snap(11, at(11)), SIX_H) == (state, [])  # the same empty list again: nothing changed
 
 
+def test_a_quantization_allow_list_that_changes_is_told():
+    """The floor's allow-list appears, widens (the capacity floor) and goes: each is told, with the list."""
+    floor = msgspec.structs.replace(snap(2, at(2)), quantizations=["fp8", "bf16"])
+    wider = msgspec.structs.replace(snap(3, at(3)), quantizations=["fp4", "fp8", "bf16"])
+    _, notices = run([snap(1, at(1)), floor, msgspec.structs.replace(floor, version=3, at=at(3)), wider,
+                      snap(5, at(5))])
+    assert [n.title for n in notices] == [
+        f"[{MODEL}] ignore list v1: (empty)", f"[{MODEL}] ignore list v2: (empty); quantizations fp8, bf16",
+        f"[{MODEL}] ignore list v3: (empty); quantizations fp4, fp8, bf16", f"[{MODEL}] ignore list v5: (empty)"]
+
+
 def test_ignore_list_versions_are_told_per_model():
     """Each model's list is compared with that model's last told one."""
     other = IgnoreSnapshot(at=at(1), model="other/m", version=1, entries=[])
