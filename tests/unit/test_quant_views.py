@@ -14,6 +14,7 @@ from io import StringIO
 import msgspec
 from rich.console import Console
 
+from reverie_canary.canary import cli  # noqa: F401  (first: cli.py then puts every command in its help group)
 from reverie_canary.canary.cli_dashboard import print_lookback
 from reverie_canary.canary.cli_status import render
 from reverie_canary.services.dashboard import pages
