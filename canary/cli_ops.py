@@ -707,10 +707,11 @@ def quant_floor(
     typer.echo(f"quantization floor on {model} {what}: {reason} ({command.actor})")
     if answer.detail:
         typer.echo(f"  {answer.detail}")
-    for made in [*answer.snapshots, *answer.unchanged]:
+    for made in answer.snapshots:
         allow = ", ".join(made.quantizations) if made.quantizations else "none (every quantization routed)"
-        state = "snapshot" if made in answer.snapshots else "unchanged, snapshot"
-        typer.echo(f"  {state} v{made.version}: quantizations {allow}; {_ignored(made)}")
+        typer.echo(f"  snapshot v{made.version}: quantizations {allow}; {_ignored(made)}")
+    for kept in answer.unchanged:  # the same floor again: the allow-list in force did not change
+        typer.echo(f"  snapshot v{kept.version} unchanged")
     _warnings(answer)
 
 
