@@ -55,6 +55,10 @@ CHANNELS: tuple[Channel, ...] = (
             "The judge's decisions: suspend, recover, floor held, mode changed ..."),
     Channel("retest", "canary.retest.{model}", "canary.retest.*", {"model": "the model id, token-encoded"},
             "The judge asks discovery to probe one language of one provider again."),
+    Channel("confirmations", "canary.confirmations.{model}.{provider}", "canary.confirmations.*.*",
+            {"model": "the model id, token-encoded", "provider": "the provider slug, token-encoded"},
+            "What a pinned confirmation probe said about a provider's live failures (LiveConfirmation: confirmed, "
+            "not reproduced or inconclusive); a fact for operators that enters no verdict and no streak."),
     Channel("routing", "canary.routing.{model}", "canary.routing.*", {"model": "the model id, token-encoded"},
             "Every new ignore list of a model (also kept in the KV bucket)."),
     Channel("routing-kv", "$KV.canary-routing.{model}", "$KV.canary-routing.*",
@@ -149,12 +153,12 @@ def _readers() -> dict[str, list[str]]:
     for service, families in READS.items():
         for family in families:
             out.setdefault(family, []).append(service)
-    extra = {"tasks": ["prober"], "retest": ["discovery"], "routing-kv": ["backend"],
+    extra = {"tasks": ["prober"], "retest": ["discovery"], "live": ["discovery"], "routing-kv": ["backend"],
              "notices-resend": ["notifier"], "notices-resent": ["operator"], "answers": ["operator"],
              "deadletter": ["operator"], "notices-dead": ["operator"],
              # the read-only dashboard (canary dashboard, canary incident) reads the log's families
              **{f: ["dashboard"] for f in ("discovery", "results", "verdicts", "decisions", "routing", "ops",
-                                            "served")}}
+                                            "served", "live", "confirmations")}}
     for key, users in extra.items():
         out.setdefault(key, []).extend(u for u in users if u not in out.get(key, []))
     return {k: sorted(v) for k, v in out.items()}

@@ -12,7 +12,7 @@ Inputs: ``EndpointsDiscovered`` (opens a cycle with its planned probes),
 (what routing already excludes, for the capacity floor), and the operator
 commands ``LiftSuspension`` and ``SetMode``.
 
-Effects: ``CycleVerdict``, ``Decision`` and ``RetestRequested`` events.
+Effects: ``CycleVerdict``, ``Decision``, ``RetestRequested`` and ``LiveConfirmation`` events.
 
 The rules, in the order :func:`_close_cycle` applies them:
 
@@ -50,6 +50,11 @@ The rules, in the order :func:`_close_cycle` applies them:
    is announced once a stretch: at the first cycle that shows it, again only
    after a cycle judged every probe of the provider served by it, or one that
    did not probe it (the notifier's held state counts the cycles between).
+10. A result of a confirmation probe (``ProbeResult.confirms``: a pinned probe live
+    counts asked for, planned in no cycle) is no cycle's evidence: it changes no
+    state, no verdict and no streak, and gives one ``LiveConfirmation`` for
+    operators (:func:`confirmation_of`).  Live counts never suspend anyone
+    (DESIGN, "The request in flight").
 
 The canary's own health (docs/concepts/health.md), folded into
 the same rules:
@@ -105,6 +110,7 @@ from reverie_canary.shared.contract.events import (
     DecisionMade,
     EndpointsDiscovered,
     HeldSuspension,
+    LiveConfirmation,
     Mode,
     PlannedProbe,
     ProbeResult,
@@ -293,7 +299,7 @@ def initial(model: str) -> ModelState:
     return ModelState(model=model)
 
 
-Effect = CycleVerdict | Decision | RetestRequested
+Effect = CycleVerdict | Decision | RetestRequested | LiveConfirmation
 #: What :func:`decide` folds: the judge's row of :data:`reverie_canary.shared.contract.inputs.READS` (one table).
 JudgeInput = Union[inputs.folded("judge")]  # type: ignore[valid-type]  # noqa: UP007 (a tuple of types, from the table)
 
@@ -323,6 +329,8 @@ def decide(state: ModelState, event: Any, policy: Policy) -> tuple[ModelState, l
         state is returned unchanged with no effects.
     """
     if isinstance(event, ProbeResult):
+        if event.confirms is not None:  # rule 10: a fact for operators, never evidence
+            return state, _confirmed(state, event)
         # the hot path: a result only touches one open cycle, so only that is copied
         return _result_fast(state, event)
     if not _concerns(state, event):
@@ -436,6 +444,37 @@ def fold_targets(model: str, watched: Collection[str], known: Iterable[str]) -> 
     return None
 
 
+#: The confirmation's outcome for each probe outcome (a failed pinned probe confirms the live failures).
+CONFIRMATION_OUTCOMES: dict[str, str] = {"fail": "confirmed", "pass": "not_reproduced"}
+
+
+def confirmation_of(result: ProbeResult) -> LiveConfirmation | None:
+    """What a confirmation probe's result says about the live failures that asked for it.
+
+    Args:
+        result: a probe result; only one with ``confirms`` set answers live counts.
+
+    Returns:
+        ``confirmed`` when the pinned probe failed, ``not_reproduced`` when it passed,
+        ``inconclusive`` for any other outcome (a transport error, an inconclusive or
+        not-applicable probe, the canary blind), stamped at the result's ``at``; ``None`` for
+        a result of a planned probe.
+    """
+    live = result.confirms
+    if live is None:
+        return None
+    return LiveConfirmation(
+        at=result.at, model=result.model, provider=result.provider, task_id=result.task_id, kind=result.kind,
+        variant=result.variant, cycle=result.cycle,
+        outcome=CONFIRMATION_OUTCOMES.get(result.outcome, "inconclusive"),  # type: ignore[arg-type]
+        probe_outcome=result.outcome, probe_reason=result.reason, live=live)
+
+
+def _confirmed(state: ModelState, event: ProbeResult) -> list[Effect]:
+    fact = confirmation_of(event) if event.model == state.model else None
+    return [fact] if fact is not None else []
+
+
 def _result_fast(state: ModelState, event: ProbeResult) -> tuple[ModelState, list[Effect]]:
     cycle = state.open_cycles.get(event.cycle) if event.model == state.model else None
     if cycle is None or event.task_id in cycle.results:
@@ -507,6 +546,8 @@ class Folder:
             self._owned.add(model)
             self._whole.add(model)
         if isinstance(event, ProbeResult):
+            if event.confirms is not None:  # rule 10: no state changes, one fact
+                return _confirmed(state, event)
             return self._result(model, state, event)
         if model in self._whole:
             # every part of this state is this folder's: changed in place, as decide() changes its copy

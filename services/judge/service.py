@@ -47,6 +47,7 @@ from reverie_canary.shared.contract.events import (
     CommandRefused,
     CycleVerdict,
     Decision,
+    LiveConfirmation,
     ProbeResult,
     RetestRequested,
 )
@@ -71,6 +72,8 @@ def effect_address(effect: Outbound) -> tuple[str, str]:
             return subjects.verdicts(effect.model), ids.verdict_id(effect.model, effect.cycle_no)
         case Decision():
             return subjects.decision(effect.model, effect.provider or None), effect.decision_id
+        case LiveConfirmation():
+            return subjects.confirmation(effect.model, effect.provider), ids.confirmation_id(effect.task_id)
         case RetestRequested():
             return (subjects.retest(effect.model),
                     ids.retest_id(effect.model, effect.provider, effect.language, effect.for_cycle_no))

@@ -65,6 +65,7 @@ from reverie_canary.shared.contract.events import (
     CycleVerdict,
     Decision,
     DecisionAction,
+    LiveConfirmation,
     Notice,
     ProviderVerdict,
     Severity,
@@ -105,7 +106,11 @@ SEVERITY: dict[str, Severity] = {
     "command_refused": "warning",   # a typo or a guard rail: nothing changed
     "floor_broken_by_operator": "critical",  # an operator forced fewer than min_hosts usable hosts
     # discovery facts
-    "cycle_does_not_fit": "warning",  # the plan cannot end in its window: results will be missing, cycles frozen
+    "cycle_does_not_fit": "warning",
+    # confirmation probes of live failures (the judge's LiveConfirmation): a fact, never a suspension
+    "live_confirmed": "warning",      # a pinned probe reproduced the live failures: the next cycles will judge it
+    "live_not_reproduced": "info",    # the pinned probe passed: the failures may be the backend's or the prompt's
+    "live_inconclusive": "info",      # the pinned probe proved nothing (transport error, blind ...)  # the plan cannot end in its window: results will be missing, cycles frozen
 }
 #: The notice action of each applied command, by its verb (``shared/contract/commands.py``, VERBS).
 APPLIED_ACTIONS: dict[str, str] = {
@@ -421,6 +426,36 @@ def answer_notice(a: CommandApplied | CommandRefused) -> Notice:
                   provider=a.provider, title=text[:400], text=text[:4000], reason=reason[:64], actor=a.actor)
 
 
+#: The notice action of each confirmation outcome (:class:`LiveConfirmation`).
+CONFIRMATION_ACTIONS: dict[str, str] = {"confirmed": "live_confirmed", "not_reproduced": "live_not_reproduced",
+                                        "inconclusive": "live_inconclusive"}
+
+
+def confirmation_notice(c: LiveConfirmation) -> Notice:
+    """The one notice of a confirmation probe's answer to live failures, keyed ``confirmation|<task id>``.
+
+    "live failures on P confirmed by a pinned probe", "... not reproduced by a pinned probe",
+    or "... inconclusive": with the live share against its peers' and what the probe said.
+    It is a fact: suspension still takes two failed cycles of the canary's own probes.
+    """
+    live = c.live
+    said = {"confirmed": "confirmed by a pinned probe", "not_reproduced": "not reproduced by a pinned probe",
+            "inconclusive": "a pinned probe was inconclusive"}[c.outcome]
+    kind = f"{c.kind}/{c.variant}" if c.variant else c.kind
+    title = f"[{c.model}] live failures on {c.provider} ({live.reason}) {said}"
+    text = (f"{title}: {live.count} of {live.served} live replies ({live.share:.1%}) against a median of "
+            f"{live.median:.1%} over {live.peers} providers (threshold {live.threshold:.1%}, last "
+            f"{live.window_s / 60:g} min); the {kind} probe: {c.probe_outcome}"
+            + (f" ({c.probe_reason})" if c.probe_reason else "")
+            + ". Live counts never suspend: the next cycles judge the provider.")
+    action = CONFIRMATION_ACTIONS[c.outcome]
+    nid = f"confirmation|{c.task_id}"
+    return Notice(notice_id=nid[:600], source_id=c.task_id[:512], at=c.at, severity=SEVERITY[action],
+                  action=action, model=c.model, provider=c.provider, kind=c.kind, title=title[:400],
+                  text=text[:4000], reason=live.reason, detail=f"probe {c.probe_outcome} {c.probe_reason}".strip(),
+                  cycle=c.cycle[:300], evidence=[f"{c.kind}:{c.probe_outcome}:{c.probe_reason}"[:200]])
+
+
 def _held_notice(held: Held, *, phase: str, notice_id: str, at: datetime, why: str = "") -> Notice:
     spec = PERSISTING[held.action]
     who = held.provider or "(all providers)"
@@ -478,6 +513,8 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
             return state, [answer_notice(event)]
         case CycleSized():
             return _sized(state, event, policy)
+        case LiveConfirmation():
+            return state, [confirmation_notice(event)]
     return state, []
 
 

@@ -304,4 +304,5 @@ def _result(task: ProbeTask, started: datetime, at: datetime, outcome: str, reas
         ttft_threshold_ms=spec.ttft_threshold_ms if spec is not None else 0.0,
         checks_version=CHECKS_VERSION if spec is not None else "",
         variant=task.variant,
+        confirms=task.confirms,
     )

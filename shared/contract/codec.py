@@ -38,6 +38,7 @@ from reverie_canary.shared.contract.events import (
     DeadLetter,
     Decision,
     EndpointsDiscovered,
+    LiveConfirmation,
     NoticeDeadLettered,
     NoticesResent,
     ProbeResult,
@@ -137,6 +138,7 @@ RESEND = Codec(ResendNotices, "ResendNotices")
 RESENT = Codec(NoticesResent, "NoticesResent")
 ANSWER = Codec(CommandApplied | CommandRefused, "command answer")
 SIZED = Codec(CycleSized, "CycleSized")
+CONFIRMATION = Codec(LiveConfirmation, "LiveConfirmation")
 
 #: Every tagged message type of the log, for replay and audits.
 LOG_EVENT = Codec(
@@ -158,7 +160,8 @@ LOG_EVENT = Codec(
     | CommandRefused
     | ServedCounts
     | LiveCounts
-    | CycleSized,
+    | CycleSized
+    | LiveConfirmation,
     "log event",
 )
 
@@ -166,13 +169,13 @@ LOG_EVENT = Codec(
 WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
               SetQuantizationFloor, NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused,
-              ServedCounts, LiveCounts, CycleSized)
+              ServedCounts, LiveCounts, CycleSized, LiveConfirmation)
 
 ANY = Codec(
     EndpointsDiscovered | CycleClosed | CycleUnplanned | ProbeTask | ProbeResult | CycleVerdict | Decision
     | RetestRequested | IgnoreSnapshot | DeadLetter | AddOverride | RemoveOverride | LiftSuspension | SetMode | ReloadExclusions
     | SetQuantizationFloor | NoticeDeadLettered | ResendNotices | NoticesResent
-    | CommandApplied | CommandRefused | ServedCounts | LiveCounts | CycleSized,
+    | CommandApplied | CommandRefused | ServedCounts | LiveCounts | CycleSized | LiveConfirmation,
     "message",
 )
 
@@ -188,6 +191,7 @@ ORIGINS: dict[str, tuple[type, ...]] = {
     "verdicts": (CycleVerdict,),
     "decisions": (Decision,),
     "retest": (RetestRequested,),
+    "confirmations": (LiveConfirmation,),  # the judge's answers of confirmation probes to live failures
     "routing": (IgnoreSnapshot,),
     "ops": (AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions, SetQuantizationFloor),
     "deadletter": (DeadLetter,),

@@ -316,6 +316,34 @@ class EndpointsDiscovered(Event, frozen=True, kw_only=True, tag="endpoints_disco
     dropped_cut: Annotated[int, Meta(ge=0)] = 0
 
 
+#: Share of replies: a fraction between 0 and 1.
+Share = Annotated[float, Meta(ge=0, le=1)]
+
+
+class LiveEvidence(Struct, frozen=True, kw_only=True):
+    """Why live counts asked for a confirmation probe: one provider's share of one live reason.
+
+    Summed over ``window_s`` seconds of the chat backends' content-free counts
+    (``canary.live.<model>``): ``count`` failing replies of ``reason`` out of
+    ``served`` replies of the provider (``key``: how the counts named it, a tag or a
+    display name), a ``share`` (0..1) above ``threshold`` = the ``median`` of the
+    ``peers`` providers with traffic plus k scaled median absolute deviations
+    (:mod:`reverie_canary.services.discovery.confirm`).  ``number``: which confirmation of
+    the provider in its cycle this is (1 ..  ``confirm_max_per_provider``).
+    """
+
+    reason: Reason
+    key: Name = ""
+    count: Annotated[int, Meta(ge=0)] = 0
+    served: Annotated[int, Meta(ge=0)] = 0
+    share: Share = 0.0
+    median: Share = 0.0
+    threshold: Annotated[float, Meta(ge=0)] = 0.0
+    peers: Annotated[int, Meta(ge=0, le=MAX_ENDPOINTS_PER_MODEL)] = 0
+    window_s: Annotated[float, Meta(ge=0)] = 0.0
+    number: Annotated[int, Meta(ge=0, le=MAX_PROBES_PER_ENDPOINT)] = 0
+
+
 class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     """Work for one prober: one probe pinned to one provider (work-queue stream)."""
 
@@ -341,6 +369,10 @@ class ProbeTask(Event, frozen=True, kw_only=True, tag="probe_task"):
     #: ``call_stream``, ``no_tool``, ``second_turn``); ``""`` for a kind without variants, and for a
     #: tool task of an endpoint that does not declare the tool parameters (answered ``not_applicable``).
     variant: Token = ""
+    #: Set on a confirmation probe: a pinned probe sent outside the rotation because live counts
+    #: singled the provider out (its ``cycle`` is ``confirm|<model>|<cycle_no>``, planned in no
+    #: cycle, so its result enters no verdict and no streak); ``None`` for a planned probe.
+    confirms: LiveEvidence | None = None
 
 
 class CycleClosed(Event, frozen=True, kw_only=True, tag="cycle_closed"):
@@ -529,6 +561,9 @@ class ProbeResult(Event, frozen=True, kw_only=True, tag="probe_result"):
     ttft_threshold_ms: Annotated[float, Meta(ge=0)] = 0.0
     checks_version: Token = ""
     variant: Token = ""
+    #: The task's ``confirms``, copied: this result answers a confirmation probe (a fact for
+    #: operators, :class:`LiveConfirmation`; never a cycle's evidence).
+    confirms: LiveEvidence | None = None
 
 
 # -- judge ---------------------------------------------------------------------
@@ -666,6 +701,35 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
     def changes_routing(self) -> bool:
         """Whether the router acts on it: an enforced suspension starts, ends, or is held while blind."""
         return self.action in ("suspend", "end") or (self.action == "suspension_held" and self.mode == "enforce")
+
+
+#: What a confirmation probe said about the live failures that asked for it: ``confirmed`` (the
+#: pinned probe failed), ``not_reproduced`` (it passed), ``inconclusive`` (anything else: a
+#: transport error, an inconclusive or not-applicable probe, the canary blind).
+ConfirmationOutcome = Literal["confirmed", "not_reproduced", "inconclusive"]
+
+
+class LiveConfirmation(Event, frozen=True, kw_only=True, tag="live_confirmation"):
+    """The answer of a confirmation probe to live failures: a fact for operators, never a verdict.
+
+    Published by the judge on ``canary.confirmations.<model>.<provider>`` with the id
+    ``confirmation|<task_id>`` once the probe's result is on the log (DESIGN, "The request in
+    flight"): ``outcome`` from the probe's (``probe_outcome`` / ``probe_reason``); ``live`` the
+    counts that asked for it.  It enters no cycle's verdict and no streak: live counts never
+    suspend anyone, only two failed cycles of the canary's own probes do.  ``at`` is the
+    result's time.
+    """
+
+    model: Slug
+    provider: Slug
+    task_id: Slug
+    kind: Token
+    variant: Token = ""
+    cycle: Slug
+    outcome: ConfirmationOutcome
+    probe_outcome: Outcome
+    probe_reason: Reason = ""
+    live: LiveEvidence
 
 
 class RetestRequested(Event, frozen=True, kw_only=True, tag="retest_requested"):

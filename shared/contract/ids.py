@@ -29,6 +29,21 @@ def task_id(model: str, cycle_no: int, provider: str, kind: str, language: str |
     return f"{base}|{variant}" if variant else base
 
 
+def confirm_cycle(model: str, cycle_no: int) -> str:
+    """The ``cycle`` of a confirmation probe sent during cycle ``cycle_no``: no cycle plans it."""
+    return f"confirm|{model}|{cycle_no}"
+
+
+def confirm_task_id(model: str, cycle_no: int, provider: str, kind: str, number: int) -> str:
+    """The ``number``-th confirmation probe of ``provider`` sent during cycle ``cycle_no``."""
+    return f"confirm|{model}|{cycle_no}|{provider}|{kind}|{number}"
+
+
+def confirmation_id(task_id: str) -> str:
+    """The LiveConfirmation that answers the confirmation probe ``task_id``."""
+    return f"confirmation|{task_id}"
+
+
 def discovered_id(model: str, cycle_no: int, part: int = 0) -> str:
     """The EndpointsDiscovered of a cycle (part 0 keeps the id of a single-message listing)."""
     return f"disc|{model}|{cycle_no}" if part == 0 else f"disc|{model}|{cycle_no}|part{part}"

@@ -36,6 +36,7 @@ from reverie_canary.shared.contract.events import (
     CycleVerdict,
     Decision,
     EndpointsDiscovered,
+    LiveConfirmation,
     ProbeResult,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
@@ -68,6 +69,8 @@ READS: dict[str, dict[str, tuple[type, ...]]] = {
         "answers": (CommandApplied, CommandRefused),
         # a cycle that cannot fit its window is told before it runs, and when one fits again
         "cycles": (CycleSized,),
+        # what a pinned confirmation probe said about a provider's live failures: one notice each
+        "confirmations": (LiveConfirmation,),
     },
 }
 

@@ -43,6 +43,11 @@ def verdicts(model: str) -> str:
     return f"{PREFIX}.verdicts.{encode_token(model)}"
 
 
+def confirmation(model: str, provider: str) -> str:
+    """``canary.confirmations.<model>.<provider>``: the judge's LiveConfirmation (a confirmation probe's answer)."""
+    return f"{PREFIX}.confirmations.{encode_token(model)}.{encode_token(provider)}"
+
+
 def decision(model: str, provider: str | None) -> str:
     """``canary.decisions.<model>.<provider>``; model-wide decisions use ``*``."""
     return f"{PREFIX}.decisions.{encode_token(model)}.{encode_token(provider or '*')}"
@@ -110,6 +115,8 @@ ALL_RESULTS = f"{PREFIX}.results.>"
 ALL_VERDICTS = f"{PREFIX}.verdicts.>"
 ALL_DECISIONS = f"{PREFIX}.decisions.>"
 ALL_RETEST = f"{PREFIX}.retest.>"
+#: The judge's LiveConfirmation: what a pinned confirmation probe said about live failures.
+ALL_CONFIRMATIONS = f"{PREFIX}.confirmations.>"
 ALL_ROUTING = f"{PREFIX}.routing.>"
 ALL_OPS = f"{PREFIX}.ops.>"
 ALL_ROUTER = f"{PREFIX}.router.>"

@@ -196,6 +196,8 @@ def needs(service: str, settings: Settings, consumers: Iterable[ConsumerSpec] = 
                   (subjects.decision(model, _PROBE_PROVIDER), subjects.ALL_DECISIONS, "its decisions"),
                   (subjects.decision(model, None), subjects.ALL_DECISIONS, "its model-wide decisions"),
                   (subjects.retest(model), subjects.ALL_RETEST, "its retest requests"),
+                  (subjects.confirmation(model, _PROBE_PROVIDER), subjects.ALL_CONFIRMATIONS,
+                   "what confirmation probes said about live failures"),
                   (subjects.answer("judge", "permission-probe"), answers, "its answers to operator commands")],
         "router": [(subjects.routing(model), subjects.ALL_ROUTING, "each new ignore list"),
                    (f"$KV.{subjects.ROUTING_BUCKET}.{subjects.kv_key(model)}", f"$KV.{subjects.ROUTING_BUCKET}.>",

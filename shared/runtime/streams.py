@@ -73,6 +73,7 @@ LOG_SUBJECTS = [
     subjects.ALL_VERDICTS,
     subjects.ALL_DECISIONS,
     subjects.ALL_RETEST,
+    subjects.ALL_CONFIRMATIONS,
     subjects.ALL_ROUTING,
     subjects.ALL_OPS,
     subjects.ALL_ROUTER,
