@@ -28,16 +28,39 @@ Rules:
   (:func:`take_budget`), so a flood of forged counts costs a bounded number of
   probes and suspends no one.
 
-Nothing here knows NATS, a clock or the store: the shell sums the counts and
-keeps the budget.
+The window (:class:`LiveWindow`) and the plan of the probes
+(:func:`plan_confirmations`) live here too, as pure code: the window sums the
+counts of the periods that end within ``window_s`` of the time the shell gives
+it, counts a message id once (redelivery is normal) and keeps at most
+:data:`MAX_PERIODS` periods (a flood drops the oldest, counted).  Counts are keyed by
+what a reply can tell: an endpoint tag, or a display name (``DeepInfra``) that the
+listing maps to every endpoint it covers (:func:`tags_for`); a key the listing
+does not know is never probed.
+
+Nothing here knows NATS, a clock or the store: the shell reads the counts, gives
+the time and keeps the budget.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 
+import msgspec
 from msgspec import Struct
+
+from reverie_canary.client.served import LiveCounts
+from reverie_canary.shared.contract import ids
+from reverie_canary.shared.contract.events import (
+    MAX_SAME_NAME,
+    PROMPT_VERSION,
+    Endpoint,
+    LiveEvidence,
+    ProbeTask,
+    variants_of,
+)
 
 #: The probe kind that confirms a live failure reason.  Reasons any reply can show go to the kind
 #: whose prompt and contract read them most surely: junk before the first character to the
@@ -81,6 +104,19 @@ CONFIRMING_KIND: dict[str, str] = {
     "tool_call_malformed": "tools",
     "tool_result_ignored": "tools",
 }
+
+#: The tool probe's variant that confirms a tool reason best (the others: the plain call): a streamed
+#: call that assembles differently, a second turn that ignores the tool's result, a call made where
+#: none was asked for.
+CONFIRMING_VARIANT: dict[str, str] = {
+    "tool_stream_assembly": "call_stream",
+    "tool_result_ignored": "second_turn",
+    "tool_unexpected_call": "no_tool",
+}
+#: The variant of a tool confirmation whose reason names no better one.
+DEFAULT_TOOL_VARIANT = "call"
+#: Periods of live counts one model's window keeps at most (a flood of messages drops the oldest).
+MAX_PERIODS = 20_000
 
 #: The consistency constant that makes the MAD estimate the standard deviation of a normal sample.
 MAD_TO_SIGMA = 1.4826
@@ -197,3 +233,166 @@ def take_budget(wanted: Iterable[Suspect], spent: Mapping[str, int], *, max_per_
         asked.add((s.provider, s.kind))
         chosen.append(s)
     return chosen
+
+
+def variant_for(reason: str, kind: str, supported_parameters: Sequence[str]) -> str:
+    """The variant of a confirmation of ``reason`` by ``kind`` on an endpoint (``""``: a kind without variants).
+
+    A tool reason gets the tool probe's variant that shows it (:data:`CONFIRMING_VARIANT`, else
+    ``call``); an endpoint that does not declare the tool parameters gets ``""`` (the prober
+    answers it ``not_applicable``: an inconclusive confirmation).
+    """
+    offered = variants_of(kind, supported_parameters)
+    if offered == ("",):
+        return ""
+    wanted = CONFIRMING_VARIANT.get(reason, DEFAULT_TOOL_VARIANT)
+    return wanted if wanted in offered else offered[0]
+
+
+def tallies_of(counts: LiveCounts) -> list[Tally]:
+    """One :class:`Tally` per provider key of one period's counts (replies judged, failures per reason)."""
+    return [Tally(provider=key, served=o.replies, failures=dict(o.reasons)) for key, o in counts.providers.items()]
+
+
+def _name_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def tags_for(key: str, endpoints: Iterable[Endpoint]) -> list[str]:
+    """The endpoint tags a live-counts key stands for: the tag itself, or every endpoint its display name covers.
+
+    A reply names its provider by display name only (OpenRouter's streaming documentation), and one name
+    may cover several endpoints (``DeepInfra``: ``deepinfra/fp8`` and ``deepinfra/fp4``); matched as the
+    pin check matches (case and spaces aside).  ``[]``: the listing knows no such endpoint.
+    """
+    listed = list(endpoints)
+    if any(e.provider == key for e in listed):
+        return [key]
+    wanted = _name_key(key)
+    return sorted(e.provider for e in listed if e.provider_name and _name_key(e.provider_name) == wanted)
+
+
+class LiveWindow:
+    """One model's live counts over the last ``window_s`` seconds: each message once, at most ``max_periods``.
+
+    Pure: the shell passes the time (``now``, UTC).  A period is kept while its end (``at``) is
+    within the window; one that ends in the future by more than the window is refused (a clock
+    that far off, or a forged time, must not stay in the sums forever).
+
+    Args:
+        window_s: the window (s).
+        max_periods: the periods kept at most; past it the oldest go (:attr:`dropped` counts them).
+    """
+
+    def __init__(self, window_s: float, max_periods: int = MAX_PERIODS) -> None:
+        self.window = timedelta(seconds=window_s)
+        self.max_periods = max_periods
+        self._periods: deque[tuple[datetime, str, list[Tally]]] = deque()
+        self._seen: set[str] = set()
+        #: periods dropped to keep the bound
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._periods)
+
+    def add(self, msg_id: str, at: datetime, tallies: list[Tally], now: datetime) -> bool:
+        """Count one period's tallies, ending at ``at``; ``False`` when ``msg_id`` was counted already or the
+        period is outside the window (too old, or too far ahead of ``now``)."""
+        self._expire(now)
+        if msg_id in self._seen or at < now - self.window or at > now + self.window:
+            return False
+        if len(self._periods) >= self.max_periods:
+            _, old, _ = self._periods.popleft()
+            self._seen.discard(old)
+            self.dropped += 1
+        self._periods.append((at, msg_id, tallies))
+        self._seen.add(msg_id)
+        return True
+
+    def tallies(self, now: datetime) -> list[Tally]:
+        """The window's counts, summed per provider key: the periods that end within ``window_s`` before ``now``."""
+        self._expire(now)
+        cutoff = now - self.window
+        served: dict[str, int] = {}
+        failures: dict[str, dict[str, int]] = {}
+        for at, _, tallies in self._periods:
+            if at < cutoff:  # came in after a newer one: out of the window, gone when it reaches the front
+                continue
+            for t in tallies:
+                served[t.provider] = served.get(t.provider, 0) + t.served
+                into = failures.setdefault(t.provider, {})
+                for reason, n in t.failures.items():
+                    into[reason] = into.get(reason, 0) + n
+        return [Tally(provider=p, served=n, failures=failures[p]) for p, n in sorted(served.items())]
+
+    def _expire(self, now: datetime) -> None:
+        """Forget the periods at the front (the first counted) that ended before the window."""
+        cutoff = now - self.window
+        while self._periods and self._periods[0][0] < cutoff:
+            _, msg_id, _ = self._periods.popleft()
+            self._seen.discard(msg_id)
+
+
+class Budget(Struct, kw_only=True):
+    """What one cycle spent on confirmations: probes per provider tag and the (tag, kind) pairs asked."""
+
+    cycle_no: int
+    spent: dict[str, int] = {}
+    asked: list[tuple[str, str]] = []
+
+
+def plan_confirmations(tallies: Iterable[Tally], *, model: str, endpoints: Sequence[Endpoint], budget: Budget,
+                       limits: Thresholds, max_per_provider: int, at: datetime, deadline: datetime,
+                       window_s: float, language: str = "en") -> list[ProbeTask]:
+    """The confirmation probes to send now, each pinned to one endpoint, and ``budget`` updated with them.
+
+    Args:
+        tallies: the window's counts (:meth:`LiveWindow.tallies`).
+        model: the model id.
+        endpoints: the model's latest listing (keys are mapped to its tags, :func:`tags_for`;
+            ``provider_name``, the supported parameters and the reply budget come from it).
+        budget: this cycle's confirmations so far (changed in place: the new ones added).
+        limits: the rule's settings (:func:`suspects`).
+        max_per_provider: confirmations per endpoint per cycle at most (:func:`take_budget`).
+        at: the tasks' time (UTC); ``deadline``: when their probes must be done.
+        window_s: the window the counts cover (said in the evidence).
+        language: the language of the probes whose prompt has one.
+
+    Returns:
+        One :class:`ProbeTask` per (endpoint, kind) chosen, most striking first; its ``confirms``
+        says why, its task id is ``confirm|<model>|<cycle_no>|<tag>|<kind>|<n>`` and its cycle
+        ``confirm|<model>|<cycle_no>`` (planned in no cycle: its result enters no verdict).
+    """
+    if max_per_provider <= 0:
+        return []
+    by_tag = {e.provider: e for e in endpoints}
+    expanded: list[Suspect] = []
+    keys: dict[tuple[str, str], Suspect] = {}
+    for s in suspects(tallies, limits):
+        for tag in tags_for(s.provider, endpoints):
+            one = msgspec.structs.replace(s, provider=tag)
+            keys.setdefault((tag, s.reason), s)
+            expanded.append(one)
+    chosen = take_budget(expanded, budget.spent, max_per_provider=max_per_provider, pending=budget.asked)
+    tasks = []
+    for s in chosen:
+        endpoint = by_tag[s.provider]
+        number = budget.spent.get(s.provider, 0) + 1
+        budget.spent[s.provider] = number
+        budget.asked.append((s.provider, s.kind))
+        key = keys[(s.provider, s.reason)].provider
+        evidence = LiveEvidence(reason=s.reason, key=key[:128], count=s.count, served=s.served, share=s.share,
+                                median=s.median, threshold=s.threshold, peers=s.peers, window_s=window_s,
+                                number=number)
+        same = sorted(e.provider for e in endpoints if e.provider != s.provider and e.provider_name and
+                      _name_key(e.provider_name) == _name_key(endpoint.provider_name))[:MAX_SAME_NAME]
+        tasks.append(ProbeTask(
+            at=at, task_id=ids.confirm_task_id(model, budget.cycle_no, s.provider, s.kind, number), model=model,
+            provider=s.provider, provider_name=endpoint.provider_name, kind=s.kind,  # type: ignore[arg-type]
+            language=language if s.kind in ("ttft", "refusal", "language") else "en",
+            cycle=ids.confirm_cycle(model, budget.cycle_no), deadline=deadline,
+            supported_parameters=list(endpoint.supported_parameters),
+            max_completion_tokens=endpoint.max_completion_tokens, prompt_version=PROMPT_VERSION,
+            same_name=same, variant=variant_for(s.reason, s.kind, endpoint.supported_parameters),
+            confirms=evidence))
+    return tasks

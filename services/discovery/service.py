@@ -28,6 +28,20 @@ operators) before any probe runs.  The measurements are kept in Redis
 discovery sizes its first cycle on what the one before it measured, not at the
 ceiling; when that key is missing, unreadable or refused it starts from the
 prior and says so.
+
+Live failures get a pinned confirmation at once (DESIGN, "The request in flight"):
+discovery reads the chat backends' content-free counts (``canary.live.<model>``,
+its durable ``discovery-live-v1``; a message id counted once), sums them over the
+last ``confirm_window_s`` per model (:class:`~reverie_canary.services.discovery.confirm.LiveWindow`),
+and every :data:`CONFIRM_EVERY_S` a model with new counts is weighed
+(:func:`~reverie_canary.services.discovery.confirm.plan_confirmations`): a provider
+whose share of a reason stands out from its peers' gets a pinned probe of the matching
+kind outside the rotation, at most ``confirm_max_per_provider`` per provider per
+cycle, on the listing of the model's last plan.  The budget is kept in memory: a
+restarted discovery numbers a cycle's confirmations from 1 again, and their task ids
+(``confirm|<model>|<cycle_no>|<tag>|<kind>|<n>``) repeat, so JetStream drops the
+ones it stored before.  The probe's result is the judge's to tell (``LiveConfirmation``);
+it never enters a verdict.
 """
 
 from __future__ import annotations
@@ -43,7 +57,8 @@ import msgspec
 from faststream import FastStream
 from nats.errors import Error as NatsError
 
-from reverie_canary.services.discovery import sizing
+from reverie_canary.client.served import LiveCounts
+from reverie_canary.services.discovery import confirm, sizing
 from reverie_canary.services.discovery.core import coverage, cycle_start, listing_facts, plan, split
 from reverie_canary.services.discovery.store import DiscoveryStore, MemoryDiscoveryStore, RedisDiscoveryStore
 from reverie_canary.shared.contract import codec, ids, subjects
@@ -53,6 +68,7 @@ from reverie_canary.shared.contract.events import (
     CycleClosed,
     CycleSized,
     CycleUnplanned,
+    Endpoint,
     EndpointsDiscovered,
     ProbeTask,
     RetestRequested,
@@ -69,6 +85,9 @@ from reverie_canary.shared.runtime.streams import LOG, TASKS
 JOIN_WINDOW_SHARE = 0.9
 #: Seconds discovery keeps trying to publish a cycle's CycleSized before it goes on with the tasks.
 SIZED_PUBLISH_S = 30.0
+#: Seconds between two weighings of a model whose live counts changed (a flood of counts costs one
+#: sum of the window this often, not one per message).
+CONFIRM_EVERY_S = 0.5
 
 
 class _ResultTime(msgspec.Struct):
@@ -115,6 +134,15 @@ class Discovery:
         self._times_dirty = False
         #: The task closing the cycles a discovery before this one left open (:meth:`close_open_cycles`).
         self._recovery: asyncio.Task | None = None
+        #: Per model: the live counts of the window, the listing of its last plan, this cycle's confirmations.
+        self.live: dict[str, confirm.LiveWindow] = {}
+        self.listings: dict[str, list[Endpoint]] = {}
+        self.budgets: dict[str, confirm.Budget] = {}
+        self._weigh: set[str] = set()  # models whose counts changed since they were last weighed
+        s_ = self.config
+        self.thresholds = confirm.Thresholds(min_served=s_.confirm_min_served, min_failures=s_.confirm_min_failures,
+                                             min_providers=s_.confirm_min_providers, k=s_.confirm_k,
+                                             min_spread=s_.confirm_min_spread)
 
     async def on_result(self, msg) -> None:
         """Count one live ProbeResult's probe time (how long it held its prober); unreadable ones are skipped."""
@@ -215,6 +243,84 @@ class Discovery:
         await self.store.add_retests(event.model, event.for_cycle_no, [(event.provider, event.language)],
                                      self._retest_ttl_s())
 
+    # -- confirmation probes of live failures ------------------------------------------------------
+
+    async def on_live(self, event: LiveCounts, delivery: Delivery) -> None:
+        """Count one period of a chat backend's live counts in its model's window (a message id once).
+
+        The id is the message's ``Nats-Msg-Id`` (the client sets one per period), else its stream
+        sequence.  Counts of a model discovery does not watch, of a period outside the window, or
+        already counted change nothing.
+        """
+        s = self.config
+        if s.confirm_window_s <= 0:
+            return
+        if event.model not in s.models:
+            self.shell.metrics.inc("live_periods", model="_other", outcome="unwatched")
+            return
+        msg_id = delivery.headers.get("Nats-Msg-Id") or f"seq|{delivery.stream_seq}"
+        window = self.live.setdefault(event.model, confirm.LiveWindow(s.confirm_window_s))
+        counted = window.add(msg_id, event.at, confirm.tallies_of(event), clock.now())
+        outcome = "counted" if counted else (
+            "duplicate" if event.at >= clock.now() - timedelta(seconds=s.confirm_window_s) else "outside")
+        self.shell.metrics.inc("live_periods", model=event.model, outcome=outcome)
+        if counted:
+            self._weigh.add(event.model)
+
+    async def weigh(self, model: str) -> list[ProbeTask]:
+        """Send the confirmation probes ``model``'s window asks for now; returns them (published).
+
+        Nothing without a listing yet (no plan since this discovery started).  A publication that
+        fails gives the budget back, so the next weighing asks again.
+
+        Raises:
+            Transient: NATS refused or did not acknowledge a task.
+        """
+        s = self.config
+        endpoints = self.listings.get(model)
+        window = self.live.get(model)
+        if not endpoints or window is None:
+            return []
+        now = clock.now()
+        cycle_no = ids.cycle_no(now.timestamp(), s.cycle_interval_s)
+        budget = self.budgets.get(model)
+        if budget is None or budget.cycle_no != cycle_no:
+            budget = self.budgets[model] = confirm.Budget(cycle_no=cycle_no)
+        before = confirm.Budget(cycle_no=cycle_no, spent=dict(budget.spent), asked=list(budget.asked))
+        tasks = confirm.plan_confirmations(
+            window.tallies(now), model=model, endpoints=endpoints, budget=budget, limits=self.thresholds,
+            max_per_provider=s.confirm_max_per_provider, at=now, deadline=now + timedelta(seconds=s.probe_window_s),
+            window_s=s.confirm_window_s, language=s.languages[0] if s.languages else "en")
+        if not tasks:
+            return []
+        try:
+            await self.shell.publisher.publish_many(
+                [Outgoing(t, subjects.task(model, t.provider), t.task_id) for t in tasks], stream=TASKS)
+        except Transient:
+            self.budgets[model] = before
+            raise
+        for t in tasks:
+            live = t.confirms
+            assert live is not None
+            self.shell.log.warning("confirmation_sent", model=model, provider=t.provider, kind=t.kind,
+                                   variant=t.variant or None, reason=live.reason, share=live.share,
+                                   median=live.median, threshold=live.threshold, count=live.count,
+                                   served=live.served, peers=live.peers, task_id=t.task_id)
+            self.shell.metrics.inc("confirmations_sent", model=model, kind=t.kind)
+        return tasks
+
+    async def confirm_loop(self) -> None:
+        """Weigh every model whose live counts changed, every :data:`CONFIRM_EVERY_S` (a failure is retried)."""
+        while True:
+            await asyncio.sleep(CONFIRM_EVERY_S)
+            for model in sorted(self._weigh):
+                self._weigh.discard(model)
+                try:
+                    await self.weigh(model)
+                except Transient as exc:
+                    self._weigh.add(model)
+                    self.shell.log.warning("confirmation_not_sent", model=model, error=str(exc))
+
     async def _retests(self, model: str, cycle_no: int) -> list[tuple[str, str]]:
         try:
             return await self.store.retests(model, cycle_no)
@@ -268,6 +374,7 @@ class Discovery:
             controls=s.controls, retests=retests, max_retests=s.max_retests_per_cycle, dropped=listing.dropped,
         )
         await self._carry_over(model, cycle_no + 1, retests, tasks)
+        self.listings[model] = list(event.endpoints)  # the confirmations' endpoints until the next plan
         return event, tasks
 
     async def publish_plan(self, model: str, cycle_no: int, event: EndpointsDiscovered, tasks: list[ProbeTask]) -> bool:
@@ -554,5 +661,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     shell.on_startup(open_clients)
     shell.on_shutdown(close_clients)
     shell.consume(streams.discovery_consumer(settings), codec.RETEST, discovery.remember_retest)
+    shell.consume(streams.discovery_live_consumer(settings), codec.LIVE, discovery.on_live)
     shell.background(discovery.run)
+    shell.background(discovery.confirm_loop)
     return shell.app

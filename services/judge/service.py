@@ -504,7 +504,7 @@ class JudgeWiring:
     async def open(self) -> None:
         settings, shell = self.settings, self.shell
         js = shell.connection.jetstream()
-        await streams.check_log_subjects(js, [subjects.ALL_ANSWERS], "judge")
+        await streams.check_log_subjects(js, [subjects.ALL_ANSWERS, subjects.ALL_CONFIRMATIONS], "judge")
         self.redis = redis_client(settings)
         policy = Policy.from_settings(settings)
         store = RedisJudgeStore(self.redis, settings.namespace)

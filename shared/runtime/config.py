@@ -99,6 +99,13 @@ class DiscoveryConfig(Struct, frozen=True, kw_only=True):
     probe_window_s: float
     prober_concurrency: int
     probe_fill_share: float
+    confirm_window_s: float
+    confirm_min_served: int
+    confirm_min_failures: int
+    confirm_min_providers: int
+    confirm_k: float
+    confirm_min_spread: float
+    confirm_max_per_provider: int
 
 
 class ProberConfig(Struct, frozen=True, kw_only=True):

@@ -130,6 +130,13 @@ FAMILIES: tuple[Family, ...] = (
            ("model",), ("discovery",)),
     Family("tasks_published", "canary_tasks_published_total", "counter",
            "ProbeTasks put on the work queue", ("model",), ("discovery",)),
+    Family("live_periods", "canary_live_periods_total", "counter",
+           "Chat backends' live-count periods discovery read, by outcome (counted; duplicate: a message id "
+           "counted before; outside: ended outside the window; unwatched: a model it does not watch)",
+           ("model", "outcome"), ("discovery",)),
+    Family("confirmations_sent", "canary_confirmations_sent_total", "counter",
+           "Confirmation probes sent outside the rotation because live counts singled a provider out, by kind",
+           ("model", "kind"), ("discovery",)),
     Family("cycle_in_flight", "canary_cycle_probes_in_flight", "gauge",
            "Probes in flight the last cycle was sized to (all probers; CycleSized in_flight)", (), ("discovery",)),
     Family("cycle_expected_wall", "canary_cycle_expected_wall_seconds", "gauge",

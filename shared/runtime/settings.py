@@ -220,6 +220,27 @@ class Settings(Struct, kw_only=True):
             RetestRequested) per provider per cycle, on top of the rotation; a
             provider failing in many languages takes turns instead of adding one
             language probe per cycle without end.
+        confirm_window_s: discovery sums the chat backends' live counts
+            (``canary.live.<model>``) over the last this many seconds to find a
+            provider whose live failures stand out from its peers'
+            (:mod:`reverie_canary.services.discovery.confirm`); 0: no
+            confirmation probes at all (default 600 s).
+        confirm_min_served: a provider takes part in that comparison with at
+            least this many live replies in the window (default 20).
+        confirm_min_failures: a reason singles a provider out with at least
+            this many failing live replies in the window (default 5).
+        confirm_min_providers: nobody is singled out with fewer providers
+            with traffic than this: a failure every provider shows is the
+            model's or the prompt's (default 3).
+        confirm_k: how far above its peers a provider's share of a reason must
+            be: above their median plus this many scaled median absolute
+            deviations (at least ``confirm_min_spread``; default 3).
+        confirm_min_spread: the least spread (a share of replies, 0..1) that
+            ``confirm_k`` multiplies, so identical peers do not make any
+            failure stand out (default 0.02).
+        confirm_max_per_provider: at most this many confirmation probes per
+            provider per cycle, whatever the counts say, so forged counts cost
+            a bounded number of probes (default 2; 0: none).
         judge_snapshot_events: the judge writes a snapshot of its fold (every
             model's state at a stream position, to the object store
             ``canary-judge-snapshots``) every this many events it applied, so a
@@ -254,6 +275,13 @@ class Settings(Struct, kw_only=True):
     language_weights: dict[str, float] = {}
     max_retests_per_cycle: int = 2
     controls: dict[str, str] = {}
+    confirm_window_s: float = 600.0
+    confirm_min_served: int = 20
+    confirm_min_failures: int = 5
+    confirm_min_providers: int = 3
+    confirm_k: float = 3.0
+    confirm_min_spread: float = 0.02
+    confirm_max_per_provider: int = 2
 
     cycle_interval_s: float = 1800.0
     probe_window_s: float = 600.0
@@ -567,7 +595,8 @@ AT_LEAST: dict[str, int] = {"min_hosts": 0, "failed_cycles_to_suspend": 1, "pass
                             "language_coverage_cycles": 1, "languages_per_cycle": 0, "max_retests_per_cycle": 0,
                             "prober_concurrency": 1, "max_deliver": 1, "language_confirmations": 0,
                             "unjudgeable_after": 1, "max_tokens": 16, "judge_snapshot_events": 0,
-                            "notify_concurrency": 1}
+                            "notify_concurrency": 1, "confirm_min_served": 1, "confirm_min_failures": 1,
+                            "confirm_min_providers": 2, "confirm_max_per_provider": 0}
 #: The least size of a stream's byte bound (a stream smaller than this holds too little to be useful).
 AT_LEAST_BYTES: dict[str, int] = {"log_max_bytes": 64 * 1024 ** 2, "deadletter_max_bytes": 16 * 1024 ** 2,
                                   "tasks_max_bytes": 16 * 1024 ** 2}
@@ -587,6 +616,9 @@ RELATIONS: dict[str, str] = {
     "models": "at least one non-empty model id",
     "probe_window_s": "> 0 and below `cycle_interval_s`",
     "probe_fill_share": "> 0 and <= 1",
+    "confirm_window_s": ">= 0 (0: no confirmation probes)",
+    "confirm_k": "> 0",
+    "confirm_min_spread": ">= 0 and <= 1",
     "prober_concurrency": f"<= {MAX_TASK_CONCURRENCY}",
     "ladder_s": "at least one length, each > 0",
     "reply_max_bytes": "at least 256 bytes per `max_tokens`",
@@ -631,6 +663,12 @@ def _problems(s: Settings) -> list[str]:
     for name in POSITIVE:
         if getattr(s, name) <= 0:
             problems.append(f"{name} must be > 0")
+    if not (math.isfinite(s.confirm_window_s) and s.confirm_window_s >= 0):
+        problems.append("confirm_window_s must be >= 0 seconds (0: no confirmation probes)")
+    if not (math.isfinite(s.confirm_k) and s.confirm_k > 0):
+        problems.append("confirm_k must be > 0 (scaled deviations above the peers' median)")
+    if not (math.isfinite(s.confirm_min_spread) and 0 <= s.confirm_min_spread <= 1):
+        problems.append("confirm_min_spread must be between 0 and 1 (a share of replies)")
     if not 0 < s.probe_fill_share <= 1:
         problems.append("probe_fill_share must be > 0 and at most 1 (the share of probe_window_s a cycle's probes "
                         "are sized to take)")

@@ -436,3 +436,20 @@ def discovery_consumer(settings: Settings) -> ConsumerSpec:
         max_deliver=settings.max_deliver,
     )
 
+
+
+def discovery_live_consumer(settings: Settings) -> ConsumerSpec:
+    """The chat backends' live counts (``canary.live.>``): discovery sums them for confirmation probes.
+
+    From the time the durable is first created (counts older than the window ask for nothing);
+    many in flight, each handled at once (a dictionary update), a redelivery counted once.
+    """
+    return ConsumerSpec(
+        stream=LOG,
+        durable="discovery-live-v1",
+        filter_subjects=[subjects.ALL_LIVE],
+        max_ack_pending=256,
+        ack_wait_s=30.0,
+        max_deliver=settings.max_deliver,
+        deliver_policy=DeliverPolicy.NEW,
+    )
