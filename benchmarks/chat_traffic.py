@@ -60,6 +60,7 @@ import httpx  # noqa: E402
 
 from reverie_canary.canary.demo import REAL_CYCLE_S, pipeline  # noqa: E402
 from reverie_canary.client import IgnoreListClient, ReplyGuard  # noqa: E402
+from reverie_canary.client.guard import GuardPolicy  # noqa: E402
 from reverie_canary.simulator import SIMULATED_KEY  # noqa: E402
 
 MODEL = "deepseek/deepseek-chat-v3.1"
@@ -174,7 +175,6 @@ async def run_one(defect: str, args: argparse.Namespace) -> dict[str, Any]:
             client = IgnoreListClient(p.settings.nats_url, MODEL, user="backend", password=p.passwords["backend"],
                                       publish_live_s=10.0, source="bench")
             await client.start()
-            from reverie_canary.client.guard import GuardPolicy
 
             guard = ReplyGuard(client, policy=GuardPolicy(budget_ratio=args.budget_ratio))
             judge_only = ReplyGuard(model=MODEL)  # the raw arm's replies, judged only to count them
@@ -262,8 +262,8 @@ def main() -> None:
     ap.add_argument("--run-s", type=float, default=50.0, help="seconds of traffic per defect")
     ap.add_argument("--defect", choices=[*DEFECTS, "both"], default="both")
     ap.add_argument("--provider", default="deepinfra/fp8", help="the endpoint that develops the defect")
-    ap.add_argument("--budget-ratio", type=float, default=0.1,
-                    help="retries the guard earns per request (GuardPolicy.budget_ratio; default 0.1, its own)")
+    ap.add_argument("--budget-ratio", type=float, default=GuardPolicy().budget_ratio,
+                    help="retries the guard earns per request (GuardPolicy.budget_ratio; default 0.5, its own)")
     ap.add_argument("--stream-share", type=float, default=0.5, help="share of requests streamed")
     args = ap.parse_args()
     from reverie_canary.shared.runtime.logging import configure as configure_logging

@@ -112,7 +112,12 @@ class GuardPolicy(Struct, frozen=True, kw_only=True):
 
     Attributes:
         first_token_s: seconds from the request to the first visible token (docs/concepts/probes.md).
-        budget_ratio: retries earned per request (0.1: at most one request in ten is retried, sustained).
+        budget_ratio: retries earned per request (0.5: at most one request in two is retried, sustained).
+            One broken provider can carry a third of a model's unpinned traffic (the gateway weights
+            the cheapest by 1/price²), and every failing reply of it needs its retry; a tighter budget
+            hands those users the broken reply.  The traffic a retry adds stays bounded by the one
+            retry per request and this budget, and the circuit stops retries when the failure is the
+            model's (several providers at once).
         budget_burst: retries allowed at once (the bucket's size; it starts full).
         circuit_window_s: how far back the circuit looks (seconds).
         circuit_min_failures: failures of one reason in the window before the circuit can open.
@@ -121,7 +126,7 @@ class GuardPolicy(Struct, frozen=True, kw_only=True):
     """
 
     first_token_s: float = 10.0
-    budget_ratio: float = 0.1
+    budget_ratio: float = 0.5
     budget_burst: float = 10.0
     circuit_window_s: float = 120.0
     circuit_min_failures: int = 6
