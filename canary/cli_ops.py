@@ -613,7 +613,7 @@ def mode(
     new_mode: Annotated[str, typer.Argument(metavar="observe|enforce",
                                             help="observe: announce only; enforce: change routing")],
     kind: Annotated[str | None,
-                    typer.Option("--kind", help="one probe kind (ttft, refusal, structured, language, echo, tools)")] = None,
+                    typer.Option("--kind", help="one probe kind (ttft, refusal, structured, language, echo, tools) or fact kind (template)")] = None,
     model: Annotated[str, typer.Option("--model", help="model id, or * for every model")] = "*",
     reason: Annotated[str, typer.Option("--reason", help="why")] = "",
     actor: ActorOpt = None,
@@ -624,15 +624,13 @@ def mode(
 
     A model the judge does not watch is refused.
     """
-    from typing import get_args
-
     from reverie_canary.shared.contract.commands import SetMode
-    from reverie_canary.shared.contract.events import ProbeKind
+    from reverie_canary.shared.contract.events import JUDGED_KINDS
 
     if new_mode not in ("observe", "enforce"):
         typer.echo(f"error: mode must be observe or enforce, not {new_mode!r}", err=True)
         raise typer.Exit(2)
-    kinds = get_args(ProbeKind)
+    kinds = JUDGED_KINDS  # the probe kinds and the fact kinds (template) each have a mode
     if kind is not None and kind not in kinds:
         typer.echo(f"error: unknown probe kind {kind!r}; one of {', '.join(kinds)}", err=True)
         raise typer.Exit(2)

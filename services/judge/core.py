@@ -26,7 +26,15 @@ The rules, in the order :func:`_close_cycle` applies them:
 3. Common-mode guard: when more than ``common_mode_share`` of the probed
    providers (at least ``common_mode_min_providers``) fail one kind, that kind
    is frozen for everyone this cycle (``common_mode``).
-4. Verdict per provider: any quality ``fail`` -> failed; every planned probe
+4. Facts across the providers of a model (:func:`_template_facts`): a provider whose
+   ``usage.prompt_tokens`` for a prompt differs from its peers' (at least
+   ``template_min_providers`` reporting it, more than half of them agreeing), or whose
+   ``completion_tokens`` exceed the request's ``max_tokens``, gets a failed result of the
+   kind ``template`` (``prompt_tokens_differ``, ``max_tokens_ignored``), judged like any
+   kind, with its own mode (observe until an operator switches it: ``new_kind_modes``).
+   The numbers come from the open cycle's :class:`Measured`, never from a ``ResultRef``,
+   and go with the cycle at its close.
+   Verdict per provider: any quality ``fail`` -> failed; every planned probe
    ``pass`` (or ``not_applicable``) -> passed; otherwise frozen.
 5. Streaks, by the table :data:`STREAK_TRANSITIONS`: failed grows the failed
    streak and resets the passed one, passed the reverse, frozen changes neither.
@@ -46,7 +54,11 @@ The rules, in the order :func:`_close_cycle` applies them:
    provider that failed just before it and fails again just after).
 8. A provider frozen for ``unjudgeable_after`` cycles in a row is reported
    ``unjudgeable`` once.
-9. ``pin_violated`` (the gateway served a pinned probe from another provider)
+9. ``slow_vs_peers`` (:func:`_peer_latency`): a provider whose first-token median over its
+   last ``slow_vs_peers_window_cycles`` is above the median + k x MAD of its model's probed
+   providers (at least ``slow_vs_peers_min_providers``) is marked so in its state -- shown,
+   never a verdict, a streak or a suspension: the first-token bar stays the contract.
+10. ``pin_violated`` (the gateway served a pinned probe from another provider)
    is announced once a stretch: at the first cycle that shows it, again only
    after a cycle judged every probe of the provider served by it, or one that
    did not probe it (the notifier's held state counts the cycles between).
@@ -149,7 +161,7 @@ class Policy(Struct, frozen=True, kw_only=True):
     kind_modes: dict[str, Mode] = {}
     #: A new kind's mode until an operator switches that kind, whatever the model's mode
     #: (``Settings.new_kind_default_modes``; :func:`mode_of`).
-    new_kind_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe"})
+    new_kind_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe", "template": "observe"})
     #: The probe kinds judged (``Settings.kinds``): what a mode command's answer reads back.
     kinds: tuple[str, ...] = PROBE_KINDS
     #: The watched models: an operator command for ``*`` applies to each of them,
@@ -159,6 +171,15 @@ class Policy(Struct, frozen=True, kw_only=True):
     #: intervals, so that a hold renewed every cycle never lapses while cycles go on,
     #: and one lapses on its own once they stop (docs/concepts/health.md).
     blind_hold_s: float = 2 * 1800.0
+    #: Facts across the providers of a model (``Settings``, same names): :func:`_template_facts`
+    #: and :func:`_peer_latency`.
+    template_tolerance_tokens: int = 2
+    template_tolerance_share: float = 0.02
+    template_min_providers: int = 3
+    slow_vs_peers_k: float = 5.0
+    slow_vs_peers_window_cycles: int = 6
+    slow_vs_peers_min_providers: int = 4
+    slow_vs_peers_min_spread_ms: float = 200.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -177,6 +198,13 @@ class Policy(Struct, frozen=True, kw_only=True):
             kinds=tuple(settings.kinds),
             models=tuple(settings.models),
             blind_hold_s=2 * settings.cycle_interval_s,
+            template_tolerance_tokens=settings.template_tolerance_tokens,
+            template_tolerance_share=settings.template_tolerance_share,
+            template_min_providers=settings.template_min_providers,
+            slow_vs_peers_k=settings.slow_vs_peers_k,
+            slow_vs_peers_window_cycles=settings.slow_vs_peers_window_cycles,
+            slow_vs_peers_min_providers=settings.slow_vs_peers_min_providers,
+            slow_vs_peers_min_spread_ms=settings.slow_vs_peers_min_spread_ms,
         )
 
 
@@ -235,10 +263,40 @@ class ProviderState(Struct, kw_only=True, gc=False):
     history: list[VerdictRecord] = []
     #: The latest word on it is canary-side (a blind verdict or an unplanned cycle), since when.
     blind_since: datetime | None = None
+    #: Its ttft probes' time to first token (ms) in its last ``slow_vs_peers_window_cycles``
+    #: judged cycles, one a cycle (``None``: measured nothing that cycle); :func:`_peer_latency`.
+    ttft_recent_ms: list[float | None] = []
+    #: The median of ``ttft_recent_ms`` at the last close that probed it (``None``: fewer than
+    #: half the window measured).
+    ttft_median_ms: float | None = None
+    #: Its median is above the model's ``ttft_peer_bar_ms``: shown, never a suspension by itself.
+    slow_vs_peers: bool = False
+
+
+class Measured(Struct, frozen=True, kw_only=True, array_like=True, omit_defaults=True):
+    """The numbers of one result that the facts across a model's providers read at the close.
+
+    Kept beside the open cycle's :class:`ResultRef` (``OpenCycle.measured``, the judge store's
+    short result form), never in a ``ResultRef``: references are copied into verdicts and
+    decisions, and these numbers are needed only until the cycle closes, which drops them.
+    ``prompt_tokens`` / ``completion_tokens`` are the reply's ``usage``; ``max_tokens`` the
+    request's budget (0: not said); ``ttft_ms`` the time to first token; ``prompt_version``
+    the prompts' version (results of different versions sent different prompts).
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    max_tokens: int = 0
+    ttft_ms: float | None = None
+    prompt_version: str = ""
 
 
 class OpenCycle(Struct, kw_only=True, gc=False):
-    """A cycle between discovery and close: what was planned, what came back."""
+    """A cycle between discovery and close: what was planned, what came back.
+
+    ``measured``: task id -> the numbers of its result (:class:`Measured`), for the results
+    that reported any.
+    """
 
     cycle: str
     cycle_no: int
@@ -247,6 +305,7 @@ class OpenCycle(Struct, kw_only=True, gc=False):
     planned: list[PlannedProbe]
     results: dict[str, ResultRef] = {}
     parts: list[int] = []
+    measured: dict[str, Measured] = {}
 
 
 class ShadowCall(Struct, kw_only=True, gc=False):
@@ -292,6 +351,10 @@ class ModelState(Struct, kw_only=True, gc=False):
     #: ``canary_sees``; ``blind_cause`` the cause it gave.
     blind_since: datetime | None = None
     blind_cause: str = ""
+    #: The median of the probed providers' ``ttft_median_ms`` and the bar above which one is
+    #: ``slow_vs_peers`` (median + k x MAD), at the last close (``None``: too few providers measured).
+    ttft_peer_median_ms: float | None = None
+    ttft_peer_bar_ms: float | None = None
 
 
 def initial(model: str) -> ModelState:
@@ -482,7 +545,7 @@ def _result_fast(state: ModelState, event: ProbeResult) -> tuple[ModelState, lis
     probe = _planned_probe(event, {p.task_id: p for p in cycle.planned})
     if probe is None:
         return state, []
-    new_cycle = msgspec.structs.replace(cycle, results=dict(cycle.results))
+    new_cycle = msgspec.structs.replace(cycle, results=dict(cycle.results), measured=dict(cycle.measured))
     new = msgspec.structs.replace(state, open_cycles={**state.open_cycles, event.cycle: new_cycle})
     return new, _result(new, new_cycle, event, probe)
 
@@ -586,7 +649,8 @@ class Folder:
             state = self.states[model] = msgspec.structs.replace(state, open_cycles=dict(state.open_cycles))
             self._owned.add(model)
         if key not in self._owned_cycles:
-            cycle = state.open_cycles[event.cycle] = msgspec.structs.replace(cycle, results=dict(cycle.results))
+            cycle = state.open_cycles[event.cycle] = msgspec.structs.replace(cycle, results=dict(cycle.results),
+                                                                             measured=dict(cycle.measured))
             self._owned_cycles.add(key)
         return _result(state, cycle, event, probe)
 
@@ -608,7 +672,7 @@ def _copy(state: ModelState) -> ModelState:
     """
     new = _STATE_DECODER.decode(_STATE_JSON.encode(msgspec.structs.replace(state, open_cycles={})))
     new.open_cycles = {cid: msgspec.structs.replace(c, planned=list(c.planned), results=dict(c.results),
-                                                    parts=list(c.parts))
+                                                    parts=list(c.parts), measured=dict(c.measured))
                        for cid, c in state.open_cycles.items()}
     return new
 
@@ -742,6 +806,9 @@ def _result(state: ModelState, cycle: OpenCycle, event: ProbeResult, probe: Plan
         reason=event.reason,
         language=event.language,
     )
+    measured = measured_of(event)
+    if measured is not None:
+        cycle.measured[event.task_id] = measured
     state.updated_at = event.at
     if (event.kind == "language" and event.outcome in ("fail", "inconclusive") and event.language
             and event.reason in LANGUAGE_ANOMALIES and not probe.control):
@@ -794,8 +861,10 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
                       if any(r.outcome == "pass" for r in refs) and not any(r.outcome == "fail" for r in refs))
     common_mode = _common_mode(cycle, by_provider, set(unproven), policy)
     frozen_kinds = set(unproven) | set(common_mode)
+    facts, notes = _template_facts(cycle, by_provider, policy)
     # the verdicts first (pure): who is blind this cycle decides whose suspensions are held
-    verdicts = [_provider_verdict(provider, by_provider[provider], cycle, frozen_kinds) for provider in sorted(by_provider)]
+    verdicts = [_provider_verdict(provider, by_provider[provider], cycle, frozen_kinds, facts.get(provider, []), notes)
+                for provider in sorted(by_provider)]
     blind_now = sorted(v.provider for v in verdicts if v.verdict == "blind")
 
     effects: list[Effect] = _expire(state, at, policy, keep=set(blind_now))
@@ -849,6 +918,7 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
     decisions.extend(_recoveries(state, cycle, at, policy))
     decisions.extend(_suspensions(state, cycle, at, policy))
     decisions.extend(_unjudgeable(state, cycle, at, policy))
+    _peer_latency(state, cycle, by_provider, {v.provider for v in verdicts if v.verdict != "blind"}, policy)
 
     effects.insert(0, CycleVerdict(at=at, model=state.model, cycle=cycle.cycle, cycle_no=cycle.cycle_no,
                                    verdicts=verdicts, unproven=unproven, common_mode=sorted(common_mode)))
@@ -907,7 +977,14 @@ def _common_mode(cycle: OpenCycle, by_provider: dict[str, list[PlannedProbe]], u
             if probed >= policy.common_mode_min_providers and failing > policy.common_mode_share * probed}
 
 
-def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle, frozen_kinds: set[str]) -> ProviderVerdict:
+def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle, frozen_kinds: set[str],
+                      facts: Sequence[ResultRef] = (), notes: Mapping[tuple[str, str], str] | None = None
+                      ) -> ProviderVerdict:
+    """One provider's verdict from its planned probes' results and the facts across its peers (``facts``).
+
+    ``notes``: (kind, task id) -> the text a fact's reason is shown with in the verdict's
+    reasons (the peers' value and this one's).
+    """
     results: list[ResultRef] = []
     missing: list[str] = []
     for p in plans:
@@ -916,10 +993,12 @@ def _provider_verdict(provider: str, plans: list[PlannedProbe], cycle: OpenCycle
             missing.append(p.task_id)
         else:
             results.append(ref)
+    results.extend(facts)
     counted = [r for r in results if r.kind not in frozen_kinds]
     fails = [r for r in counted if r.outcome == "fail"]
     if fails:
-        reasons = sorted({f"{r.kind}:{r.reason or 'fail'}" for r in fails})
+        noted = notes or {}
+        reasons = sorted({noted.get((r.kind, r.task_id)) or f"{r.kind}:{r.reason or 'fail'}" for r in fails})
         return ProviderVerdict(provider=provider, verdict="failed", reasons=reasons, results=results, missing=missing)
     blind = [r for r in results if r.outcome == "blind"]
     if blind:  # the canary could not see it: no evidence either way
@@ -957,6 +1036,170 @@ def _apply_streaks(ps: ProviderState, verdict: ProviderVerdict, cycle: OpenCycle
         ps.streak_evidence = []
     if verdict.verdict not in ("frozen", "blind"):
         ps.unjudgeable_reported = False
+
+
+# -- facts across the providers of a model ------------------------------------------
+#
+# Every provider of a model gets the same fixed prompt in a cycle, so some faults only show
+# when its numbers are set beside its peers' (docs/concepts/probes.md, facts across the providers
+# of a model): a prompt token count unlike theirs (another chat template or tokenizer), more
+# completion tokens than the request allowed, a first-token median far above theirs.
+
+#: The largest token count or time (ms) a result's numbers are read up to (beyond: not read).
+_COUNT_MAX = 10_000_000
+_MS_MAX = 3_600_000.0
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the usage reported it: a whole number from 0 to :data:`_COUNT_MAX`, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not 0 <= value <= _COUNT_MAX or value != int(value):
+        return None  # also NaN (fails both comparisons)
+    return int(value)
+
+
+def measured_of(event: ProbeResult) -> Measured | None:
+    """The numbers of ``event`` the facts across its model's providers read (``None``: none to read).
+
+    Read from the reply's evidence: ``usage.prompt_tokens`` and ``usage.completion_tokens``
+    (whole, 0 to 10 million), the request's ``max_tokens``, the time to first token
+    (``reply.ttft_ms``; for a ttft probe that failed with no first token at all, its bar
+    ``ttft_threshold_ms``: it was at least that slow).  A result that says nothing of the
+    pinned provider -- served by another (``pin_violated``), blind, a transport error, not
+    applicable -- has none.
+    """
+    if event.outcome in ("transport_error", "blind", "not_applicable") or event.reason == "pin_violated":
+        return None
+    usage = event.reply.usage if isinstance(event.reply.usage, dict) else {}
+    ttft = event.reply.ttft_ms
+    if ttft is None and event.kind == "ttft" and event.outcome == "fail" and event.ttft_threshold_ms > 0:
+        ttft = event.ttft_threshold_ms
+    if ttft is not None and not 0 <= ttft <= _MS_MAX:
+        ttft = None
+    measured = Measured(prompt_tokens=_count(usage.get("prompt_tokens")),
+                        completion_tokens=_count(usage.get("completion_tokens")), max_tokens=event.max_tokens,
+                        ttft_ms=None if ttft is None else round(float(ttft), 1),
+                        prompt_version=event.prompt_version)
+    if measured.prompt_tokens is None and measured.completion_tokens is None and measured.ttft_ms is None:
+        return None
+    return measured
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _template_facts(cycle: OpenCycle, by_provider: Mapping[str, list[PlannedProbe]], policy: Policy
+                    ) -> tuple[dict[str, list[ResultRef]], dict[tuple[str, str], str]]:
+    """The ``template`` facts of a cycle: per provider, a failed result for each count unlike its peers'.
+
+    - ``prompt_tokens_differ``: results of the same probe kind, language, variant and prompt
+      version sent the same prompt, so each provider's ``usage.prompt_tokens`` for it should be
+      its peers' (compared only within that key: languages rotate per provider).  With at least
+      ``template_min_providers`` providers reporting a key, the peers' count is their median (the
+      lower middle one); it counts only when more than half of them are within the tolerance
+      (the larger of ``template_tolerance_tokens`` and ``template_tolerance_share`` of it), and
+      then each provider outside it applies another chat template or tokenizer, or bills tokens
+      it did not read (the vendors' verifiers compare exactly this).
+    - ``max_tokens_ignored``: a reply with more ``completion_tokens`` than its request's
+      ``max_tokens`` did not honour the parameter -- judged when at least
+      ``template_min_providers`` providers reported completion tokens in the cycle and at most
+      half of them exceeded it (when most do, the model or the gateway counts otherwise).
+
+    One result per provider and key (its first planned); controls are not among ``by_provider``.
+
+    Returns:
+        ``(facts, notes)``: provider -> its failed ``template`` references (the task id is the
+        probe result that showed it: its evidence), and (kind, task id) -> the verdict reason
+        that names this provider's count and the peers'.
+    """
+    counts: dict[tuple[str, str, str, str], dict[str, tuple[int, str]]] = {}
+    over: dict[str, tuple[int, int, str]] = {}  # provider -> (completion, max, task id): its first reply above max_tokens
+    completing: set[str] = set()
+    for provider in sorted(by_provider):
+        for p in by_provider[provider]:
+            m = cycle.measured.get(p.task_id)
+            if m is None or p.task_id not in cycle.results:
+                continue
+            if m.prompt_tokens is not None:
+                key = (p.kind, p.language or "", p.variant, m.prompt_version)
+                counts.setdefault(key, {}).setdefault(provider, (m.prompt_tokens, p.task_id))
+            if m.completion_tokens is not None and m.max_tokens > 0:
+                completing.add(provider)
+                if m.completion_tokens > m.max_tokens and provider not in over:
+                    over[provider] = (m.completion_tokens, m.max_tokens, p.task_id)
+    facts: dict[str, list[ResultRef]] = {}
+    notes: dict[tuple[str, str], str] = {}
+
+    def fact(provider: str, task_id: str, reason: str, note: str) -> None:
+        facts.setdefault(provider, []).append(ResultRef(task_id=task_id, cycle=cycle.cycle, kind="template",
+                                                        outcome="fail", reason=reason))
+        notes[("template", task_id)] = f"template:{reason} ({note})"[:128]
+
+    for key in sorted(counts):
+        reported = counts[key]
+        if len(reported) < policy.template_min_providers:
+            continue
+        values = sorted(v for v, _ in reported.values())
+        peers = values[(len(values) - 1) // 2]
+        tolerance = max(policy.template_tolerance_tokens, policy.template_tolerance_share * peers)
+        if 2 * sum(1 for v in values if abs(v - peers) <= tolerance) <= len(values):
+            continue  # no count most of them agree on: nothing to compare with
+        kind, language, variant, _ = key
+        what = "/".join(x for x in (kind, language, variant) if x)
+        for provider, (value, task_id) in sorted(reported.items()):
+            if abs(value - peers) > tolerance:
+                fact(provider, task_id, "prompt_tokens_differ",
+                     f"{what}: prompt_tokens {value}, peers {peers}")
+    if len(completing) >= policy.template_min_providers and 2 * len(over) <= len(completing):
+        for provider, (completion, budget, task_id) in sorted(over.items()):
+            fact(provider, task_id, "max_tokens_ignored", f"completion_tokens {completion} > max_tokens {budget}")
+    return facts, notes
+
+
+def _peer_latency(state: ModelState, cycle: OpenCycle, by_provider: Mapping[str, list[PlannedProbe]],
+                  judged: AbstractSet[str], policy: Policy) -> None:
+    """Update each probed provider's first-token window and ``slow_vs_peers`` at a close.
+
+    Each provider of ``judged`` (probed this cycle and not blind) adds this cycle's ttft
+    probes' median time to first token (``None``: none measured) to its last
+    ``slow_vs_peers_window_cycles``; its median over them counts once at least half the
+    window is measured.  With at least ``slow_vs_peers_min_providers`` such medians among the
+    providers probed this cycle, the bar is their median plus ``slow_vs_peers_k`` times their
+    median absolute deviation (at least ``slow_vs_peers_min_spread_ms``), and a provider
+    above it is ``slow_vs_peers``.  Shown, never a suspension: nothing here touches a
+    streak or a verdict (the 10 s first-token bar stays the contract).
+    """
+    window = policy.slow_vs_peers_window_cycles
+    medians: dict[str, float] = {}
+    for provider in sorted(by_provider):
+        ps = _provider(state, provider)
+        if provider in judged:
+            times = [m.ttft_ms for p in by_provider[provider] if p.kind == "ttft"
+                     for m in [cycle.measured.get(p.task_id)] if m is not None and m.ttft_ms is not None]
+            ps.ttft_recent_ms = [*ps.ttft_recent_ms, round(_median(times), 1) if times else None][-window:]
+        measured = [t for t in ps.ttft_recent_ms if t is not None]
+        ps.ttft_median_ms = round(_median(measured), 1) if measured and 2 * len(measured) >= window else None
+        if ps.ttft_median_ms is not None:
+            medians[provider] = ps.ttft_median_ms
+    for name, ps in state.providers.items():
+        if name not in by_provider:
+            ps.slow_vs_peers = False  # not probed: nothing to compare now
+    if len(medians) < policy.slow_vs_peers_min_providers:
+        state.ttft_peer_median_ms = state.ttft_peer_bar_ms = None
+        for provider in by_provider:
+            state.providers[provider].slow_vs_peers = False
+        return
+    center = _median(list(medians.values()))
+    spread = max(_median([abs(v - center) for v in medians.values()]), policy.slow_vs_peers_min_spread_ms)
+    bar = round(center + policy.slow_vs_peers_k * spread, 1)
+    state.ttft_peer_median_ms, state.ttft_peer_bar_ms = round(center, 1), bar
+    for provider in by_provider:
+        median = medians.get(provider)
+        state.providers[provider].slow_vs_peers = median is not None and median > bar
 
 
 # -- suspensions ---------------------------------------------------------------

@@ -38,7 +38,7 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from reverie_canary.services.judge.core import Effect, ModelState, OpenCycle, ProviderState, initial
+from reverie_canary.services.judge.core import Effect, Measured, ModelState, OpenCycle, ProviderState, initial
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import (
     CommandApplied,
@@ -179,43 +179,51 @@ def _result_field(cycle: str, task_id: str) -> str:
     return f"r:{cycle} {task_id}"
 
 
-class _StoredResult(msgspec.Struct, array_like=True, frozen=True):
-    """A result of an open cycle as stored: its field (``r:<cycle> <task id>``) already names its cycle and task."""
+class _StoredResult(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
+    """A result of an open cycle as stored: its field (``r:<cycle> <task id>``) already names its cycle and task.
+
+    ``measured``: the numbers the facts across the model's providers read at the close
+    (:class:`~reverie_canary.services.judge.core.Measured`: token counts, time to first token),
+    kept here with the result and never in its ``ResultRef``; a result stored without them
+    (before they were kept) reads as having none.
+    """
 
     kind: Token
     outcome: Outcome
     reason: Reason = ""
     language: Language | None = None
+    measured: Measured | None = None
 
 
 _STORED_RESULT = msgspec.json.Decoder(_StoredResult)
 
 
-def _result_value(cycle: str, task_id: str, ref: ResultRef) -> bytes:
-    """``ref`` as stored under :func:`_result_field`: ``[kind, outcome, reason, language]``.
+def _result_value(cycle: str, task_id: str, ref: ResultRef, measured: Measured | None = None) -> bytes:
+    """``ref`` as stored under :func:`_result_field`: ``[kind, outcome, reason, language, measured]``.
 
     Without the task id and cycle the field's name already holds, a stored result is about 40
-    bytes instead of 150 (a large model writes one a result).  A reference whose
-    own task id or cycle is not its field's (no fold makes one) is stored whole.
+    bytes instead of 150 (a large model writes one a result), and about 30 more with its
+    numbers (``measured``, trailing defaults left out).  A reference whose own task id or
+    cycle is not its field's (no fold makes one) is stored whole, without numbers.
     """
     if ref.task_id == task_id and ref.cycle == cycle:
         return _encoder.encode(_StoredResult(kind=ref.kind, outcome=ref.outcome, reason=ref.reason,
-                                             language=ref.language))
+                                             language=ref.language, measured=measured))
     return _encoder.encode(ref)
 
 
-def _result_from(cycle: str, task_id: str, raw: bytes) -> ResultRef:
-    """The result stored under ``r:<cycle> <task_id>`` (the short form of :func:`_result_value`, or whole)."""
+def _result_from(cycle: str, task_id: str, raw: bytes) -> tuple[ResultRef, Measured | None]:
+    """The result stored under ``r:<cycle> <task_id>`` and its numbers (the short form of :func:`_result_value`, or whole)."""
     if raw[:1] != b"[":
-        return _RESULT.decode(raw)  # whole (as before the short form)
+        return _RESULT.decode(raw), None  # whole (as before the short form)
     short = _STORED_RESULT.decode(raw)
     return ResultRef(task_id=task_id, cycle=cycle, kind=short.kind, outcome=short.outcome, reason=short.reason,
-                     language=short.language)
+                     language=short.language), short.measured
 
 
 def _head(cycle: OpenCycle) -> bytes:
-    """An open cycle without its results (they are stored one by one)."""
-    return _encoder.encode(msgspec.structs.replace(cycle, results={}))
+    """An open cycle without its results and their numbers (they are stored one by one)."""
+    return _encoder.encode(msgspec.structs.replace(cycle, results={}, measured={}))
 
 
 def _same_head(a: OpenCycle, b: OpenCycle) -> bool:
@@ -231,7 +239,7 @@ def state_parts(state: ModelState) -> dict[str, bytes]:
     for cid, cycle in state.open_cycles.items():
         out[f"c:{cid}"] = _head(cycle)
         for task_id, ref in cycle.results.items():
-            out[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
+            out[_result_field(cid, task_id)] = _result_value(cid, task_id, ref, cycle.measured.get(task_id))
     return out
 
 
@@ -265,16 +273,17 @@ def delta(before: ModelState | None, after: ModelState) -> tuple[dict[str, bytes
             if old_cycle is None:
                 sets[f"c:{cid}"] = _head(cycle)
                 for task_id, ref in cycle.results.items():
-                    sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
+                    sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref, cycle.measured.get(task_id))
                 continue
             if not _same_head(old_cycle, cycle):
                 sets[f"c:{cid}"] = _head(cycle)
-            if cycle.results is not old_cycle.results:
-                old_results = old_cycle.results
+            if cycle.results is not old_cycle.results or cycle.measured is not old_cycle.measured:
+                old_results, old_measured = old_cycle.results, old_cycle.measured
                 for task_id, ref in cycle.results.items():
                     old_ref = old_results.get(task_id)
-                    if old_ref is not ref and old_ref != ref:
-                        sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref)
+                    measured, old_m = cycle.measured.get(task_id), old_measured.get(task_id)
+                    if (old_ref is not ref and old_ref != ref) or (old_m is not measured and old_m != measured):
+                        sets[_result_field(cid, task_id)] = _result_value(cid, task_id, ref, measured)
                 deletes += [_result_field(cid, t) for t in old_results if t not in cycle.results]
         for cid, old_cycle in before.open_cycles.items():
             if cid not in after.open_cycles:
@@ -299,6 +308,7 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
     providers: dict[str, ProviderState] = {}
     cycles: dict[str, OpenCycle] = {}
     results: dict[str, dict[str, ResultRef]] = {}
+    measured: dict[str, dict[str, Measured]] = {}
     for name, raw in parts.items():
         kind, _, rest = name.partition(":")
         if kind == "m":
@@ -310,10 +320,14 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
             cycles[rest] = _CYCLE.decode(raw)
         elif kind == "r":
             cid, _, task_id = rest.partition(" ")
-            results.setdefault(cid, {})[task_id] = _result_from(cid, task_id, raw)
+            ref, numbers = _result_from(cid, task_id, raw)
+            results.setdefault(cid, {})[task_id] = ref
+            if numbers is not None:
+                measured.setdefault(cid, {})[task_id] = numbers
     for cid, refs in results.items():
         if cid in cycles:
             cycles[cid].results = dict(sorted(refs.items()))
+            cycles[cid].measured = dict(sorted(measured.get(cid, {}).items()))
     meta.setdefault("model", model)
     state = ModelState(**meta, providers=dict(sorted(providers.items())),
                        open_cycles=dict(sorted(cycles.items(), key=lambda kv: kv[1].deadline)))

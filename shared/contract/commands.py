@@ -13,7 +13,7 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from reverie_canary.client.wire import SCHEMA_VERSION, Layer, Version  # noqa: F401  (Layer re-exported; defined once, with the snapshot)
-from reverie_canary.shared.contract.events import Mode, ProbeKind, Slug, UtcDatetime
+from reverie_canary.shared.contract.events import JudgedKind, Mode, Slug, UtcDatetime
 
 #: No C0 or C1 control character (nor DEL) anywhere, tab and newline included: operator free
 #: text is printed on other operators' terminals, where ``ESC [2J`` would clear the screen
@@ -95,11 +95,11 @@ class LiftSuspension(Command, frozen=True, kw_only=True, tag="lift_suspension"):
 
 
 class SetMode(Command, frozen=True, kw_only=True, tag="set_mode"):
-    """Switch ``model`` (or ``*``) to observe or enforce, for one probe kind or all."""
+    """Switch ``model`` (or ``*``) to observe or enforce, for one probe kind (or fact kind: ``template``) or all."""
 
     mode: Mode
     model: ModelScope = "*"
-    kind: ProbeKind | None = None
+    kind: JudgedKind | None = None
     reason: Note = ""
 
 

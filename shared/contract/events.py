@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import msgspec
 from msgspec import Meta, Struct
@@ -75,6 +75,17 @@ MAX_SAME_NAME = 16
 #: probe (contract 6).  :data:`PROBE_KINDS` are the kinds planned by default (``Settings.kinds``).
 ProbeKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools"]
 PROBE_KINDS: tuple[str, ...] = ("ttft", "refusal", "structured", "language", "echo", "tools")
+#: Kinds the judge reads across the providers of a model in one cycle, from the probes' own
+#: results, with no probe of their own (docs/concepts/probes.md, facts across the providers of a
+#: model): ``template``, whose ``usage.prompt_tokens`` differs from its peers' for the same prompt
+#: (another chat template or tokenizer), or whose ``completion_tokens`` exceed the request's
+#: ``max_tokens``.  Judged like a probe kind, with a mode of its own (observe until switched).
+FactKind = Literal["template"]
+FACT_KINDS: tuple[str, ...] = ("template",)
+#: Every kind a verdict's results and a mode command can name: the probe kinds, then the fact kinds.
+JudgedKind = Literal["ttft", "refusal", "structured", "language", "echo", "tools", "template"]
+JUDGED_KINDS: tuple[str, ...] = (*PROBE_KINDS, *FACT_KINDS)
+assert get_args(JudgedKind) == JUDGED_KINDS == (*get_args(ProbeKind), *get_args(FactKind))
 #: The variants of a kind that are each probed every cycle, one task each (``ProbeTask.variant``):
 #: the tool probe's streamed and unstreamed call, its no-tool question and its second turn
 #: (:data:`reverie_canary.client.reply.TOOL_VARIANTS`).  Each variant every cycle, not a streak

@@ -191,6 +191,16 @@ FAMILIES: tuple[Family, ...] = (
     Family("provider_ladder_step", "canary_provider_ladder_step", "state",
            "The provider's step on the suspension ladder (0: none; 1, 2, 3: 1, 3, 7 days)",
            ("model", "provider"), ("judge",)),
+    Family("provider_slow_vs_peers", "canary_provider_slow_vs_peers", "state",
+           "1 while the provider's median time to first token over its last cycles is far above its peers' "
+           "(median + k x MAD over the model's providers); shown, never a suspension by itself",
+           ("model", "provider"), ("judge",)),
+    Family("provider_ttft_median_ms", "canary_provider_ttft_median_ms", "state",
+           "The provider's median time to first token (ms) over its last cycles' ttft probes, as the judge "
+           "compares it with its peers'", ("model", "provider"), ("judge",)),
+    Family("model_ttft_peer_bar_ms", "canary_model_ttft_peer_bar_ms", "state",
+           "The first-token median (ms) above which a provider of the model is slow_vs_peers (median + k x MAD "
+           "of its providers' medians); absent with too few providers measured", ("model",), ("judge",)),
     Family("canary_blind", "canary_blind", "state",
            "1 while the canary cannot see for the model (canary_blind announced, canary_sees not yet), else 0",
            ("model",), ("judge",)),

@@ -24,13 +24,13 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import msgspec
 from msgspec import Struct, field
 
 from reverie_canary.shared.contract.errors import ConfigError
-from reverie_canary.shared.contract.events import MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode, ProbeKind
+from reverie_canary.shared.contract.events import JUDGED_KINDS, MAX_TASK_CONCURRENCY, PROBE_KINDS, Mode
 from reverie_canary.shared.contract.languages import LANGUAGES, CoverageError, coverage
 
 DAY_S = 86400.0
@@ -97,6 +97,35 @@ class Settings(Struct, kw_only=True):
         common_mode_share: when more than this share of a model's probed
             providers fail one kind in a cycle, the failure is the canary's or
             the model's, not theirs: that kind is frozen for everyone.
+        template_tolerance_tokens, template_tolerance_share: how far a
+            provider's ``usage.prompt_tokens`` may be from its peers' for the
+            same prompt (same probe kind, language, variant and prompt version
+            in one cycle) before it reads as another chat template or tokenizer
+            (``template:prompt_tokens_differ``): the larger of this many tokens
+            and this share of the peers' count (2 tokens, 2 %: a system prompt
+            or template dropped or added moves a count by tens of tokens, a
+            different tokenizer by a tenth or more).  The peers' count is the
+            median of the providers reporting that prompt, and only counts when
+            more than half of them are within the tolerance of it.
+        template_min_providers: providers that must report a prompt's count (or
+            a reply's ``completion_tokens``) in one cycle before any of them is
+            compared with its peers (3); ``max_tokens_ignored`` (more
+            ``completion_tokens`` than the request's ``max_tokens``) is judged
+            on at least as many and only when at most half of them exceed it.
+        slow_vs_peers_k, slow_vs_peers_window_cycles,
+        slow_vs_peers_min_providers, slow_vs_peers_min_spread_ms: a provider
+            whose median time to first token over its last
+            ``slow_vs_peers_window_cycles`` cycles (the ttft probe's, 6 cycles:
+            3 hours at the default interval; at least half of them measured)
+            is above the median of the model's providers' medians plus ``k``
+            times their median absolute deviation (``k`` = 5; a deviation below
+            ``slow_vs_peers_min_spread_ms``, 200 ms, counts as that much, so that
+            peers within milliseconds of each other do not flag one a little
+            slower) is ``slow_vs_peers``, judged only with at least
+            ``slow_vs_peers_min_providers`` (4) providers measured.  It is shown
+            (``canary status``, the dashboard, the ``provider_slow_vs_peers``
+            gauge) and never suspends anyone: the first-token bar
+            (``ttft_threshold_s``) stays the contract.
         exclusions_file: the reviewed exclusions (TOML; the router reloads it when
             it changes); empty: none.
         prober_id: this prober's name in its results (default: host, process id
@@ -300,9 +329,16 @@ class Settings(Struct, kw_only=True):
     min_hosts: int = 2
     unjudgeable_after: int = 6
     common_mode_share: float = 0.5
+    template_tolerance_tokens: int = 2
+    template_tolerance_share: float = 0.02
+    template_min_providers: int = 3
+    slow_vs_peers_k: float = 5.0
+    slow_vs_peers_window_cycles: int = 6
+    slow_vs_peers_min_providers: int = 4
+    slow_vs_peers_min_spread_ms: float = 200.0
     mode: Mode = "observe"
     kind_modes: dict[str, Mode] = {}
-    new_kind_default_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe"})
+    new_kind_default_modes: dict[str, Mode] = field(default_factory=lambda: {"tools": "observe", "template": "observe"})
     judge_snapshot_events: int = 200_000
 
     exclusions_file: str = ""
@@ -596,7 +632,9 @@ AT_LEAST: dict[str, int] = {"min_hosts": 0, "failed_cycles_to_suspend": 1, "pass
                             "prober_concurrency": 1, "max_deliver": 1, "language_confirmations": 0,
                             "unjudgeable_after": 1, "max_tokens": 16, "judge_snapshot_events": 0,
                             "notify_concurrency": 1, "confirm_min_served": 1, "confirm_min_failures": 1,
-                            "confirm_min_providers": 2, "confirm_max_per_provider": 0}
+                            "confirm_min_providers": 2, "confirm_max_per_provider": 0,
+                            "template_tolerance_tokens": 0, "template_min_providers": 3,
+                            "slow_vs_peers_window_cycles": 1, "slow_vs_peers_min_providers": 4}
 #: The least size of a stream's byte bound (a stream smaller than this holds too little to be useful).
 AT_LEAST_BYTES: dict[str, int] = {"log_max_bytes": 64 * 1024 ** 2, "deadletter_max_bytes": 16 * 1024 ** 2,
                                   "tasks_max_bytes": 16 * 1024 ** 2}
@@ -629,8 +667,11 @@ RELATIONS: dict[str, str] = {
     "languages_per_cycle": "0, or at least `ceil(languages / language_coverage_cycles)` (more when weighted)",
     "language_weights": "configured languages, finite shares >= 0",
     "controls": "keys are probe kinds",
-    "kind_modes": "keys are probe kinds; values observe or enforce",
+    "kind_modes": "keys are probe kinds or template; values observe or enforce",
     "common_mode_share": "> 0 and <= 1",
+    "template_tolerance_share": ">= 0 and < 1",
+    "slow_vs_peers_k": "> 0",
+    "slow_vs_peers_min_spread_ms": ">= 0",
     "metrics_port": "-1 to 65535",
     "metrics_ports": "keys are services; ports -1 to 65535",
     "metrics_host": "an address to bind",
@@ -699,16 +740,21 @@ def _problems(s: Settings) -> list[str]:
     if bad_languages or not s.languages or len(set(s.languages)) != len(s.languages):
         problems.append(f"languages: unknown, repeated or none {bad_languages}; known: {list(LANGUAGES)}")
     problems.extend(_language_problems(s))
-    for name, mapping in (("controls", s.controls), ("kind_modes", s.kind_modes),
-                          ("new_kind_default_modes", s.new_kind_default_modes)):
-        bad = sorted(set(mapping) - set(PROBE_KINDS))
-        if bad:
-            problems.append(f"{name}: unknown probe kinds {bad}")
-    bad = sorted(set(s.new_kind_default_modes) - set(get_args(ProbeKind)))
+    bad = sorted(set(s.controls) - set(PROBE_KINDS))
     if bad:
-        problems.append(f"new_kind_default_modes: unknown probe kinds {bad}; known: {list(get_args(ProbeKind))}")
+        problems.append(f"controls: unknown probe kinds {bad}")
+    for name, mapping in (("kind_modes", s.kind_modes), ("new_kind_default_modes", s.new_kind_default_modes)):
+        bad = sorted(set(mapping) - set(JUDGED_KINDS))  # a fact kind (template) has a mode too
+        if bad:
+            problems.append(f"{name}: unknown probe kinds {bad}; known: {list(JUDGED_KINDS)}")
     if not 0 < s.common_mode_share <= 1:
         problems.append("common_mode_share must be in (0, 1]")
+    if not 0 <= s.template_tolerance_share < 1:
+        problems.append("template_tolerance_share must be >= 0 and below 1")
+    if s.slow_vs_peers_k <= 0:
+        problems.append("slow_vs_peers_k must be > 0")
+    if s.slow_vs_peers_min_spread_ms < 0:
+        problems.append("slow_vs_peers_min_spread_ms must be >= 0")
     if not -1 <= s.metrics_port <= 65535:
         problems.append("metrics_port must be a TCP port (0: the standard ports, -1: no endpoint)")
     for name, port in s.metrics_ports.items():
