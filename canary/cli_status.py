@@ -34,7 +34,7 @@ from reverie_canary.services.dashboard.core import (
     to_json,
 )
 from reverie_canary.services.discovery.core import facts_lines
-from reverie_canary.shared.contract.events import CycleSized
+from reverie_canary.shared.contract.events import FACT_KINDS, CycleSized
 from reverie_canary.shared.contract.timefmt import age_text, utc_text
 
 #: How often ``--watch`` looks for new events in the log (s).
@@ -152,6 +152,11 @@ def model_header(m: ModelStatus) -> list[Text]:
                        None: ""}[c.proves]
             bits.append(f"{c.provider} ({c.kind}): {what}" + (f", {verdict}" if verdict else ""))
         lines.append(Text("positive controls: " + "; ".join(bits)))
+    slow = [p.provider for p in m.providers if p.slow_vs_peers]
+    if slow:
+        lines.append(Text(f"slow_vs_peers: {', '.join(slow)} (first-token median over the last cycles above "
+                          f"{m.ttft_peer_bar_ms or 0:.0f} ms = the providers' median {m.ttft_peer_median_ms or 0:.0f} ms "
+                          "+ k x MAD; shown, never a suspension)", style="yellow"))
     if m.unproven or m.common_mode:
         lines.append(Text(f"last cycle could not judge: unproven {m.unproven or '-'}, "
                           f"common-mode {m.common_mode or '-'}", style="yellow"))
@@ -200,10 +205,13 @@ def model_table(m: ModelStatus, kinds: list[str]) -> Table:
         ttft = f"{p.ttft_ms:.0f} ms" if p.ttft_ms is not None else "-"
         if p.ttft_missing:
             ttft += f", {p.ttft_missing} no text"
+        ttft_cell = Text(ttft)
+        if p.slow_vs_peers:  # shown beside the 10 s bar, never a suspension by itself
+            ttft_cell.append(" slow_vs_peers", style="bold yellow")
         judged = "never" if p.last_judged is None else \
             f"{fmt_age((m.at - p.last_judged).total_seconds())} ago ({p.last_verdict})"
         table.add_row(p.provider, quant_text(p), state_text(p, m.at), f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}",
-                      *[kind_cell(by_kind.get(k)) for k in kinds], ttft, str(p.ladder_step), judged)
+                      *[kind_cell(by_kind.get(k)) for k in kinds], ttft_cell, str(p.ladder_step), judged)
     return table
 
 
@@ -266,7 +274,7 @@ def status(
 
     settings = _settings(config)
     models = [watched_model(settings, model)] if model else None
-    kinds = list(settings.kinds)
+    kinds = [*settings.kinds, *FACT_KINDS]  # a column for each probe kind, and for template
     console = _console()
 
     def show(fleet: FleetStatus) -> None:

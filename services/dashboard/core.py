@@ -42,6 +42,7 @@ from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one 
 from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.commands import AddOverride, LiftSuspension, RemoveOverride
 from reverie_canary.shared.contract.events import (
+    FACT_KINDS,
     KIND_VARIANTS,
     CycleClosed,
     CycleSized,
@@ -191,6 +192,10 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     ``quantizations`` allow-list (an operator's quantization floor) does not
     admit it, so live traffic does not reach it although no layer ignores it --
     an endpoint that declares no quantization is always left out by a list.
+    ``slow_vs_peers``: the judge found its first-token median over its last
+    cycles' ttft probes (``ttft_peer_median_ms``, the judge's own, ms) above
+    its model's peer bar (:attr:`ModelStatus.ttft_peer_bar_ms`) -- shown,
+    never a suspension by itself.
     """
 
     provider: str
@@ -218,6 +223,8 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     ttft_ms: float | None = None
     ttft_samples: int = 0
     ttft_missing: int = 0
+    slow_vs_peers: bool = False
+    ttft_peer_median_ms: float | None = None
     last_decision: DecisionView | None = None
     spend: Spend = Spend()
 
@@ -303,6 +310,10 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     listing said beyond its endpoints (entries dropped, tags derived, the
     endpoints the gateway itself marks degraded, provider names the pin check
     cannot tell apart; :class:`~reverie_canary.shared.contract.listing.ListingFacts`).
+    ``ttft_peer_median_ms`` / ``ttft_peer_bar_ms``: the median of the providers'
+    first-token medians and the bar above which one is ``slow_vs_peers``
+    (median + k x MAD), as the judge computed them at its last close (``None``:
+    too few providers measured).
     ``problems`` says what the read could not find (no judge state, no snapshot).
     """
 
@@ -326,6 +337,8 @@ class ModelStatus(Struct, frozen=True, kw_only=True):
     language_coverage_cycles: int | None = None
     languages_per_cycle: int | None = None
     listing: ListingFacts = ListingFacts()
+    ttft_peer_median_ms: float | None = None
+    ttft_peer_bar_ms: float | None = None
     problems: list[str] = []
 
 
@@ -985,6 +998,8 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
         ttft_ms=ttft,
         ttft_samples=samples,
         ttft_missing=missing,
+        slow_vs_peers=ps.slow_vs_peers if ps else False,
+        ttft_peer_median_ms=ps.ttft_median_ms if ps else None,
         last_decision=pf.decisions[-1] if pf is not None and pf.decisions else None,
         spend=spend,
     )
@@ -1058,7 +1073,7 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         model: the model id.
         now: the time of the view (UTC).
         policy: the judge's policy (its default modes).
-        kinds: the probe kinds configured.
+        kinds: the probe kinds configured (the fact kinds, ``template``, are added: they have a mode too).
         state: the judge's stored state (``None``: none in Redis).
         snapshot: the router's current snapshot (``None``: none in the bucket).
         window: the log's facts (``None``: nothing read).
@@ -1066,6 +1081,7 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         controls: the configured positive controls (kind -> provider).
         log_start: the time of the log's first message (the spend covers nothing before it).
     """
+    kinds = [*kinds, *(k for k in FACT_KINDS if k not in kinds)]
     modes = modes_of(state, policy, kinds)
     controls = dict(controls or {})
     control_tags = set(controls.values()) | set(window.controls.values() if window is not None else [])
@@ -1115,6 +1131,8 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         languages_per_cycle=window.coverage[1] if window is not None and window.coverage else None,
         listing=listing_facts(window.listing, window.dropped, window.dropped_cut) if window is not None
         else ListingFacts(),
+        ttft_peer_median_ms=state.ttft_peer_median_ms if state is not None else None,
+        ttft_peer_bar_ms=state.ttft_peer_bar_ms if state is not None else None,
         problems=problems,
     )
 

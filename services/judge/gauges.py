@@ -13,6 +13,9 @@ Definitions (docs/concepts/judge.md):
   suspensions are ``observe_suspended``);
 * floor held: the provider failed at least ``failed_cycles_to_suspend`` cycles
   in a row and is not suspended: the capacity floor keeps it in traffic;
+* slow_vs_peers: the provider's first-token median over its last cycles is above
+  its model's peer bar (median + k x MAD of the providers' medians, the judge's
+  ``ttft_peer_bar_ms``): shown, never a suspension by itself;
 * blind: the model, from its ``canary_blind`` to its ``canary_sees``; a
   provider, while its latest word is canary-side (docs/concepts/health.md); last cycle closed: the deadline of the last cycle the judge closed;
 * only providers the gateway still lists (``present``) are exported.
@@ -23,21 +26,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reverie_canary.services.judge.core import ModelState, Policy, mode_of
-from reverie_canary.shared.contract.events import PROBE_KINDS
+from reverie_canary.shared.contract.events import JUDGED_KINDS
 from reverie_canary.shared.runtime.metrics import Sample
 
 VERDICTS = ("passed", "failed", "frozen", "blind")
 
 
 def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_s: float,
-            kinds: Iterable[str] = PROBE_KINDS) -> Iterable[Sample]:
+            kinds: Iterable[str] = JUDGED_KINDS) -> Iterable[Sample]:
     """Every state sample of every model in ``states``.
 
     Args:
         states: model id -> its current state.
         policy: the judge's policy (the suspension threshold, default modes).
         cycle_interval_s: the configured cycle interval (exported for the staleness alert).
-        kinds: the probe kinds whose mode is exported.
+        kinds: the kinds whose mode is exported (the probe kinds and the fact kinds).
     """
     need = policy.failed_cycles_to_suspend
     for model in sorted(states):
@@ -49,6 +52,8 @@ def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_
         yield "canary_blind", m, 1 if state.blind_since is not None else 0
         if state.last_cycle_no >= 0:
             yield "cycle_number", m, state.last_cycle_no
+        if state.ttft_peer_bar_ms is not None:
+            yield "model_ttft_peer_bar_ms", m, state.ttft_peer_bar_ms
         for kind in kinds:
             yield "mode_enforce", {**m, "kind": kind}, 1 if mode_of(state, policy, kind) == "enforce" else 0
         calls = {"pending": 0, "right": 0, "wrong": 0}
@@ -78,3 +83,6 @@ def samples(states: Mapping[str, ModelState], policy: Policy, *, cycle_interval_
             yield "provider_streak", {**p, "streak": "passed"}, ps.passed_streak
             yield "provider_streak", {**p, "streak": "frozen"}, ps.frozen_streak
             yield "provider_ladder_step", p, ps.ladder_level
+            yield "provider_slow_vs_peers", p, 1 if ps.slow_vs_peers else 0
+            if ps.ttft_median_ms is not None:
+                yield "provider_ttft_median_ms", p, ps.ttft_median_ms

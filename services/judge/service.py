@@ -42,7 +42,8 @@ from reverie_canary.services.judge.store import Fenced, JudgeRecord, JudgeStore,
 from reverie_canary.shared.contract import ids, inputs, subjects
 from reverie_canary.shared.contract.errors import TooLarge, Transient
 from reverie_canary.shared.contract.events import (
-    PROBE_KINDS,
+    FACT_KINDS,
+    JUDGED_KINDS,
     CommandApplied,
     CommandRefused,
     CycleVerdict,
@@ -105,7 +106,7 @@ class Judge:
 
     def __init__(self, store: JudgeStore, publisher: Publisher, policy: Policy, models: list[str],
                  rebuild: Callable[[int], Awaitable[list[str]]] | None = None, *,
-                 cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = PROBE_KINDS,
+                 cycle_interval_s: float = 1800.0, kinds: tuple[str, ...] = JUDGED_KINDS,
                  floor: Callable[[], Awaitable[int]] | None = None, owner: str | None = None,
                  lease_ttl_s: float = LEASE_TTL_S, snapshots: snapshots.SnapshotWriter | None = None) -> None:
         self.store = store
@@ -517,7 +518,7 @@ class JudgeWiring:
             return await eventlog.acknowledged_position(js, LOG, streams.judge_consumer(settings).durable)
 
         self._judge = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
-                            cycle_interval_s=settings.cycle_interval_s, kinds=tuple(settings.kinds), floor=floor,
+                            cycle_interval_s=settings.cycle_interval_s, kinds=(*settings.kinds, *FACT_KINDS), floor=floor,
                             snapshots=snapshots.SnapshotWriter(js, settings.judge_snapshot_events))
         await self._judge.start()
         shell.metrics.add_source(self._judge.samples)
