@@ -24,7 +24,8 @@ class Reason(NamedTuple):
         outcome: ``fail``, ``inconclusive``, ``transport_error``, ``blind`` or ``not_applicable``
             (several joined by ``/`` when the code goes with more than one).
         source: ``every reply``, a probe kind (``ttft``, ``refusal``, ``structured``, ``language``,
-            ``echo``, ``tools``), ``transport`` (the HTTP layer and the status) or ``pin``.
+            ``echo``, ``tools``), ``template`` (a fact the judge reads across a model's providers),
+            ``transport`` (the HTTP layer and the status) or ``pin``.
         meaning: what the reply (or its absence) showed, in a sentence or two.
     """
 
@@ -145,6 +146,15 @@ REASONS: dict[str, Reason] = {
                            "check its arguments against."),
     "schema_unusable": Reason("not_applicable", "tools", "The tool's schema could not be used to validate (a "
                               "canary fault)."),
+    # -- facts across the providers of a model (the judge, kind template) ------------------------
+    "prompt_tokens_differ": Reason("fail", "template", "Across the providers of a model in one cycle: for the same "
+                                   "prompt (probe kind, language, variant, prompt version) this provider's "
+                                   "`usage.prompt_tokens` is outside the tolerance of the count most of its peers "
+                                   "report (at least 3 reporting): another chat template or tokenizer, or tokens "
+                                   "billed that were not read. The verdict's reason names both counts."),
+    "max_tokens_ignored": Reason("fail", "template", "The reply's `usage.completion_tokens` is above the request's "
+                                 "`max_tokens`: the parameter was not honoured (judged where at most half of the "
+                                 "model's reporting providers, at least 3, exceed it)."),
     # -- the capability and the pin -------------------------------------------------------------
     "unsupported_parameter": Reason("not_applicable", "capability", "The endpoint does not list a parameter the "
                                     "probe needs (`response_format`, `tools`): it is not probed for that kind."),
