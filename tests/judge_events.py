@@ -5,7 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from reverie_canary.shared.contract import codec, ids, subjects
-from reverie_canary.shared.contract.events import CycleClosed, Endpoint, EndpointsDiscovered, PlannedProbe, ProbeResult
+from reverie_canary.shared.contract.events import (
+    CycleClosed,
+    Endpoint,
+    EndpointsDiscovered,
+    PlannedProbe,
+    ProbeResult,
+    ReplyEvidence,
+)
 
 MODEL = "acme/chat-1"
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -22,6 +29,8 @@ def cycle_events(
     controls: dict[str, dict[str, str]] | None = None,
     missing: set[tuple[str, str]] = frozenset(),
     extra_endpoints: tuple[str, ...] = (),
+    numbers: dict[str, dict[str, dict]] | None = None,
+    languages: dict[str, str] | None = None,
 ) -> list:
     """Events of cycle ``n``: discovery, one result per (provider, kind), close.
 
@@ -32,6 +41,10 @@ def cycle_events(
         controls: control provider -> kind -> outcome.
         missing: (provider, kind) pairs planned but never answered.
         extra_endpoints: listed endpoints that get no probes.
+        numbers: provider -> kind -> the reply's numbers (``prompt_tokens``, ``completion_tokens``,
+            ``ttft_ms``): those results carry them in ``reply`` (``usage``, ``ttft_ms``), with
+            ``max_tokens`` 320 and prompt version ``p1``.
+        languages: provider -> the language of its language probe (default ``pt``).
     """
     start = start or T0 + n * CYCLE
     cycle = ids.cycle_id(model, start)
@@ -44,16 +57,22 @@ def cycle_events(
             for key, value in sorted(kinds.items()):
                 outcome, reason = (value, "") if isinstance(value, str) else value
                 kind, _, variant = key.partition(":")
-                language = "pt" if kind == "language" else "en"
+                language = (languages or {}).get(provider, "pt") if kind == "language" else "en"
                 task = ids.task_id(model, n, provider, kind, language, variant)
                 planned.append(PlannedProbe(task_id=task, provider=provider, kind=kind, language=language,
                                             control=is_control, variant=variant))
                 if (provider, key) in missing:
                     continue
                 at += timedelta(seconds=1)
+                given = (numbers or {}).get(provider, {}).get(key)
+                extra: dict = {}
+                if given is not None:
+                    usage = {k: given[k] for k in ("prompt_tokens", "completion_tokens") if k in given}
+                    extra = {"reply": ReplyEvidence(ttft_ms=given.get("ttft_ms"), usage=usage),
+                             "max_tokens": 320, "prompt_version": "p1"}
                 results.append(ProbeResult(at=at, task_id=task, model=model, provider=provider, kind=kind,
                                            language=language, cycle=cycle, outcome=outcome, reason=reason,
-                                           control=is_control, variant=variant))
+                                           control=is_control, variant=variant, **extra))
     endpoints = [Endpoint(provider=p, provider_name=p.title()) for p in sorted({*outcomes, *controls, *extra_endpoints})]
     control_map = {kind.partition(":")[0]: provider for provider, kinds in controls.items() for kind in kinds}
     discovered = EndpointsDiscovered(at=start, model=model, cycle=cycle, cycle_no=n, deadline=start + WINDOW,
