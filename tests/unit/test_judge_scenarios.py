@@ -79,6 +79,11 @@ EXPECTED: dict[str, list[tuple[str, str, str, float | None]]] = {
     # a control failing one variant proves the kind; passing all four (cycle 1) freezes it, and the streak with it
     "tool_control_caught_by_one_variant": [(M, "", "operator", None), ("control_passed", "", "control_passed", None),
                                            ("suspend", "a/fp8", "failed_cycles", 1)],
+    # template (a fact across the providers) observes on a model in enforce until switched
+    "template_observes_until_switched": [(M, "", "operator", None), ("would_suspend", "c/fp8", "failed_cycles", 1),
+                                         (M, "", "operator", None), ("suspend", "c/fp8", "failed_cycles", 1)],
+    # slow_vs_peers is shown, never a suspension: eight cycles, no decision but the mode
+    "slow_vs_peers_never_suspends": [(M, "", "operator", None)],
 }
 
 #: A clean environment: default settings (observe mode, floor 2, ladder 1/3/7 days).

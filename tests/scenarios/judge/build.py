@@ -150,6 +150,19 @@ def scenarios() -> dict[str, list]:
                 model=MODEL, kind="tools", reason="scenario enforces tool calls"),
         *cycle_events(0, tool_fleet, controls=caught), *cycle_events(1, tool_fleet, controls=missed),
         *cycle_events(2, tool_fleet, controls=caught)]
+    # facts across the providers: one provider's prompt token count unlike its peers' (another chat template)
+    # fails the fact kind template, which observes on a model in enforce until an operator switches it
+    counts = {p: {"ttft": {"prompt_tokens": 412 if p == "c/fp8" else 380, "completion_tokens": 40}} for p in FLEET}
+    template_switch = SetMode(command_id="template-enforce", actor="scenario", at=T0 + 2 * CYCLE - timedelta(minutes=1),
+                              mode="enforce", model=MODEL, kind="template", reason="template calls scored right")
+    s["template_observes_until_switched"] = [
+        enforce(), *cycle_events(0, healthy(*FLEET), numbers=counts), *cycle_events(1, healthy(*FLEET), numbers=counts),
+        template_switch, *cycle_events(2, healthy(*FLEET), numbers=counts)]
+    # a provider at 4 s against peers at 0.4-0.7 s is slow_vs_peers every cycle, under the 10 s bar: never suspended
+    times = {"a/fp8": 400.0, "b/fp8": 500.0, "c/fp8": 600.0, "d/fp8": 700.0, "e/fp8": 4000.0}
+    slow = {p: {"ttft": {"ttft_ms": ms}} for p, ms in times.items()}
+    s["slow_vs_peers_never_suspends"] = [enforce(), *[e for n in range(8)
+                                                      for e in cycle_events(n, healthy(*FLEET), numbers=slow)]]
     return s
 
 
