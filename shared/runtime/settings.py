@@ -112,9 +112,8 @@ class Settings(Struct, kw_only=True):
             compared with its peers (3); ``max_tokens_ignored`` (more
             ``completion_tokens`` than the request's ``max_tokens``) is judged
             on at least as many and only when at most half of them exceed it.
-        slow_vs_peers_k, slow_vs_peers_window_cycles,
-        slow_vs_peers_min_providers, slow_vs_peers_min_spread_ms: a provider
-            whose median time to first token over its last
+        slow_vs_peers_k, slow_vs_peers_window_cycles, slow_vs_peers_min_providers, slow_vs_peers_min_spread_ms:
+            a provider whose median time to first token over its last
             ``slow_vs_peers_window_cycles`` cycles (the ttft probe's, 6 cycles:
             3 hours at the default interval; at least half of them measured)
             is above the median of the model's providers' medians plus ``k``

@@ -97,11 +97,12 @@ def test_a_model_wide_enforce_clears_an_earlier_per_kind_observe():
     state = folder.state(MODEL)
     assert mode_of(state, policy, "ttft") == "enforce" and state.kind_modes == {}
     [decision] = [e for e in made[MODEL] if isinstance(e, Decision)]
-    assert decision.detail == ("all probe kinds: observe -> enforce but observe on tools by bob; "
-                               "per-kind modes cleared: ttft was observe; tools stays observe: a new probe kind keeps observe until an operator switches it "
-                               "(canary mode enforce --kind tools)")
-    assert reply.detail == (f"now {MODEL}: enforce but observe on tools (tools stays observe: a new probe kind keeps "
-                            "observe until an operator switches it (canary mode enforce --kind tools))")
+    held = ("template stays observe: a new probe kind keeps observe until an operator switches it "
+            "(canary mode enforce --kind template); tools stays observe: a new probe kind keeps observe until an "
+            "operator switches it (canary mode enforce --kind tools)")
+    assert decision.detail == ("all probe kinds: observe -> enforce but observe on template, tools by bob; "
+                               f"per-kind modes cleared: ttft was observe; {held}")
+    assert reply.detail == f"now {MODEL}: enforce but observe on template, tools ({held})"
     # a provider failing ttft twice is suspended: enforcement is on for ttft
     out = healthy("a/fp8", "b/fp8", "c/fp8", "d/fp8")
     out["a/fp8"]["ttft"] = ("fail", "ttft_exceeded")
@@ -144,7 +145,9 @@ def test_a_new_kind_stays_in_observe_on_an_enforced_model_until_an_operator_swit
     assert mode_of(folder.state(MODEL), policy, "tools") == "observe"
     made, reply = fold_command(folder, mode("e", "enforce"), [MODEL], [MODEL])
     assert mode_of(folder.state(MODEL), policy, "tools") == "enforce"
-    assert reply.detail == f"now {MODEL}: enforce"
+    # template, the other new kind, still observes: it was never switched
+    assert reply.detail == (f"now {MODEL}: enforce but observe on template (template stays observe: a new probe kind "
+                            "keeps observe until an operator switches it (canary mode enforce --kind template))")
 
 
 def test_a_command_for_every_model_is_answered_once_from_each_models_state():

@@ -510,7 +510,7 @@ def test_a_new_kind_keeps_its_default_mode_on_a_model_in_enforce_until_that_kind
     from reverie_canary.services.judge.core import ModelState, mode_of
 
     policy = Policy(mode="enforce")
-    assert policy.new_kind_modes == {"tools": "observe"}
+    assert policy.new_kind_modes == {"tools": "observe", "template": "observe"}
     enforced = ModelState(model="m/x", mode="enforce")
     assert (mode_of(enforced, policy, "tools"), mode_of(enforced, policy, "ttft")) == ("observe", "enforce")
     assert mode_of(ModelState(model="m/x", mode="enforce", kind_modes={"tools": "enforce"}), policy, "tools") == "enforce"
@@ -518,5 +518,5 @@ def test_a_new_kind_keeps_its_default_mode_on_a_model_in_enforce_until_that_kind
     assert mode_of(enforced, configured, "tools") == "enforce"
     assert mode_of(enforced, Policy(mode="enforce", new_kind_modes={}), "tools") == "enforce"
     settings = Settings.load(env={"CANARY_CONFIG": ""})
-    assert Policy.from_settings(settings).new_kind_modes == {"tools": "observe"}
+    assert Policy.from_settings(settings).new_kind_modes == {"tools": "observe", "template": "observe"}
     assert settings.mode_for("tools") == "observe"

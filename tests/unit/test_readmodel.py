@@ -212,9 +212,10 @@ def test_modes_per_kind_come_from_the_judge_and_the_header_names_them_when_they_
     command = SetMode(command_id="m1", actor="alice", at=T0 - timedelta(minutes=1), mode="observe", model=MODEL,
                       kind="refusal")
     status = view([command, *cycle_events(0, healthy(*FLEET))], kinds=["ttft", "refusal", "structured"])
-    assert status.modes == {"ttft": "enforce", "refusal": "observe", "structured": "enforce"}
+    # template, a fact kind, has a mode too: observe until an operator switches it
+    assert status.modes == {"ttft": "enforce", "refusal": "observe", "structured": "enforce", "template": "observe"}
     assert status.mode is None
-    assert modes_text(status.modes) == "modes: enforce for ttft, structured; observe for refusal"
+    assert modes_text(status.modes) == "modes: enforce for ttft, structured; observe for refusal, template"
     assert modes_text({"ttft": "enforce", "echo": "enforce"}) == "mode: enforce"
 
 
