@@ -1139,8 +1139,8 @@ def _template_facts(cycle: OpenCycle, by_provider: Mapping[str, list[PlannedProb
                                                         outcome="fail", reason=reason))
         notes[("template", task_id)] = f"template:{reason} ({note})"[:128]
 
-    for key in sorted(counts):
-        reported = counts[key]
+    for prompt in sorted(counts):
+        reported = counts[prompt]
         if len(reported) < policy.template_min_providers:
             continue
         values = sorted(v for v, _ in reported.values())
@@ -1148,7 +1148,7 @@ def _template_facts(cycle: OpenCycle, by_provider: Mapping[str, list[PlannedProb
         tolerance = max(policy.template_tolerance_tokens, policy.template_tolerance_share * peers)
         if 2 * sum(1 for v in values if abs(v - peers) <= tolerance) <= len(values):
             continue  # no count most of them agree on: nothing to compare with
-        kind, language, variant, _ = key
+        kind, language, variant, _ = prompt
         what = "/".join(x for x in (kind, language, variant) if x)
         for provider, (value, task_id) in sorted(reported.items()):
             if abs(value - peers) > tolerance:
