@@ -134,7 +134,10 @@ async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cyc
     assert {SLOW, BROKEN} <= {p for p, i in summary["providers"].items() if i["suspended"]}
     assert model["ignore_list"]["ignored"] == summary["ignore"]
     assert model["ignore_list"]["version"] == summary["snapshot_version"]
-    assert model["mode"] == "enforce" and model["health"]["state"] == "sees"
+    # every probe kind enforced but the new ones (tools; template, a fact kind): they observe until switched
+    new_kinds = {k: model["modes"].pop(k) for k in ("tools", "template") if k in model["modes"]}
+    assert set(new_kinds.values()) == {"observe"} and set(model["modes"].values()) == {"enforce"}, model["modes"]
+    assert model["health"]["state"] == "sees"
     assert model["last_cycle_no"] is not None and model["last_cycle_age_s"] < 3 * p.settings.cycle_interval_s
     by_kind = {r["kind"]: r for r in rows[SLOW]["results"]}
     assert by_kind["ttft"]["outcome"] == "fail" and by_kind["ttft"]["reasons"] == ["ttft_exceeded"]
@@ -145,7 +148,8 @@ async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cyc
 
     # the rich table: one row per provider, the header with the mode and the ignore list
     assert table.exit_code == 0, table.output
-    assert "mode: enforce" in table.stdout and f"ignore list v{summary['snapshot_version']}" in table.stdout
+    assert "modes: enforce for ttft, " in table.stdout and "; observe for tools, template" in table.stdout, table.stdout
+    assert f"ignore list v{summary['snapshot_version']}" in table.stdout
     for provider in summary["providers"]:
         assert provider in table.stdout
 
