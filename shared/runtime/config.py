@@ -144,6 +144,13 @@ class JudgeConfig(Struct, frozen=True, kw_only=True):
     kind_modes: dict[str, Mode]
     new_kind_default_modes: dict[str, Mode]
     judge_snapshot_events: int
+    template_tolerance_tokens: int
+    template_tolerance_share: float
+    template_min_providers: int
+    slow_vs_peers_k: float
+    slow_vs_peers_window_cycles: int
+    slow_vs_peers_min_providers: int
+    slow_vs_peers_min_spread_ms: float
 
 
 class RouterConfig(Struct, frozen=True, kw_only=True):
