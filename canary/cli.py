@@ -15,11 +15,12 @@ from typing import Annotated
 
 import typer
 
+from reverie_canary.canary.help import CanaryGroup
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.runtime.logging import error_line, scrub
 from reverie_canary.shared.runtime.settings import Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=CanaryGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="reverie-canary: probe every provider alone, judge it with code, quarantine proven-bad routes.")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="settings TOML file (else $CANARY_CONFIG)")]

@@ -26,9 +26,10 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.canary.cli_ops import WAIT_S, ActorOpt, Bus, OpsError, _command_fields, _run, _validated
+from reverie_canary.canary.help import CanaryGroup
 from reverie_canary.shared.contract.timefmt import utc_text
 
-notices_app = typer.Typer(no_args_is_help=True,
+notices_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True,
                           help="Notices: dead letters, pending and recent deliveries (list); resend dead letters.")
 app.add_typer(notices_app, name="notices")
 
