@@ -41,13 +41,14 @@ from typing import Annotated, Any
 import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app
+from reverie_canary.canary.help import CanaryGroup
 from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S
 from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.timefmt import utc_text
 from reverie_canary.shared.runtime.logging import scrub
 
-override_app = typer.Typer(no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
-exclusions_app = typer.Typer(no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
+override_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
+exclusions_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
 app.add_typer(override_app, name="override")
 app.add_typer(exclusions_app, name="exclusions")
 
@@ -485,7 +486,8 @@ def override_add(
 ) -> None:
     """Ignore PROVIDER now (for one model or every model), until removed or until it expires.
 
-    An expiry is at most :data:`MAX_OVERRIDE` (365 days) ahead.
+    An override lasts at most 365 days: without --expires or --for it expires 365 days
+    from now, and a later end is refused (a longer one belongs in the reviewed exclusions).
 
     The router refuses a provider the gateway does not list for the model, and an
     override that would leave fewer than min_hosts usable hosts, unless --force.
@@ -513,11 +515,15 @@ def override_add(
                    "ahead, the longest an override lasts (a longer one belongs in the reviewed exclusions file)",
                    err=True)
         raise typer.Exit(2)
+    longest = expires_at is None
+    if longest:  # the router gives it the same end; the command says it, so the answer below can print it
+        expires_at = fields["at"] + MAX_OVERRIDE
     settings = _settings(config)
     command = _validated(AddOverride, **fields, provider=provider, model=model, reason=reason,
                          expires_at=expires_at, reference=reference, force=force)
     seq, answer = _run(_send(settings, command, timeout), settings)
-    until = f" until {utc_text(expires_at)}" if expires_at else ""
+    until = f" until {utc_text(expires_at)}" + (f" (the longest an override lasts, {_days(MAX_OVERRIDE.total_seconds())};"
+                                                " --for or --expires for less)" if longest else "")
     _report(command, seq, answer, f"override added: {provider} on {_scope(model)}: {reason} ({command.actor}){until}",
             timeout)
 

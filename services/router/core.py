@@ -15,7 +15,8 @@ Layers, in the order an entry lists them:
 1. ``exclusion``: reviewed exclusions in the repository (TOML), for measured
    defects and policy mismatches; may carry an ``expires`` date.
 2. ``override``: runtime incident overrides from operators (reason, actor,
-   optional expiry), effective in the next snapshot.
+   an expiry: the one given, else the longest an override lasts, 365 days from the
+   command, MAX_OVERRIDE_S), effective in the next snapshot.
 3. ``suspension``: the judge's time-limited canary suspensions.
 
 Layers combine by union: a provider is ignored while any layer ignores it, and
@@ -85,7 +86,7 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Iterable
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal
 
 import msgspec
@@ -94,6 +95,7 @@ from msgspec import Struct
 from reverie_canary.shared.contract import ids
 from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.commands import (
+    MAX_OVERRIDE_S,
     VERBS,
     AddOverride,
     ReloadExclusions,
@@ -842,8 +844,11 @@ def _add_override(state: RouterState, cmd: AddOverride, now: datetime, policy: R
                   follow: Follow) -> _Refusal | _Applied:
     scope = cmd.model
     models = watched_and_known(state, policy) if scope == "*" else [scope]
+    # An override without an expiry lasts the longest an override may (MAX_OVERRIDE_S, 365 days from its
+    # command's time), never forever: the README's bound holds whatever client sent the command.
+    until = cmd.expires_at or cmd.at + timedelta(seconds=MAX_OVERRIDE_S)
     record = Override(provider=cmd.provider, model=scope, reason=cmd.reason, actor=cmd.actor, since=cmd.at,
-                      until=cmd.expires_at, reference=cmd.reference, command_id=cmd.command_id)
+                      until=until, reference=cmd.reference, command_id=cmd.command_id)
     overrides = {**state.overrides, override_key(cmd.provider, scope): record}
     if follow == "applied":
         state.overrides = overrides

@@ -121,7 +121,8 @@ async def test_override_remove_prints_the_new_version_and_a_missing_one_the_rout
     async with running(settings_for(infra), ["router"], passwords=infra.passwords):
         code, out, err = await canary(infra, "override", "add", "lambda/fp8", "--reason", "incident 42")
         assert code == 0, err
-        assert out.startswith("override added: lambda/fp8 on every model (*): incident 42 (alice) — snapshot v")
+        assert re.match(rf"override added: lambda/fp8 on every model \(\*\): incident 42 \(alice\) until ({STAMP}) "
+                        r"\(the longest an override lasts, 365 d; --for or --expires for less\) — snapshot v", out), out
         version = await snapshot_version(infra)
 
         code, out, err = await canary(infra, "override", "remove", "lambda/fp8", "--reason", "fixed upstream")

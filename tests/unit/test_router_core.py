@@ -552,3 +552,12 @@ def test_every_step_keeps_the_routers_invariants(steps, gaps):
         again, effects = decide(again, build(i, s, minute), at(minute), POLICY)
         assert effects == trace[i]
     assert again == state
+
+
+def test_an_override_without_an_expiry_ends_365_days_after_its_command():
+    """No expires_at: the override's until is the command's at + 365 days (the README's bound), and it then leaves."""
+    state, effects = run([Tick(), add("lambda/fp8", minute=1)])
+    [entry] = snapshots(effects)[-1].entries
+    assert [r.until for r in entry.reasons] == [at(1) + timedelta(days=365)]
+    state, effects = decide(state, Tick(), at(1) + timedelta(days=365, seconds=1), POLICY)
+    assert state.overrides == {} and snapshots(effects)[-1].ignore == []
