@@ -136,3 +136,25 @@ def test_the_readmes_alert_table_lists_every_shipped_alert_with_its_severity():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     table = dict(re.findall(r"^\| `(Canary\w+)` \| (\w+) \|", readme, flags=re.MULTILINE))
     assert table == rules
+
+
+def test_no_panel_shows_no_data_on_a_fresh_healthy_system():
+    """A counter's increase or rate falls back to 0 (``or on() vector(0)``: a counter no event has touched yet has no
+    series), and a table whose rows are filtered (``== 1``, ``> 0``) names its empty state (``noValue``): on a fresh,
+    healthy system nothing is suspended, failed or dead-lettered, and "No data" would read as a broken scrape."""
+    import re
+
+    counter = re.compile(r"\b(increase|rate)\(\s*canary_\w+_total\b")
+    filtered = re.compile(r"(==\s*1|>\s*0)\s*$")
+    silent = []
+    for panel in dashboard_panels():
+        exprs = [t["expr"] for t in panel.get("targets", [])]
+        if not exprs:
+            continue
+        no_value = panel.get("fieldConfig", {}).get("defaults", {}).get("noValue")
+        if any(filtered.search(e) for e in exprs) and not no_value:
+            silent.append(f"{panel['title']}: filtered rows and no noValue")
+        for e in exprs:
+            if counter.search(e) and not filtered.search(e) and not e.rstrip().endswith("or on() vector(0)"):
+                silent.append(f"{panel['title']}: {e}")
+    assert silent == []
