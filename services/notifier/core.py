@@ -713,12 +713,17 @@ def payload(notice: Notice, namespace: str) -> dict[str, Any]:
     """The JSON body of the signed webhook (Standard Webhooks' ``type`` / ``timestamp`` / ``data`` shape).
 
     ``data.namespace`` names the deployment; ``data.webhook_id`` is the header's id.
+    ``type`` is ``canary.notice`` for a one-off notice and ``canary.notice.<phase>``
+    (``start``, ``reminder``, ``end``) for a persisting state's; ``data.phase`` says the
+    phase in both (a one-off notice's is ``notice``: its type was ``canary.notice.notice``
+    before, which read as a stutter; a receiver that matched it should match the prefix).
     """
     data = msgspec.to_builtins(notice)
     data["id"] = data.pop("notice_id")
     data["namespace"] = namespace
     data["webhook_id"] = webhook_id(namespace, notice.notice_id)
-    return {"type": f"canary.notice.{notice.phase}", "timestamp": utc_text(notice.at, missing='-'), "data": data}
+    kind = "canary.notice" if notice.phase == "notice" else f"canary.notice.{notice.phase}"
+    return {"type": kind, "timestamp": utc_text(notice.at, missing='-'), "data": data}
 
 
 def label(notice: Notice) -> str:

@@ -107,7 +107,7 @@ async def test_a_webhook_receiver_verifies_the_signature_and_the_content(infra):
     assert abs(int(got.headers["webhook-timestamp"]) - time.time()) < 60
     assert got.headers["webhook-signature"].startswith("v1,")
     data = got.data["data"]
-    assert got.data["type"] == "canary.notice.notice" and got.data["timestamp"] == "2026-11-01T01:40:00Z"
+    assert got.data["type"] == "canary.notice" and got.data["timestamp"] == "2026-11-01T01:40:00Z"
     assert (data["id"], data["severity"], data["action"], data["model"], data["provider"]) == (
         d.decision_id, "critical", "suspend", MODEL, "a/fp8")
     assert data["until"] == "2026-11-02T01:40:00Z" and "ttft_exceeded" in data["text"]

@@ -289,7 +289,7 @@ def test_webhook_payload_shape():
     """The signed body is Standard Webhooks' {type, timestamp, data} with the notice's fields."""
     _, (n,) = run([decision("suspend", 3, reason="failed_cycles", until=at(3) + timedelta(days=1))])
     body = payload(n, "prod")
-    assert body["type"] == "canary.notice.notice" and body["timestamp"] == "2026-11-01T01:40:00Z"
+    assert body["type"] == "canary.notice" and body["timestamp"] == "2026-11-01T01:40:00Z"
     assert body["data"]["id"] == n.notice_id and body["data"]["webhook_id"] == webhook_id("prod", n.notice_id)
     assert body["data"]["namespace"] == "prod"
     assert (body["data"]["severity"], body["data"]["action"], body["data"]["provider"]) == ("critical", "suspend",
@@ -435,3 +435,14 @@ def test_ignore_list_versions_are_told_per_model():
     _, notices = run([snap(1, at(1)), other, snap(2, at(2)), msgspec.structs.replace(other, version=2)])
     assert [(n.model, n.title.split(": ")[0]) for n in notices] == [(MODEL, f"[{MODEL}] ignore list v1"),
                                                                     ("other/m", "[other/m] ignore list v1")]
+
+
+def test_a_webhook_type_names_the_phase_of_a_persisting_state_and_never_stutters():
+    """type: canary.notice for a one-off notice, canary.notice.start|reminder|end for a persisting state's phases."""
+    import msgspec
+
+    _, (n,) = run([decision("suspend", 3, reason="failed_cycles", until=at(3) + timedelta(days=1))])
+    types = {phase: payload(msgspec.structs.replace(n, phase=phase), "prod")["type"]
+             for phase in ("notice", "start", "reminder", "end")}
+    assert types == {"notice": "canary.notice", "start": "canary.notice.start", "reminder": "canary.notice.reminder",
+                     "end": "canary.notice.end"}
