@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's benchmarks package
 
 from benchmarks.dashboard_bench import CYCLE, KINDS, T0, BenchDashboard, synthetic_log
 from reverie_canary.services.dashboard import feed as feeds

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import sys
@@ -64,10 +65,10 @@ class Message:
     data: bytes
 
 
-async def capture(cycles: int, workdir: Path) -> tuple[list[Message], float]:
+async def capture(cycles: int, workdir: Path, scenario: str = "full") -> tuple[list[Message], float]:
     """Run the pipeline for ``cycles`` cycles; every message of its log, and the cycle length (s)."""
-    sentences = ROOT.parent / "shared" / "data" / "lang" / "sentences"
-    async with pipeline(workdir=workdir, scenario="full", sentences=str(sentences) if sentences.exists() else None) as p:
+    sentences = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared") / "data" / "lang" / "sentences"
+    async with pipeline(workdir=workdir, scenario=scenario, sentences=str(sentences) if sentences.exists() else None) as p:
         if not await p.wait_cycles(cycles):
             raise SystemExit("the pipeline closed no cycle: cannot measure")
         interval = p.settings.cycle_interval_s
@@ -174,11 +175,12 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=6)
     parser.add_argument("--results", type=int, default=80_000)
+    parser.add_argument("--scenario", default="full", help="the demo fleet whose log is captured (default or full)")
     parser.add_argument("--goal-bytes", type=float, default=1000.0, help="the goal: at most this many bytes a result")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="log-storage-") as tmp:
         t0 = time.perf_counter()
-        messages, interval = await capture(args.cycles, Path(tmp) / "capture")
+        messages, interval = await capture(args.cycles, Path(tmp) / "capture", args.scenario)
         per_copy = sum(1 for m in messages if m.subject.startswith("canary.results."))
         copies = max(1, -(-args.results // max(per_copy, 1)))
         raw = sum(len(m.data) for m in messages)
