@@ -41,6 +41,8 @@ STANDARD_METRICS_PORTS: dict[str, int] = dict(_metrics.STANDARD_PORTS)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("CANARY_SHARED_DIR") or ROOT.parent / "shared")
+#: Set (``.ci/run`` sets it): a test skipped for want of the shared data fails instead, as the browser tests do.
+REQUIRE_SHARED = "CANARY_REQUIRE_SHARED"
 
 
 #: Folders under ``client/`` that a build leaves there and that are not the package itself.
@@ -74,6 +76,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if stale:
         pytest.exit(f"{stale}: reinstall with `.venv/bin/pip install -e \".[test]\"` (or "
                     "`.venv/bin/pip install --no-deps -e ./client` while you work on it)", returncode=4)
+    if os.environ.get(REQUIRE_SHARED) and not SHARED_DIR.is_dir():
+        pytest.exit(f"{REQUIRE_SHARED} is set and the shared data folder is missing at {SHARED_DIR} "
+                    "(set CANARY_SHARED_DIR): the tests that read it would be skipped", returncode=4)
+
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With ``CANARY_REQUIRE_SHARED``, a skip for want of the shared data (its reason names CANARY_SHARED_DIR) fails."""
+    report = yield
+    if report.skipped and os.environ.get(REQUIRE_SHARED) and isinstance(report.longrepr, tuple) \
+            and "CANARY_SHARED_DIR" in str(report.longrepr[2]):
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE_SHARED} is set: {report.longrepr[2]}"
+    return report
 
 
 def shared_path(*parts: str) -> Path:

@@ -502,6 +502,7 @@ NOT_SETTINGS: dict[str, str] = {
     "CANARY_SCENARIO": "compose: the simulated gateway's scenario (compose.yaml)",
     "CANARY_SHARED_DIR": "tests: where shared/ is (tests/conftest.py)",
     "CANARY_REQUIRE_BROWSER": "tests: fail, not skip, without a browser (.ci/run)",
+    "CANARY_REQUIRE_SHARED": "tests: fail, not skip, without the shared data folder (.ci/run)",
     "CANARY_REQUIRE_PROMTOOL": "tests: fail, not skip, without promtool (.ci/run)",
     "CANARY_REQUIRE_MKDOCS": "tests: fail, not skip, without MkDocs (.ci/run)",
     "CANARY_WRITE_DOCS": "tests: refresh the documentation's dashboard screenshot",
