@@ -173,6 +173,10 @@ def _cells_text(cells) -> str:
     return " ".join(c.letter for c in cells) or "-"
 
 
+def _failed_text(f) -> str:
+    return f"#{f.cycle_no} {','.join(f.kinds)} {', '.join(f.reasons)}".strip()
+
+
 def print_lookback(view) -> None:
     """The look-back for people: the snapshot in force, then one line per provider."""
     from rich.console import Console
@@ -183,13 +187,16 @@ def print_lookback(view) -> None:
 
     view = printable_view(view)  # operators' reasons and providers' text: no control character reaches the terminal
     console = Console(width=200, soft_wrap=False)
-    head = (f"{view.model} at {utc_text(view.at)} ± {age_text(view.window_s)}: ignore list v{view.snapshot_version}"
+    known = view.snapshot_version > 0  # no snapshot at that time: who was eligible is unknown, not "all of them"
+    head = (f"{view.model} at {utc_text(view.at)} ± {age_text(view.window_s)}: "
+            + (f"ignore list v{view.snapshot_version}" if known else "ignore list unknown")
             + (f" (written {utc_text(view.snapshot_at)})" if view.snapshot_at else ""))
     if view.next_version:
         head += f"; changed to v{view.next_version} at {utc_text(view.next_at)}, inside the window"
     console.print(head)
-    console.print(f"eligible {len(view.eligible)}: {', '.join(view.eligible) or '-'}")
-    console.print(f"ignored {len(view.ignored)}: {', '.join(view.ignored) or '-'}")
+    if known:
+        console.print(f"eligible {len(view.eligible)}: {', '.join(view.eligible) or '-'}")
+        console.print(f"ignored {len(view.ignored)}: {', '.join(view.ignored) or '-'}")
     if view.quantizations:
         left = [p for p in view.providers if p.routing == "left_out"]
         console.print(f"quantization floor: quantizations {', '.join(view.quantizations)} allowed; left out "
@@ -208,8 +215,11 @@ def print_lookback(view) -> None:
     for p in view.providers:
         why = "; ".join(f"{r.layer}: {r.reason}" + (f" by {r.actor}" if r.actor else "")
                         + (f" until {utc_text(r.until)}" if r.until else "") for r in p.reasons)
-        since = "; ".join(f"#{f.cycle_no} {','.join(f.kinds)} {', '.join(f.reasons)}".strip()
-                          for f in p.failed_since) or "-"
+        since = "; ".join(_failed_text(f) for f in p.failed_since) or "-"
+        if p.failed_since_last is not None:
+            more = p.failed_since_count - len(p.failed_since) - 1
+            since += (f"; … {more} more; latest {_failed_text(p.failed_since_last)} "
+                      f"({p.failed_since_count} failed cycles in all)")
         routing = p.routing.replace("_", " ") + (f" ({', '.join(p.layers)})" if p.layers else "")
         if p.routing == "left_out":
             why = f"{p.quantization or 'declares no quantization'}: not in the quantizations allow-list"

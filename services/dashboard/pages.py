@@ -38,6 +38,7 @@ from reverie_canary.services.dashboard.core import (
 )
 from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.snapshots import IgnoreReason
+from reverie_canary.shared.contract.timefmt import utc_text
 
 CellVerdict = Literal["passed", "failed", "frozen", "blind", "not_probed"]
 
@@ -57,6 +58,8 @@ DEFAULT_CYCLES = 48
 LOOKBACK_WINDOW_S = 45 * 60.0
 #: The longest half-window a look-back accepts (s).
 LOOKBACK_MAX_WINDOW_S = 7 * 86400.0
+#: The failed cycles after the look-back's time listed per provider (the rest counted, the newest named).
+FAILED_SINCE_SHOWN = 5
 #: Decisions that move a provider on the suspension ladder (the provider page's ladder history).
 LADDER_ACTIONS = ("suspend", "end", "would_suspend", "would_end", "floor_held")
 
@@ -156,18 +159,27 @@ class FailedSince(Struct, frozen=True, kw_only=True):
 class LookbackProvider(Struct, frozen=True, kw_only=True):
     """One provider at the look-back's time: ``eligible``, ``ignored`` (by which layers, why) or
     ``left_out`` (not ignored, but the snapshot's ``quantizations`` allow-list did not admit its
-    ``quantization``: an operator's quantization floor), what the canary saw of it in the cycles
-    around, which failures followed, and how many requests it served (``served``: from the chat
-    backends' counts, ``None`` when none were published).  ``quantization``: what the listing of
-    that time declared (``None``: nothing, or not listed)."""
+    ``quantization``: an operator's quantization floor), or ``unknown`` when no ignore-list snapshot
+    at that time is known; what the canary saw of it in the cycles around, which failures followed,
+    and how many requests it served (``served``: from the chat backends' counts, ``None`` when none
+    were published).  ``quantization``: what the listing of that time declared (``None``: nothing,
+    or not listed).
+
+    ``failed_since`` holds the first :data:`FAILED_SINCE_SHOWN` failed cycles after the look-back's
+    time (the ones that tell what followed the report), ``failed_since_count`` all of them, and
+    ``failed_since_last`` the newest when more were left out: a provider failing every cycle for a
+    week would otherwise list 336 of them.
+    """
 
     provider: str
-    routing: Literal["eligible", "ignored", "left_out"]
+    routing: Literal["eligible", "ignored", "left_out", "unknown"]
     quantization: str | None = None
     layers: list[str] = []
     reasons: list[IgnoreReason] = []
     cells: list[CellView] = []
     failed_since: list[FailedSince] = []
+    failed_since_count: int = 0
+    failed_since_last: FailedSince | None = None
     served: int | None = None
 
 
@@ -383,6 +395,31 @@ def parse_window(text: str) -> float:
     return seconds
 
 
+def window_text(window_s: float) -> str:
+    """The shortest text :func:`parse_window` reads back as exactly ``window_s``: ``30s``, ``90s``, ``45m``, ``2h``.
+
+    Whole days, hours or minutes take that unit; anything else is written in seconds
+    (to the millisecond), so a printed command never rounds a 30 s window to ``0m``.
+    """
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if window_s >= size and window_s % size == 0:
+            return f"{window_s / size:g}{unit}"
+    return f"{round(window_s, 3):g}s"
+
+
+def incident_command(view: Lookback) -> str:
+    """The ``canary incident`` command that answers the same look-back, as a shell runs it (arguments quoted)."""
+    import shlex
+
+    args = ["canary", "incident", "--model", view.model, "--at", utc_text(view.at), "--window",
+            window_text(view.window_s)]
+    if view.kind:
+        args += ["--kind", view.kind]
+    if view.language:
+        args += ["--language", view.language]
+    return shlex.join(args)
+
+
 def parse_at(text: str, now: datetime) -> datetime:
     """The look-back's time: ISO 8601 (``2026-12-01T21:40:00Z``; no zone means UTC) or ``HH:MM`` (UTC: the
     latest such time not after ``now``).
@@ -497,12 +534,17 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
         q = listing.quantizations.get(name) if listing is not None else None
         known = listing is not None and name in listing.quantizations  # its quantization that time is known
         admitted = current is None or not known or quant.admits(current.quantizations, q)
+        routing: Literal["eligible", "ignored", "left_out", "unknown"] = (
+            "unknown" if current is None else "ignored" if entry is not None else "eligible" if admitted
+            else "left_out")
         providers.append(LookbackProvider(
-            provider=name, routing="ignored" if entry is not None else "eligible" if admitted else "left_out",
+            provider=name, routing=routing,
             quantization=q,
             layers=sorted({r.layer for r in entry.reasons}) if entry is not None else [],
             reasons=list(entry.reasons) if entry is not None else [],
-            cells=[cell(f, name, blind) for f in around], failed_since=failed,
+            cells=[cell(f, name, blind) for f in around], failed_since=failed[:FAILED_SINCE_SHOWN],
+            failed_since_count=len(failed),
+            failed_since_last=failed[-1] if len(failed) > FAILED_SINCE_SHOWN else None,
             served=_served_by_tag(served, window, name) if served is not None else None))
     if not around:
         problems.append("no closed cycle of the log read opened inside the window")

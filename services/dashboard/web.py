@@ -163,6 +163,7 @@ def _templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(asset_dir("templates")))
     env = t.env
     env.filters["utc"] = lambda at: utc_text(at)
+    env.filters["incident_command"] = pages.incident_command
     env.filters["age"] = age_text
     env.filters["clock"] = lambda at: utc_text(at, precision="clock", missing="-")
     env.filters["tojson_pretty"] = lambda v: json.dumps(to_builtins(v), indent=1, ensure_ascii=False, default=str)

@@ -193,6 +193,60 @@ def test_a_look_back_without_a_known_snapshot_says_the_routing_is_unknown():
     view = pages.lookback(MODEL, at=T0 + timedelta(minutes=20), window_s=600, now=T0 + 2 * CYCLE,
                           window=window.models[MODEL])
     assert view.snapshot_version == 0 and any("routing is unknown" in p for p in view.problems)
+    assert view.eligible == [] and view.ignored == [] and {p.routing for p in view.providers} == {"unknown"}
+
+
+def test_incident_before_the_first_snapshot_prints_no_eligible_or_ignored_count(capsys):
+    """canary incident without a known snapshot: 'ignore list unknown', never 'eligible 4 ... ignored 0'."""
+    from reverie_canary.canary.cli_dashboard import print_lookback
+
+    events = run(2)
+    state, window = observe(events)
+    print_lookback(pages.lookback(MODEL, at=T0 + timedelta(minutes=20), window_s=600, now=T0 + 2 * CYCLE,
+                                  window=window.models[MODEL]))
+    out = capsys.readouterr().out
+    assert "ignore list unknown" in out and "eligible" not in out and "ignored 0" not in out, out
+
+
+def test_failed_since_lists_the_first_few_then_counts_the_rest_and_names_the_newest(capsys):
+    """A provider failing every cycle after the time: the first FAILED_SINCE_SHOWN cycles, the count, the newest."""
+    from reverie_canary.canary.cli_dashboard import print_lookback
+
+    n = pages.FAILED_SINCE_SHOWN + 4
+    events = run(n + 1, {c: {"b/fp8": ("ttft", "ttft_exceeded")} for c in range(1, n + 1)})
+    state, window = observe(events)
+    window.add(snapshot(1, T0), 90_001)
+    view = pages.lookback(MODEL, at=T0 + timedelta(minutes=20), window_s=600, now=T0 + (n + 1) * CYCLE,
+                          window=window.models[MODEL])
+    b = {p.provider: p for p in view.providers}["b/fp8"]
+    assert [f.cycle_no for f in b.failed_since] == list(range(1, pages.FAILED_SINCE_SHOWN + 1))
+    assert b.failed_since_count == n and b.failed_since_last is not None and b.failed_since_last.cycle_no == n
+    print_lookback(view)
+    out = capsys.readouterr().out
+    assert f"… 3 more; latest #{n} ttft" in out and f"({n} failed cycles in all)" in out, out
+
+
+@pytest.mark.parametrize("window_s", [30.0, 90.0, 45 * 60.0, 5400.0, 7200.0, 86400.0, 61.5, 2 * 86400.0])
+def test_the_printed_incident_command_is_one_the_cli_accepts_for_the_same_look_back(window_s):
+    """The look-back page's command, parsed by the CLI's own parser, asks for the same model, time and window."""
+    import shlex
+
+    from typer.main import get_command
+
+    from reverie_canary.canary.cli import app
+
+    events = run(2)
+    state, window = observe(events)
+    at = T0 + timedelta(minutes=20)
+    view = pages.lookback(MODEL, at=at, window_s=window_s, now=T0 + 2 * CYCLE, window=window.models[MODEL],
+                          kind="language", language="es")
+    argv = shlex.split(pages.incident_command(view))
+    assert argv[:2] == ["canary", "incident"]
+    command = get_command(app).commands["incident"]
+    params = command.make_context("incident", argv[2:]).params
+    assert params["model"] == MODEL and (params["kind"], params["language"]) == ("language", "es")
+    assert pages.parse_at(params["at"], T0 + 2 * CYCLE) == at
+    assert pages.parse_window(params["window"]) == window_s
 
 
 @pytest.mark.parametrize("text, seconds", [("45m", 2700.0), ("90s", 90.0), ("1.5h", 5400.0), ("2d", 172800.0),
@@ -239,3 +293,26 @@ def test_the_look_back_shows_the_chat_backends_counts_under_each_endpoint_of_the
     view = pages.lookback(MODEL, at=at, window_s=600, now=T0 + 2 * CYCLE, window=mw)
     assert view.served == {"Alpha": 7, "b/fp8": 2}
     assert {p.provider: p.served for p in view.providers} == {"a/fp8": 7, "b/fp8": 2, "c/fp8": 0, "d/fp8": 0}
+
+
+@pytest.mark.parametrize("window_s", [30.0, 90.0])
+def test_the_look_back_page_prints_that_command_for_a_window_under_a_minute(window_s):
+    """The page's 'the same as canary incident ...' for 30 s and 90 s says --window 30s / 90s, never 0m or 1m."""
+    import html
+    import re
+
+    from reverie_canary.services.dashboard.web import _templates
+
+    events = run(2)
+    state, window = observe(events)
+    view = pages.lookback(MODEL, at=T0 + timedelta(minutes=20), window_s=window_s, now=T0 + 2 * CYCLE,
+                          window=window.models[MODEL])
+    class Request:  # what the base template asks of a request: the static files' URL
+        def url_for(self, name, **params):
+            return f"/{name}/{params.get('path', '')}"
+
+    text = _templates().env.get_template("lookback.html").render(view=view, form={}, models=[MODEL], message=None,
+                                                                    request=Request())
+    [command] = re.findall(r'<code class="command">(.*?)</code>', text)
+    assert html.unescape(command) == pages.incident_command(view)
+    assert f"--window {window_s:g}s" in html.unescape(command)
