@@ -102,11 +102,14 @@ def spend_text(spend: SpendView | None) -> str:
             f"{t.tokens:,} tokens, {fmt_usd(t.usd)}")
     if t.unpriced_tokens:
         text += f" (+{t.unpriced_tokens:,} tokens without a listed price)"
+    real = spend.time_scale > 1  # the demo: a second here stands for time_scale real seconds
     if spend.projected:
-        text += (f"; the log covers {fmt_age(spend.covered_s)} of it: about {fmt_usd(spend.usd_per_day)}/day "
-                 "projected")
+        text += f"; the log covers {fmt_age(spend.covered_s)} of it"
+        if real:
+            text += f" ({fmt_age(spend.covered_s * spend.time_scale)} of real time: time runs x{spend.time_scale:.0f})"
+        text += f": about {fmt_usd(spend.usd_per_day)} a {'real ' if real else ''}day projected"
     else:
-        text += f" = {fmt_usd(spend.usd_per_day)}/day"
+        text += f" = {fmt_usd(spend.usd_per_day)} a {'real ' if real else ''}day"
     if spend.cut:
         text += " (the read was cut: the oldest probes are not counted)"
     return text

@@ -148,6 +148,7 @@ def demo_settings(base: Settings, *, nats_url: str, redis_url: str, gateway_url:
         models=[model],
         namespace=demo_namespace(),
         cycle_interval_s=cycle_s,
+        time_scale=REAL_CYCLE_S / cycle_s,
         probe_window_s=cycle_s * 0.8,
         ttft_threshold_s=TTFT_THRESHOLD_S,
         request_timeout_s=cycle_s * 0.65,

@@ -160,7 +160,9 @@ class SpendView(Struct, frozen=True, kw_only=True):
     ``covered_s`` is how much of that window the log read actually covers (less
     after a fresh start, or when :data:`SPEND_MEMORY` cut it: ``cut``);
     ``usd_per_day`` is ``usd`` when the whole day is covered, else the
-    projection of the covered part (``projected``).
+    projection of the covered part (``projected``), per real day: where time
+    runs ``time_scale`` times faster than real time (the demo), the covered
+    part stands for ``covered_s * time_scale`` real seconds.
     """
 
     since: datetime
@@ -171,6 +173,7 @@ class SpendView(Struct, frozen=True, kw_only=True):
     usd_per_day: float
     projected: bool
     cut: bool = False
+    time_scale: float = 1.0
 
 
 class ProviderStatus(Struct, frozen=True, kw_only=True):
@@ -782,7 +785,8 @@ def sum_spend(entries: Iterable[SpendEntry]) -> Spend:
 
 
 def spend_view(entries: list[SpendEntry], now: datetime, *, covered_from: datetime | None,
-               cut_at: datetime | None = None, window_s: float = SPEND_WINDOW_S) -> SpendView:
+               cut_at: datetime | None = None, window_s: float = SPEND_WINDOW_S,
+               time_scale: float = 1.0) -> SpendView:
     """The spend of the entries in the ``window_s`` before ``now`` (UTC), and how much of it the read covers.
 
     Args:
@@ -790,6 +794,8 @@ def spend_view(entries: list[SpendEntry], now: datetime, *, covered_from: dateti
         covered_from: the earliest time the log still holds facts of (its
             first message, else the first event read); nothing before it is known.
         cut_at: entries before this were dropped by :data:`SPEND_MEMORY`.
+        time_scale: how many times faster than real time the system runs (settings
+            ``time_scale``: 1, or the demo's compression); the day projected is a real one.
     """
     since = now - timedelta(seconds=window_s)
     inside = [e for e in entries if since < e.at <= now]
@@ -797,10 +803,11 @@ def spend_view(entries: list[SpendEntry], now: datetime, *, covered_from: dateti
     covered = max(0.0, min(window_s, (now - start).total_seconds()))
     total = sum_spend(inside)
     projected = covered < window_s
-    per_day = total.usd * (86400.0 / covered) if projected and covered > 0 else total.usd * (86400.0 / window_s)
+    span = covered if projected and covered > 0 else window_s
+    per_day = total.usd * 86400.0 / (span * max(1.0, time_scale))
     return SpendView(since=since, at=now, window_s=window_s, covered_s=round(covered, 3), total=total,
                      usd_per_day=round(per_day, 8), projected=projected,
-                     cut=cut_at is not None and cut_at > since)
+                     cut=cut_at is not None and cut_at > since, time_scale=max(1.0, time_scale))
 
 
 # -- the provider's state: a table, first match wins --------------------------------------------------------
@@ -1066,7 +1073,8 @@ def _controls(window: ModelWindow | None, controls: dict[str, str]) -> list[Cont
 
 def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str], state: ModelState | None,
                  snapshot: IgnoreSnapshot | None, window: ModelWindow | None, cycle_interval_s: float,
-                 controls: dict[str, str] | None = None, log_start: datetime | None = None) -> ModelStatus:
+                 controls: dict[str, str] | None = None, log_start: datetime | None = None,
+                 time_scale: float = 1.0) -> ModelStatus:
     """One model now (see :class:`ModelStatus`).
 
     Args:
@@ -1080,6 +1088,7 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
         cycle_interval_s: the configured cycle length, for staleness.
         controls: the configured positive controls (kind -> provider).
         log_start: the time of the log's first message (the spend covers nothing before it).
+        time_scale: how many times faster than real time the system runs (the spend's day is a real one).
     """
     kinds = [*kinds, *(k for k in FACT_KINDS if k not in kinds)]
     modes = modes_of(state, policy, kinds)
@@ -1107,8 +1116,8 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
     if snapshot is None:
         problems.append("no ignore-list snapshot in the KV bucket for this model (the router has not written one)")
     lv = window.last_verdict if window is not None else None
-    spend = spend_view(window.spend, now, covered_from=log_start or window.first_at, cut_at=window.spend_cut_at) \
-        if window is not None else None
+    spend = spend_view(window.spend, now, covered_from=log_start or window.first_at, cut_at=window.spend_cut_at,
+                       time_scale=time_scale) if window is not None else None
     return ModelStatus(
         model=model,
         at=now,
@@ -1148,7 +1157,8 @@ def fleet_status(models: list[ModelStatus], *, now: datetime, window: LogWindow 
         covered = min(v.covered_s for v in views)
         spend = SpendView(since=views[0].since, at=now, window_s=views[0].window_s, covered_s=covered, total=total,
                           usd_per_day=round(sum(v.usd_per_day for v in views), 8),
-                          projected=any(v.projected for v in views), cut=any(v.cut for v in views))
+                          projected=any(v.projected for v in views), cut=any(v.cut for v in views),
+                          time_scale=views[0].time_scale)
     return FleetStatus(at=now, models=models, spend=spend, log_since=window.since if window is not None else None,
                        log_events=window.events if window is not None else 0,
                        sizing=window.sized if window is not None else None)

@@ -220,7 +220,8 @@ class FleetReader:
                 model, now=now, policy=policy, kinds=list(self.settings.kinds),
                 state=await self.judge_state(model), snapshot=await self.snapshot(model),
                 window=self.window.models.get(model), cycle_interval_s=self.settings.cycle_interval_s,
-                controls=dict(self.settings.controls), log_start=self.window.log_start))
+                controls=dict(self.settings.controls), log_start=self.window.log_start,
+                time_scale=self.settings.time_scale))
         return fleet_status(views, now=now, window=self.window)
 
 

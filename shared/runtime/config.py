@@ -53,6 +53,7 @@ class RuntimeConfig(Struct, frozen=True, kw_only=True):
     redis_key_file: str
     namespace: str
     models: list[str]
+    time_scale: float  # read by the read model (canary status, the dashboard): its figures per day
     max_deliver: int
     retry_delay_s: float
     metrics_host: str

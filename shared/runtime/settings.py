@@ -163,6 +163,10 @@ class Settings(Struct, kw_only=True):
             user (``redis://judge@redis:6379/0``), so that the password can come from a
             file (``REDIS_PASSWORD_FILE``, Docker secrets); a password in the URL wins.
         cycle_interval_s: time between cycle starts (30 min).
+        time_scale: how many times faster than real time the clock-driven settings
+            run: 1 in production; the demo compresses a 30-minute cycle into a few
+            seconds and says so here (1,800 s / its cycle), so that a figure per day
+            (``canary status``'s spend) is projected per real day, not per demo day.
         probe_window_s: a cycle's deadline after its start; results later than
             this are late.  Must be below ``cycle_interval_s``.
         ttft_threshold_s: time to first token above which the latency probe
@@ -312,6 +316,7 @@ class Settings(Struct, kw_only=True):
     confirm_max_per_provider: int = 2
 
     cycle_interval_s: float = 1800.0
+    time_scale: float = 1.0
     probe_window_s: float = 600.0
     ttft_threshold_s: float = 10.0
     request_timeout_s: float = 60.0
@@ -699,6 +704,8 @@ def _problems(s: Settings) -> list[str]:
         problems.append("models: at least one non-empty model id is needed")
     if s.cycle_interval_s <= 0:
         problems.append("cycle_interval_s must be > 0")
+    if not s.time_scale >= 1:
+        problems.append("time_scale must be >= 1 (1: real time; the demo's compression above it)")
     if not 0 < s.probe_window_s < s.cycle_interval_s:
         problems.append("probe_window_s must be > 0 and below cycle_interval_s")
     for name in POSITIVE:

@@ -432,3 +432,20 @@ def test_a_tool_control_that_fails_one_variant_proves_the_probe():
     _, window = observe(events, ENFORCE)
     [row] = control_rows(window.models.get(MODEL), {"tools": "ctl/tools"})
     assert (row.last, row.cycles_without_failure) == ("failed", 0)
+
+
+def test_spend_is_projected_per_real_day_where_time_runs_faster():
+    """The demo's time runs x367: 6 h of its log stand for 2,202 real hours, so the day projected is a real one."""
+    from reverie_canary.canary.cli_status import spend_text
+    from reverie_canary.services.dashboard.core import spend_view
+
+    recent = priced(cycle_events(60, healthy("a/fp8")), {"a/fp8": PRICE}, {"prompt_tokens": 1000})
+    now = T0 + 60 * CYCLE + timedelta(hours=6)
+    state, window = observe(recent, ENFORCE)
+    entries = window.models[MODEL].spend
+    real = spend_view(entries, now, covered_from=now - timedelta(hours=6))
+    demo = spend_view(entries, now, covered_from=now - timedelta(hours=6), time_scale=367.0)
+    assert real.usd_per_day == pytest.approx(4e-4 * 4) and demo.usd_per_day == pytest.approx(4e-4 * 4 / 367, rel=1e-3)
+    text = spend_text(demo)
+    assert "time runs x367" in text and "a real day projected" in text, text
+    assert "real" not in spend_text(real)
