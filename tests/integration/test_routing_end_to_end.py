@@ -146,7 +146,7 @@ async def test_an_operator_override_reaches_a_watching_client(secured):
             "sort": "price", "ignore": ["lambda/fp8", "mine/x"]}
         (entry,) = client.snapshot.entries
         assert entry.reasons == [IgnoreReason(layer="override", reason="incident 42", actor="alice",
-                                              since=command.at, until=None)]
+                                              since=command.at, until=command.at + timedelta(days=365))]
 
 
 async def test_a_judge_suspension_reaches_a_watching_client(secured):
