@@ -439,13 +439,29 @@ class IgnoreListClient:
     async def _disconnected(self) -> None:
         self.connected = False
         if not self._stopping:
-            self._set_problem(f"connection to NATS at {_public_url(self.nats_url)} lost; serving the last good "
-                              "snapshot until it returns")
+            self._set_problem(f"{self._lost_prefix()}; serving the last good snapshot until it returns")
 
     async def _reconnected(self) -> None:
+        self._now_connected()
+        self._resync = True  # the server may have lost the watch's ephemeral consumer
+
+    def _now_connected(self) -> None:
+        """Connected (again): ``connected`` and ``problem`` change together, never one without the other.
+
+        A problem about the connection (lost, refused, unreachable) is replaced at once by what is
+        true now: connected, the current snapshot not read yet; reading it clears the problem.
+        """
         self.connected = True
         self._refused = self._last_error = None
-        self._resync = True  # the server may have lost the watch's ephemeral consumer
+        if self.problem is not None and self.problem.startswith((self._lost_prefix(), self._nats_prefix())):
+            self._set_problem(f"connected to NATS at {_public_url(self.nats_url)}; reading the current snapshot "
+                              f"again (serving v{self.version} until then)")
+
+    def _lost_prefix(self) -> str:
+        return f"connection to NATS at {_public_url(self.nats_url)} lost"
+
+    def _nats_prefix(self) -> str:
+        return f"NATS at {_public_url(self.nats_url)} "
 
     async def _error(self, exc: Exception) -> None:
         # nats-py's default logs every failed attempt at ERROR; an outage is expected here
@@ -476,8 +492,7 @@ class IgnoreListClient:
 
     async def _run(self) -> None:
         self._nc = await self._connect()
-        self.connected = True
-        self._refused = self._last_error = None
+        self._now_connected()
         key = subjects.kv_key(self.model)
         while not self._stopping:
             try:

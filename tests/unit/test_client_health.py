@@ -1,0 +1,41 @@
+"""The client's health: ``connected`` and ``problem`` never contradict each other.
+
+The callbacks are nats-py's (disconnected, reconnected, error): called here in the
+order an outage calls them, without a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from reverie_canary.client import IgnoreListClient
+
+URL = "nats://127.0.0.1:4222"
+
+
+def test_after_a_reconnect_the_problem_no_longer_says_the_connection_is_lost():
+    """lost -> connected=False and 'lost'; reconnected -> connected=True and a problem that says so (until a read)."""
+    client = IgnoreListClient(URL, "acme/chat-1")
+
+    async def outage():
+        client.connected = True
+        await client._disconnected()
+        lost = (client.connected, client.problem)
+        await client._error(OSError("connection refused"))
+        refused = (client.connected, client.problem)
+        await client._reconnected()
+        return lost, refused, (client.connected, client.problem)
+
+    lost, refused, back = asyncio.run(outage())
+    assert lost[0] is False and "lost" in lost[1]
+    assert refused[0] is False and "unreachable" in refused[1]
+    assert back[0] is True and "lost" not in back[1] and "unreachable" not in back[1]
+    assert back[1].startswith("connected to NATS at nats://127.0.0.1:4222; reading the current snapshot again")
+
+
+def test_a_problem_that_is_not_the_connections_stays_after_a_reconnect():
+    """A missing bucket is still missing when the connection returns: only the connection's own problem changes."""
+    client = IgnoreListClient(URL, "acme/chat-1")
+    client._set_problem("the KV bucket canary-routing does not exist yet (`canary init` creates it)")
+    asyncio.run(client._reconnected())
+    assert client.connected and client.problem.startswith("the KV bucket")
