@@ -68,12 +68,16 @@ def fmt_usd(usd: float) -> str:
     return f"${usd:.4g}"
 
 
-def state_text(p: ProviderStatus, now: datetime) -> Text:
-    """``suspended until 12:34:56Z (3.2 h)``, ``floor held``, ``active`` ... coloured by state."""
+def state_text(p: ProviderStatus, now: datetime, *, short: bool = False) -> Text:
+    """``suspended until 12:34:56Z (3.2 h)``, ``floor held``, ``active`` ... coloured by state.
+
+    ``short``: the narrow layouts' form, the time left without the UTC end (``suspended 3.2 h``).
+    """
     label = p.state.replace("_", " ")
     if p.until is not None:
-        label += f" until {fmt_time(p.until)} ({fmt_age((p.until - now).total_seconds())})"
-    elif p.state in ("excluded", "overridden"):
+        left = fmt_age((p.until - now).total_seconds())
+        label += f" {left}" if short else f" until {fmt_time(p.until)} ({left})"
+    elif p.state in ("excluded", "overridden") and not short:
         label += " (no end)"
     own = {"excluded": "exclusion", "overridden": "override", "suspended": "suspension"}.get(p.state)
     extra = [layer for layer in p.layers if layer != own]
@@ -90,6 +94,31 @@ def kind_cell(result: KindResult | None) -> Text:
     text = Text(word, style=style)
     if result.reasons:
         text.append(" " + ", ".join(result.reasons[:3]) + (" …" if len(result.reasons) > 3 else ""))
+    return text
+
+
+def kinds_summary(p: ProviderStatus, kinds: list[str]) -> Text:
+    """Every kind's last-cycle result in one cell, for the narrow layouts: ``pass``, or what did not pass.
+
+    ``pass`` when every kind with a result passed; else each kind that did not, with its outcome
+    and up to two reason codes (``structured FAIL schema_invalid; ttft transport http_503``).
+    """
+    by_kind = {r.kind: r for r in p.results}
+    seen = [by_kind[k] for k in kinds if k in by_kind]
+    if not seen:
+        return Text("-", style="dim")
+    odd = [r for r in seen if r.outcome not in ("pass", "not_applicable")]
+    if not odd:
+        return Text("pass", style="green")
+    text = Text()
+    for i, r in enumerate(odd):
+        word, style = _OUTCOME_TEXT.get(r.outcome, (r.outcome, ""))
+        if i:
+            text.append("; ")
+        text.append(f"{r.kind} ")
+        text.append(word, style=style)
+        if r.reasons:
+            text.append(" " + ", ".join(r.reasons[:2]) + (" …" if len(r.reasons) > 2 else ""))
     return text
 
 
@@ -189,20 +218,46 @@ def quant_floor_text(m: ModelStatus) -> str:
     return text
 
 
-def model_table(m: ModelStatus, kinds: list[str]) -> Table:
-    """One row per provider: quantization, state, streaks, the last cycle per kind, time to first token, ladder,
-    last judged."""
+#: The layouts of a model's table, widest first: ``canary status`` shows the first that fits the terminal
+#: (``--wide``: the first, whatever the width).  ``kinds``: a column per probe kind, else one summary column.
+LAYOUTS: tuple[dict[str, bool], ...] = (
+    {"kinds": True, "quant": True, "long_state": True, "ttft": True, "ladder": True, "judged": True},
+    {"kinds": False, "quant": True, "long_state": True, "ttft": True, "ladder": True, "judged": True},
+    {"kinds": False, "quant": True, "long_state": False, "ttft": True, "ladder": True, "judged": True},
+    {"kinds": False, "quant": True, "long_state": False, "ttft": True, "ladder": False, "judged": False},
+    {"kinds": False, "quant": False, "long_state": False, "ttft": False, "ladder": False, "judged": False},
+)
+#: What the streak column counts, printed under each table.
+STREAKS_LEGEND = ("F/P/Z: failed / passed / frozen cycles in a row, as the judge counts them to suspend; "
+                  "a suspension, its end and a lift start the count again")
+
+
+def model_table(m: ModelStatus, kinds: list[str], layout: dict[str, bool] | None = None) -> Table:
+    """One row per provider: quantization, state, streaks, the last cycle per kind (or summed up), first token,
+    ladder, last judged.
+
+    Args:
+        layout: one of :data:`LAYOUTS` (default: the widest).
+    """
+    layout = layout or LAYOUTS[0]
     mixed = len(set(m.modes.values())) > 1
     table = Table(show_edge=False, pad_edge=False, header_style="bold", expand=False)
     table.add_column("provider", no_wrap=True)
-    table.add_column("quant", no_wrap=True)
-    table.add_column("state")
-    table.add_column("streaks F/P/Z", justify="right", no_wrap=True)
-    for kind in kinds:
-        table.add_column(f"{kind} ({m.modes.get(kind, '?')})" if mixed else kind)
-    table.add_column("ttft p50", justify="right", no_wrap=True)
-    table.add_column("ladder", justify="right", no_wrap=True)
-    table.add_column("last judged", no_wrap=True)
+    if layout["quant"]:
+        table.add_column("quant", no_wrap=True)
+    table.add_column("state", no_wrap=not layout["long_state"])
+    table.add_column("F/P/Z", justify="right", no_wrap=True)
+    if layout["kinds"]:
+        for kind in kinds:
+            table.add_column(f"{kind} ({m.modes.get(kind, '?')})" if mixed else kind)
+    else:
+        table.add_column("last cycle", ratio=1)
+    if layout["ttft"]:
+        table.add_column("ttft p50", justify="right", no_wrap=True)
+    if layout["ladder"]:
+        table.add_column("ladder", justify="right", no_wrap=True)
+    if layout["judged"]:
+        table.add_column("last judged", no_wrap=True)
     for p in m.providers:
         by_kind = {r.kind: r for r in p.results}
         ttft = f"{p.ttft_ms:.0f} ms" if p.ttft_ms is not None else "-"
@@ -213,46 +268,77 @@ def model_table(m: ModelStatus, kinds: list[str]) -> Table:
             ttft_cell.append(" slow_vs_peers", style="bold yellow")
         judged = "never" if p.last_judged is None else \
             f"{fmt_age((m.at - p.last_judged).total_seconds())} ago ({p.last_verdict})"
-        table.add_row(p.provider, quant_text(p), state_text(p, m.at), f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}",
-                      *[kind_cell(by_kind.get(k)) for k in kinds], ttft_cell, str(p.ladder_step), judged)
+        row: list[Text | str] = [p.provider, *([quant_text(p)] if layout["quant"] else []),
+                                 state_text(p, m.at, short=not layout["long_state"]),
+                                 f"{p.failed_streak}/{p.passed_streak}/{p.frozen_streak}"]
+        row += [kind_cell(by_kind.get(k)) for k in kinds] if layout["kinds"] else [kinds_summary(p, kinds)]
+        row += [ttft_cell] * layout["ttft"] + [str(p.ladder_step)] * layout["ladder"] + [judged] * layout["judged"]
+        table.add_row(*row)
     return table
 
 
+def fitting_table(console: Console, m: ModelStatus, kinds: list[str], *, wide: bool = False) -> Table:
+    """The widest layout of :data:`LAYOUTS` whose table fits ``console``'s width unwrapped (``wide``: the widest)."""
+    from rich.measure import Measurement
+
+    if wide:
+        return model_table(m, kinds, LAYOUTS[0])
+    unbounded = console.options.update_width(10_000)
+    for layout in LAYOUTS[:-1]:
+        table = model_table(m, kinds, layout)
+        if Measurement.get(console, unbounded, table).maximum <= console.width:
+            return table
+    return model_table(m, kinds, LAYOUTS[-1])
+
+
 def sizing_text(s: CycleSized) -> Text:
-    """``cycle 123 sized (measured): 12000 probes, 2 probers x 62 = 124 in flight, about 135 s of 600 s``; red when it does not fit."""
-    text = (f"cycle {s.cycle_no} sized ({s.basis}): {s.probes} probes of {s.models} model(s), {s.probers} prober(s) x "
-            f"{s.per_prober} = {s.in_flight} in flight, about {s.expected_wall_s:g} s of the {s.window_s:g} s window")
+    """``probe window: cycle 123 sized on measured times: 12000 probes, ...``; red when it does not fit."""
+    text = (f"probe window: cycle {s.cycle_no} sized on {s.basis} times: {s.probes} probes of {s.models} model(s), "
+            f"{s.probers} prober(s) x {s.per_prober} = {s.in_flight} in flight, about {s.expected_wall_s:g} s of the "
+            f"{s.window_s:g} s window")
     if s.fits:
         return Text(text)
     return Text(text + f": DOES NOT FIT (needs {s.needed} in flight, ceiling {s.ceiling} a prober): start more "
                        "probers or raise CANARY_PROBER_CONCURRENCY", style="bold red")
 
 
-def render(console: Console, fleet: FleetStatus, kinds: list[str]) -> None:
-    """Print the latest cycle's sizing, every model's header and table, then the fleet's spend (several models).
+def render(console: Console, fleet: FleetStatus, kinds: list[str], *, wide: bool = False) -> None:
+    """Print every model's header and table, then the fleet's spend (several models) and the last cycle's sizing.
 
-    Every text of the view is shown with its control characters escaped
-    (:func:`reverie_canary.shared.runtime.printable.printable_view`).
+    Each table takes the widest layout that fits ``console``'s width (:func:`fitting_table`;
+    ``wide``: every column).  Every text of the view is shown with its control characters
+    escaped (:func:`reverie_canary.shared.runtime.printable.printable_view`).
     """
     from reverie_canary.shared.runtime.printable import printable_view
 
     fleet = printable_view(fleet)
-    if fleet.sizing is not None:
-        console.print(sizing_text(fleet.sizing))
-        console.print()
     for m in fleet.models:
         console.print(Group(*model_header(m)))
-        console.print(model_table(m, kinds))
+        console.print(fitting_table(console, m, kinds, wide=wide))
+        console.print(Text(STREAKS_LEGEND, style="dim"))
         console.print()
     if len(fleet.models) > 1:
         console.print(Text("all models: " + spend_text(fleet.spend)))
+    if fleet.sizing is not None:
+        console.print(sizing_text(fleet.sizing))
 
 
-def _console() -> Console:
+def _console(wide: bool = False) -> Console:
+    """The terminal's console, its width the terminal's; piped or captured (or ``wide``), wide enough for every column."""
     console = Console(soft_wrap=False)
-    if not console.is_terminal:  # piped or captured: wide enough for every column
-        console = Console(width=220, soft_wrap=False)
+    if not console.is_terminal or wide:
+        console = Console(width=max(220, console.width if console.is_terminal else 0), soft_wrap=False,
+                          force_terminal=console.is_terminal or None)
     return console
+
+
+def _quiet_logging(settings) -> None:
+    """Every log line of a read command on standard error (structlog's default writes to standard output), from
+    WARNING up unless the settings ask for DEBUG: the table is the answer, the log only says what went wrong."""
+    from reverie_canary.shared.runtime.logging import configure
+
+    level = settings.log_level if settings.log_level.upper() == "DEBUG" else "WARNING"
+    configure(settings.log_format, level, sys.stderr)
 
 
 @app.command()
@@ -265,20 +351,26 @@ def status(
     interval: Annotated[float, typer.Option(min=1.0, help="with --watch: print again at least this often (s)")]
     = 30.0,
     count: Annotated[int | None, typer.Option(min=1, help="with --watch: stop after this many prints")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="every column (a column per probe kind, the UTC ends), "
+                                                      "whatever the terminal's width")] = False,
     config: ConfigOpt = None,
 ) -> None:
     """The fleet at a glance: per model its modes, last cycle, health, ignore list and spend; per provider its state.
 
     Reads the judge's state (Redis), the ignore list (KV bucket) and the last day
-    of the log, as the ``operator`` NATS user.  Exit status 1 when a source
-    cannot be read (the message says which), 2 for a model the settings do not watch.
+    of the log, as the ``operator`` NATS user.  The table takes the terminal's width:
+    narrower, it sums up the probe kinds in one column and leaves out the ladder and
+    the last judged time (--wide shows every column).  Logs go to standard error.
+    Exit status 1 when a source cannot be read (the message says which), 2 for a
+    model the settings do not watch.
     """
     from reverie_canary.services.dashboard.sources import FleetReader, SourceError
 
     settings = _settings(config)
+    _quiet_logging(settings)
     models = [watched_model(settings, model)] if model else None
     kinds = [*settings.kinds, *FACT_KINDS]  # a column for each probe kind, and for template
-    console = _console()
+    console = _console(wide)
 
     def show(fleet: FleetStatus) -> None:
         if as_json:
@@ -294,7 +386,7 @@ def status(
             console.clear()
         elif watch:
             console.rule(f"canary status at {fmt_time(fleet.at)}")
-        render(console, fleet, kinds)
+        render(console, fleet, kinds, wide=wide)
 
     async def main() -> None:
         stop = asyncio.Event()

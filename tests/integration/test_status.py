@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import Counter
 
@@ -190,3 +191,91 @@ async def test_status_agrees_with_the_demo_summary_and_the_probers_split_the_cyc
     verdict_cycles = {e.event.cycle_no: e.event.cycle for e in logged if type(e.event).__name__ == "CycleVerdict"}
     for c in cycles[:-1]:  # the last cycle's late results may still be arriving
         assert c["probes"] == in_log[verdict_cycles[c["cycle_no"]]], c
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def status_in_a_terminal(env: dict[str, str], cols: int, *args: str, rows: int = 60,
+                         timeout_s: float = 60.0) -> tuple[int, list[str], str]:
+    """Run ``canary status`` with its standard output on a pseudo-terminal of ``cols`` x ``rows`` (TIOCSWINSZ), its
+    standard error on a pipe; (exit status, the terminal's lines without colour codes, standard error). Bounded."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    clean = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "reverie_canary.canary", "status", *args], stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=subprocess.PIPE, env={**clean, **env, "TERM": "xterm-256color"})
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        else:
+            raise AssertionError(f"canary status did not end within {timeout_s:g} s")
+        code = proc.wait(timeout=10)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+        proc.stderr.close()
+    text = ANSI.sub("", out.decode("utf-8", "replace")).replace("\r\n", "\n")
+    return code, text.splitlines(), err
+
+
+async def test_status_is_readable_in_80_and_100_columns_and_logs_nothing_on_stdout(tmp_path, default_demo):
+    """In a terminal of 80 and of 100 columns: no line wider, no cell cut to '…', every provider with its state, the
+    suspended ones' failing kind named; the model comes first (no log line on standard output); --wide every kind."""
+    p = default_demo.p
+
+    async def read_it():
+        for n in range(3, 9):
+            assert await p.wait_cycles(n)
+            if await routed(p) and {SLOW, BROKEN} <= set((await p.summary())["ignore"]):
+                break
+        env = read_env(write_env_files(p, tmp_path)["operator"])
+        shown = {}
+        for cols in (80, 100):
+            shown[cols] = await asyncio.to_thread(status_in_a_terminal, env, cols)
+        shown["wide"] = await asyncio.to_thread(status_in_a_terminal, env, 100, "--wide")
+        return await p.summary(), shown
+
+    summary, shown = await default_demo.run(read_it(), timeout_s=300)
+    for cols in (80, 100):
+        code, lines, err = shown[cols]
+        assert code == 0, err
+        assert lines[0].startswith(p.settings.models[0]), lines[:3]
+        assert all(len(line.rstrip()) <= cols for line in lines), "\n".join(lines)
+        assert not any("…" in line for line in lines), "\n".join(lines)
+        table = [line for line in lines if "│" in line]
+        for provider, info in summary["providers"].items():
+            [row] = [line for line in table if line.split("│")[0].strip() == provider]
+            state = row.split("│")[1].strip()
+            assert state.startswith("suspended" if info["suspended"] else "active"), (cols, row)
+        for provider, kind in ((SLOW, "ttft"), (BROKEN, "structured")):
+            [row] = [line for line in table if line.split("│")[0].strip() == provider]
+            assert f"{kind} FAIL" in row, (cols, row)
+    code, lines, err = shown["wide"]
+    assert code == 0, err
+    header = next(line for line in lines if line.startswith("provider"))
+    assert all(kind in header for kind in ("ttft", "refusal", "structured", "language", "echo")), header

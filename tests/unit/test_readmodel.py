@@ -395,12 +395,13 @@ def test_the_latest_cycle_sizing_is_in_the_fleet_view_and_one_that_does_not_fit_
     out = StringIO()
     render(Console(file=out, width=220), status, [])
     text = out.getvalue()
-    assert "cycle 2 sized (measured): 55 probes of 1 model(s), 2 prober(s) x 3 = 6 in flight" in text
+    assert "probe window: cycle 2 sized on measured times: 55 probes of 1 model(s), 2 prober(s) x 3 = 6 in flight" in text
     assert "about 12.5 s of the 9 s window: DOES NOT FIT (needs 20 in flight, ceiling 3 a prober)" in text
     window.add(sized(3, True), seq=7)
     out = StringIO()
     render(Console(file=out, width=220), fleet_status([], now=T0, window=window), [])
     assert "cycle 3 sized" in out.getvalue() and "DOES NOT FIT" not in out.getvalue()
+    assert not out.getvalue().startswith("cycle")  # not the first line, and never read as a log line
 
 
 VARIANTS = ("tools:call", "tools:call_stream", "tools:no_tool", "tools:second_turn")
