@@ -108,7 +108,7 @@ class CycleColumn(Struct, frozen=True, kw_only=True):
 
 
 class ModelMatrix(Struct, frozen=True, kw_only=True):
-    """The fleet page of one model: its status header and the provider x cycle matrix (oldest cycle first)."""
+    """The fleet page of one model: its status header and the provider x cycle matrix (oldest cycle first; the page shows the newest first)."""
 
     status: ModelStatus
     columns: list[CycleColumn]

@@ -188,6 +188,41 @@ def test_the_fleet_matrix_shows_every_provider_and_cycle_with_the_verdicts_of_th
     assert quants == dict.fromkeys(summary["providers"], "fp8"), quants
 
 
+LAYOUT_JS = """const scroll = document.querySelector('section.model .scroll');
+    const box = scroll.getBoundingClientRect();
+    const heads = Array.from(document.querySelectorAll('table.matrix thead th.cyc')).filter(
+        h => !h.closest('table.controls'));
+    const visible = h => { const r = h.getBoundingClientRect(); return r.left >= box.left && r.right <= box.right; };
+    const line = parseFloat(getComputedStyle(document.querySelector('table.matrix thead th')).lineHeight) || 20;
+    return {order: heads.map(h => Number(h.title.match(/#(\\d+)/)[1])),
+            visible: heads.filter(visible).map(h => Number(h.title.match(/#(\\d+)/)[1])),
+            controls: Array.from(document.querySelectorAll('table.controls thead th.cyc')).map(
+                h => Number(h.title.match(/#(\\d+)/)[1])),
+            scrollLeft: scroll.scrollLeft,
+            wrapped: Array.from(document.querySelectorAll('table.matrix thead th, table.list thead th')).filter(
+                h => h.getBoundingClientRect().height > 1.6 * line).map(h => h.textContent.trim())};"""
+
+
+@pytest.mark.parametrize("width", [1280, 1600])
+def test_the_fleet_matrix_opens_on_the_newest_cycles_with_headers_on_one_line(demo, browser, width):
+    """At 1280 and 1600 px: the cycles newest first, the newest in view without scrolling, the controls' columns in
+    the same order, and no header of the matrix or the ignore list wrapped onto a second line."""
+    browser.set_window_size(width, 1000)
+    try:
+        browser.get(url(demo, "/", live="0"))
+        layout = browser.execute_script(LAYOUT_JS)
+        screenshot_at = ARTEFACTS / f"fleet-{width}.png"
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(screenshot_at))
+    finally:
+        browser.set_window_size(1400, 1000)
+    order = layout["order"]
+    assert len(order) >= 4 and order == sorted(order, reverse=True), order
+    assert layout["scrollLeft"] == 0 and order[0] in layout["visible"], layout
+    assert layout["controls"] == order
+    assert layout["wrapped"] == [], layout["wrapped"]
+
+
 def test_the_positive_controls_show_each_kind_per_cycle_as_the_feed_has_them(demo, browser):
     """One row per control kind under the matrix, one lettered cell per column: failed as it should, passed (the
     probe too weak) or not probed; the same last result and count as the quality feed."""
@@ -219,7 +254,7 @@ def test_the_positive_controls_show_each_kind_per_cycle_as_the_feed_has_them(dem
         outcomes = logged.get(number, [])
         want = "passed" if "pass" in outcomes else "failed" if "fail" in outcomes else "not_probed"
         assert cls == f"c-{want}", (number, cls, outcomes)
-    if (control["last_cycle_no"], control["last"]) == (cells[-1][0], last):  # no cycle closed between the reads
+    if (control["last_cycle_no"], control["last"]) == (cells[0][0], last):  # no cycle closed between the reads
         assert without == control["cycles_without_failure"]
 
 
