@@ -231,6 +231,21 @@ class Observer:
         #: cycle id -> (its listing's endpoints by tag, the entries dropped, how many more were dropped)
         self.listings: dict[str, tuple[dict[str, Endpoint], list[DroppedEndpoint], int]] = {}
         self.said_facts: list[str] = []  # the listing facts printed last (printed again only when they change)
+        self.lost_at: float | None = None  # when the demo's own connection to NATS was lost (None: connected)
+        self.closing = False  # the demo closes its connection: that is no outage
+
+    async def on_disconnected(self) -> None:
+        """nats-py's callback: the demo's connection to NATS is lost; said once, however long it lasts."""
+        if self.lost_at is None and not self.closing:
+            self.lost_at = time.monotonic()
+            self.print("   !! the connection to NATS was lost: waiting for it to come back (the services "
+                       "reconnect on their own; cycles that close meanwhile are not shown)")
+
+    async def on_reconnected(self) -> None:
+        """nats-py's callback: NATS is back; said once, with how long it was gone."""
+        if self.lost_at is not None:
+            self.print(f"   !! NATS is back after {time.monotonic() - self.lost_at:.1f} s: following the cycles again")
+            self.lost_at = None
 
     async def first_cycle_no(self) -> int:
         """The cycle number (``epoch // interval``) of the demo's cycle 1, once discovery said it."""
@@ -377,9 +392,11 @@ class Pipeline:
     def __init__(self, settings: Settings, observer: Observer, gateway_url: str, scenario,
                  passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
                  dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None, *,
-                 gateway: Any = None, faults: tuple[Any, ...] = (), dashboard_login: DashboardLogin | None = None
-                 ) -> None:
+                 gateway: Any = None, faults: tuple[Any, ...] = (), dashboard_login: DashboardLogin | None = None,
+                 nats_server: Any = None) -> None:
         self.settings = settings
+        #: the embedded NATS (:class:`reverie_canary.canary.embedded.RunningServer`: stop, start_again)
+        self.nats_server = nats_server
         #: the read-only dashboard's URL (``None``: not started)
         self.dashboard_url = dashboard_url
         #: the dashboard's generated reader (``None``: not started)
@@ -556,7 +573,11 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                 if out is not None:
                     _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
                 await ensure_streams(settings)
-                nc = await nats_connect(settings)
+                # the demo follows the bus for as long as it runs: through a NATS restart too (nats-py
+                # subscribes again on reconnection), however long it takes
+                nc = await nats_connect(settings, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                        disconnected_cb=observer.on_disconnected,
+                                        reconnected_cb=observer.on_reconnected)
                 await nc.subscribe(subjects.ALL_DISCOVERY, cb=_readable(observer.on_discovery))
                 await nc.subscribe(subjects.ALL_RESULTS, cb=_readable(observer.on_result))
                 await nc.subscribe(subjects.ALL_VERDICTS, cb=_readable(observer.on_verdict))
@@ -593,12 +614,14 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                                                f"{login.password_file}")
                             yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
                                            redis_passwords, gateway=gateway.state.gateway,
-                                           faults=tuple(gateway_faults), dashboard_login=login)
+                                           faults=tuple(gateway_faults), dashboard_login=login,
+                                           nats_server=nats_server)
                 finally:
                     if driver is not None:
                         driver.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
                             await driver
+                    observer.closing = True
                     await nc.drain()
     finally:
         if out is None:

@@ -126,6 +126,9 @@ class RunningServer:
     port: int
     process: subprocess.Popen
     workdir: Path
+    #: the command line and environment it was started with (:meth:`start_again`)
+    command: list[str] | None = None
+    env: dict[str, str] | None = None
 
     def stop(self) -> None:
         """Terminate the process (kill after 5 s)."""
@@ -136,6 +139,20 @@ class RunningServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+
+    def start_again(self) -> None:
+        """Start the stopped server again, on its port with its store (a restart, as an operator does one).
+
+        Raises:
+            ServerUnavailable: it was not started here, or did not listen again within 15 s.
+        """
+        if self.command is None:
+            raise ServerUnavailable(f"{self.url} was not started by this process: cannot start it again")
+        errors = self.workdir / f"restart-{self.port}.stderr"
+        with open(errors, "ab") as stderr:
+            self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=stderr,
+                                            env=self.env, start_new_session=True)
+        _wait_port(self.port, self.process, 15.0, "the restarted server", errors)
 
 
 @dataclass(frozen=True)
@@ -313,15 +330,17 @@ def _start(what: str, scheme: str, command, workdir: Path, port: int | None,
     for attempt in range(3):
         p = port or free_port()
         errors = workdir / f"{scheme}-{p}.stderr"
+        cmd, full_env = command(p), {**os.environ, **(env or {})}
         with open(errors, "wb") as stderr:
             # a session of their own: Ctrl-C in a terminal reaches the demo, which then
             # stops them in order, instead of killing them under the running services
-            process = subprocess.Popen(command(p), stdout=subprocess.DEVNULL, stderr=stderr,
-                                       env={**os.environ, **(env or {})}, start_new_session=True)
+            process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=full_env,
+                                       start_new_session=True)
         try:
             _wait_port(p, process, 15.0, what, errors)
             suffix = "/0" if scheme.startswith("redis") else ""
-            return RunningServer(url=f"{scheme}://127.0.0.1:{p}{suffix}", port=p, process=process, workdir=workdir)
+            return RunningServer(url=f"{scheme}://127.0.0.1:{p}{suffix}", port=p, process=process, workdir=workdir,
+                                 command=cmd, env=full_env)
         except ServerUnavailable:
             process.kill()
             if port is not None or attempt == 2:

@@ -197,7 +197,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 #: Integration modules that run in the beside lane (see above); together about 290 s of a 690 s suite.
 BESIDE = frozenset(f"tests/integration/{name}.py" for name in (
     "test_demo_blind", "test_cluster", "test_language_drift_demo", "test_tls", "test_routing_end_to_end",
-    "test_notifier_service", "test_ops_cli"))
+    "test_notifier_service", "test_ops_cli", "test_demo_restart"))
 
 
 def _is_unit(nodeid: str) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
@@ -241,6 +242,7 @@ def configure(fmt: str = "console", level: str = "INFO", stream: TextIO | None =
     )
     handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(formatter)
+    handler.addFilter(FoldRepeats())
     _configured = True
     root, ours = logging.getLogger(), logging.getLogger("canary")
     if _handler is not None:  # ours from an earlier call (a test's, a command's)
@@ -260,6 +262,52 @@ def configure(fmt: str = "console", level: str = "INFO", stream: TextIO | None =
     for name in QUIET_BELOW_WARNING:
         logging.getLogger(name).setLevel(lvl if lvl <= logging.DEBUG else max(lvl, logging.WARNING))
     logging.captureWarnings(True)  # warnings.warn(...) lines too, through the same handler
+
+
+#: Seconds during which a warning of one kind is said once (:class:`FoldRepeats`).
+FOLD_S = 10.0
+
+
+class FoldRepeats(logging.Filter):
+    """Say a repeated warning once: the first of a kind in :data:`FOLD_S` seconds passes, the rest are counted.
+
+    A kind is the logger, the level, the event (a structlog event's name, else the
+    message's first 80 characters) and the service: during a NATS outage every message
+    in flight retries (``message_retry``, 61 lines in 2 s in the field), and one line a
+    kind says as much.  The first line of that kind after the window carries the count
+    (``folded=N``: lines of that kind left out since the one before).  INFO and DEBUG
+    lines pass untouched.
+    """
+
+    def __init__(self, window_s: float = FOLD_S, clock: Any = time.monotonic) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self.clock = clock
+        self._seen: dict[tuple[str, int, str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        msg = record.msg
+        if isinstance(msg, dict):
+            key = (record.name, record.levelno, str(msg.get("event", ""))[:80], str(msg.get("service", "")))
+        else:
+            text = record.getMessage() if record.args else str(msg)
+            key = (record.name, record.levelno, text[:80], str(getattr(record, "service", "")))
+        now = self.clock()
+        first, folded = self._seen.get(key, (None, 0))
+        if first is not None and now - first < self.window_s:
+            self._seen[key] = (first, folded + 1)
+            return False
+        if len(self._seen) > 1024:  # bounded: forget kinds whose window is over
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window_s}
+        self._seen[key] = (now, 0)
+        if folded:
+            if isinstance(msg, dict):
+                msg["folded"] = folded
+            else:
+                record.msg, record.args = f"{record.getMessage()} (folded: {folded} like it)", ()
+        return True
 
 
 class _TlsEofNoise(logging.Filter):

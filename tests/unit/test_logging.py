@@ -157,3 +157,36 @@ def test_asyncios_tls_eof_line_is_dropped_and_its_other_warnings_kept():
     asyncio_log.warning("Executing %s took %.3f seconds", "<Task>", 0.25)
     records = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
     assert [r["event"] for r in records if r["logger"] == "asyncio"] == ["Executing <Task> took 0.250 seconds"]
+
+
+def test_a_repeated_warning_is_said_once_and_the_next_one_after_the_window_counts_the_rest():
+    """60 message_retry warnings in a burst: one line; the first after the window says folded=59; INFO untouched."""
+    from reverie_canary.shared.runtime.logging import FoldRepeats
+
+    now = [100.0]
+    fold = FoldRepeats(window_s=10.0, clock=lambda: now[0])
+    stream = io.StringIO()
+    configure("json", "INFO", stream)
+    handler = canary_logging._handler
+    handler.filters = [f for f in handler.filters if not isinstance(f, FoldRepeats)] + [fold]
+    log = get("prober")
+    for _ in range(60):
+        log.warning("message_retry", attempt=1)
+        log.info("probe_done")
+    logging.getLogger("faststream").warning("Connection broken with UnexpectedEOF()")
+    logging.getLogger("faststream").warning("Connection broken with UnexpectedEOF()")
+    now[0] += 10.5
+    log.warning("message_retry", attempt=2)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    retries = [line for line in lines if line["event"] == "message_retry"]
+    assert [(r["attempt"], r.get("folded")) for r in retries] == [(1, None), (2, 59)]
+    assert sum(line["event"] == "probe_done" for line in lines) == 60
+    assert sum("Connection broken" in line["event"] for line in lines) == 1
+
+
+def test_every_handler_configure_installs_folds_repeats():
+    """configure() puts the fold on its handler: the services, the demo and the commands all fold."""
+    from reverie_canary.shared.runtime.logging import FoldRepeats
+
+    configure("console", "INFO", io.StringIO())
+    assert any(isinstance(f, FoldRepeats) for f in canary_logging._handler.filters)
