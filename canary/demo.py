@@ -745,7 +745,10 @@ def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:
 
 def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str] | None = None,
                 dashboard_url: str | None = None, model: str = "MODEL", login: DashboardLogin | None = None) -> None:
+    from datetime import datetime, timezone
+
     exe = sys.argv[0] if Path(sys.argv[0]).name == "canary" else "canary"  # as this demo was started
+    now = datetime.now(timezone.utc).strftime("%H:%M")  # a time the look-back accepts as printed (UTC)
     lines = [
         "",
         "the system keeps running (--keep); Ctrl-C stops it and removes everything. In another terminal:",
@@ -753,7 +756,7 @@ def _print_keep(out: TextIO, files: dict[str, Path], metrics_urls: dict[str, str
         f"  {exe} override add fireworks --reason 'trying it' --for 2m",
         f"  {exe} status;  {exe} override list;  {exe} explain lambda/fp8;  {exe} replay;  {exe} report",
         f"  . {files['backend']}; {exe} watch      # as the chat backend",
-        f"  . {files['dashboard']}; {exe} incident --model {shlex.quote(model)} --at HH:MM   "
+        f"  . {files['dashboard']}; {exe} incident --model {shlex.quote(model)} --at {now}   "
         "# the look-back, as the dashboard user",
     ]
     if dashboard_url:
