@@ -56,11 +56,19 @@ class PlainArgument(TyperArgument):
 
 
 def polish(command: Any) -> None:
-    """Clean ``command``'s help, short help and its parameters' help; name its arguments in capitals."""
+    """Clean ``command``'s help, short help and its parameters' help; name its arguments in capitals.
+
+    The docstring as written stays in ``command.source_help`` (and a parameter's in its
+    ``source_help``) for the documentation, which renders the markup (``canary docs``).
+    """
+    if not hasattr(command, "source_help"):
+        command.source_help = command.help
     command.help = plain(command.help)
     command.short_help = plain(command.short_help)
     for param in getattr(command, "params", ()):
         if hasattr(param, "help"):
+            if not hasattr(param, "source_help"):
+                param.source_help = param.help
             param.help = plain(param.help)
         if type(param) is TyperArgument:
             param.__class__ = PlainArgument  # typer builds its own argument objects; only make_metavar differs

@@ -352,7 +352,7 @@ def _param_line(param: Any) -> str:
     shown = "—" if default in (None, (), []) or getattr(param, "is_flag", False) and default is False else default
     if isinstance(shown, float) and shown.is_integer():
         shown = int(shown)
-    help_text = getattr(param, "help", None) or ""
+    help_text = getattr(param, "source_help", None) or getattr(param, "help", None) or ""
     return f"| {name} | {_cell(kind)} | {_cell(shown)} | {_cell(help_text)} |"
 
 
@@ -401,8 +401,9 @@ def render_cli() -> str:
         for full, command in sorted(by_group[title]):
             lines.append(f"### canary {full}\n")
             lines.append(f"```\n{_usage(full, command)}\n```\n")
-            if command.help:
-                lines.append(_help_text(command.help) + "\n")
+            written = getattr(command, "source_help", None) or command.help  # the docstring's markup, for Markdown
+            if written:
+                lines.append(_help_text(written) + "\n")
             params = [p for p in command.params if not getattr(p, "hidden", False)]
             if params:
                 lines.append("| argument / option | type | default | meaning |")

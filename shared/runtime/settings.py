@@ -658,6 +658,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 RELATIONS: dict[str, str] = {
     "models": "at least one non-empty model id",
     "probe_window_s": "> 0 and below `cycle_interval_s`",
+    "time_scale": ">= 1 (1: real time; the demo's compression above it)",
     "probe_fill_share": "> 0 and <= 1",
     "confirm_window_s": ">= 0 (0: no confirmation probes)",
     "confirm_k": "> 0",

@@ -125,16 +125,16 @@ def test_promtool_accepts_the_prometheus_configuration_and_its_rule_file(tmp_pat
     assert run("check", "config", str(folder / "prometheus.yml")).returncode == 1  # the file is checked too
 
 
-def test_the_readmes_alert_table_lists_every_shipped_alert_with_its_severity():
-    """README's alert table: one row per rule of alerts.yml (CanaryBlind, CanaryPositiveControlNotFailing ...), the
-    rule's own severity, and no row for an alert that does not exist."""
+def test_the_alert_reference_lists_every_shipped_alert_with_its_severity():
+    """docs/reference/alerts.md's table: one row per rule of alerts.yml (CanaryBlind, CanaryPositiveControlNotFailing
+    ...), the rule's own severity, and no row for an alert that does not exist."""
     import re
     from pathlib import Path
 
     rules = {rule["alert"]: rule["labels"]["severity"] for group in yaml.safe_load(ALERTS.read_text())["groups"]
              for rule in group["rules"] if "alert" in rule}
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = dict(re.findall(r"^\| `(Canary\w+)` \| (\w+) \|", readme, flags=re.MULTILINE))
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "alerts.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| \[(Canary\w+)\]\(#\w+\) \| (\w+) \|", page, flags=re.MULTILINE))
     assert table == rules
 
 
