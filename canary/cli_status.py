@@ -101,7 +101,7 @@ def kinds_summary(p: ProviderStatus, kinds: list[str]) -> Text:
     """Every kind's last-cycle result in one cell, for the narrow layouts: ``pass``, or what did not pass.
 
     ``pass`` when every kind with a result passed; else each kind that did not, with its outcome
-    and up to two reason codes (``structured FAIL schema_invalid; ttft transport http_503``).
+    and up to two reason codes, then how many more (``structured FAIL schema_invalid; ttft transport http_503``).
     """
     by_kind = {r.kind: r for r in p.results}
     seen = [by_kind[k] for k in kinds if k in by_kind]
@@ -117,8 +117,8 @@ def kinds_summary(p: ProviderStatus, kinds: list[str]) -> Text:
             text.append("; ")
         text.append(f"{r.kind} ")
         text.append(word, style=style)
-        if r.reasons:
-            text.append(" " + ", ".join(r.reasons[:2]) + (" …" if len(r.reasons) > 2 else ""))
+        if r.reasons:  # "+N more", never "…": an ellipsis is what a cut cell shows
+            text.append(" " + ", ".join(r.reasons[:2]) + (f" +{len(r.reasons) - 2} more" if len(r.reasons) > 2 else ""))
     return text
 
 
@@ -314,7 +314,13 @@ def render(console: Console, fleet: FleetStatus, kinds: list[str], *, wide: bool
     fleet = printable_view(fleet)
     for m in fleet.models:
         console.print(Group(*model_header(m)))
-        console.print(fitting_table(console, m, kinds, wide=wide))
+        table = fitting_table(console, m, kinds, wide=wide)
+        if wide:  # every column at its natural width, however wide that is: the terminal scrolls, nothing is cut
+            from rich.measure import Measurement
+
+            console.width = max(console.width, Measurement.get(console, console.options.update_width(10_000),
+                                                               table).maximum)
+        console.print(table)
         console.print(Text(STREAKS_LEGEND, style="dim"))
         console.print()
     if len(fleet.models) > 1:
