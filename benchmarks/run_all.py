@@ -37,6 +37,7 @@ BENCHMARKS = {
     "dashboard_bench.py": [],
     "feed_bench.py": [],
     "fleet_bench.py": [],
+    "chat_traffic.py": [],
 }
 #: Each benchmark once at its smallest size (``--quick``): every one listed, one repetition.
 QUICK = {
@@ -58,6 +59,7 @@ QUICK = {
     "feed_bench.py": ["--models", "2", "--providers", "3", "--cycles", "2", "--readers", "5", "--repeat", "2"],
     "fleet_bench.py": ["--models", "1", "--providers", "3", "--probers", "1", "--window-s", "8", "--gap-s", "1",
                        "--cycles", "1", "--lead-s", "3"],
+    "chat_traffic.py": ["--rpm", "120", "--onset-s", "2", "--run-s", "8", "--defect", "first_bytes"],
 }
 #: Scripts here that are not benchmarks (this runner; a profile reader that needs a profile to read).
 NOT_BENCHMARKS = frozenset({"run_all.py", "top_frames.py"})
