@@ -158,6 +158,9 @@ REASONS: dict[str, Reason] = {
     # -- the capability and the pin -------------------------------------------------------------
     "unsupported_parameter": Reason("not_applicable", "capability", "The endpoint does not list a parameter the "
                                     "probe needs (`response_format`, `tools`): it is not probed for that kind."),
+    "checks_overdue": Reason("inconclusive", "every reply", "The prober's checks did not finish before the task's "
+                             "deadline (the canary's machine overloaded): the result is published in time "
+                             "and proves nothing about the provider."),
     "unknown_variant": Reason("inconclusive", "tools", "The task names a variant of its kind the prober does not "
                               "know (a newer discovery than the prober): nothing was sent."),
     "pin_violated": Reason("inconclusive", "pin", "The reply names another provider than the one the probe "

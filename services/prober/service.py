@@ -38,6 +38,7 @@ loaded at start is frozen out of the garbage collector's full passes
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import os
 import socket
@@ -45,6 +46,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import httpx
 from faststream import FastStream
@@ -52,7 +54,7 @@ from faststream import FastStream
 from reverie_canary.client.checks import Evaluation, evaluate
 from reverie_canary.client.checks.language import warm_up
 from reverie_canary.client.checks.letters import warm_up as warm_letters
-from reverie_canary.client.reply import ProbeSpec, Reply
+from reverie_canary.client.reply import CheckResult, ProbeSpec, Reply
 from reverie_canary.services.prober.clients import ClientPool
 from reverie_canary.services.prober.core import run_probe
 from reverie_canary.services.prober.http import ReadLimits, request_body, send_probe
@@ -63,6 +65,7 @@ from reverie_canary.shared.contract.events import PROBE_KINDS, PROBE_PARAMETERS,
 from reverie_canary.shared.runtime import clock, metrics, retry, streams
 from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.runtime.config import ProberConfig, config_of
+from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
@@ -73,6 +76,11 @@ from reverie_canary.shared.runtime.streams import LOG
 CAPABILITY_KINDS = frozenset(PROBE_PARAMETERS)
 #: Seconds kept before a task's deadline to judge the reply and publish the result.
 DEADLINE_MARGIN_S = 0.5
+#: Seconds kept before a task's deadline to publish its result once the checks are given up on.
+PUBLISH_MARGIN_S = 0.1
+log = get_logger("prober")
+#: The deadline of the task whose probe runs in this context (the checks' wait is capped by it).
+_TASK_DEADLINE: contextvars.ContextVar[datetime | None] = contextvars.ContextVar("task_deadline", default=None)
 #: Seconds a thread may hold the GIL while another waits for it (``sys.setswitchinterval``,
 #: CPython's default 5 ms): the event loop's wait for the checks thread when a chunk comes in.
 SWITCH_INTERVAL_S = 0.001
@@ -163,10 +171,28 @@ class Prober:
                                 limits=self.limits)
 
     async def judge(self, reply: Reply, spec: ProbeSpec) -> Evaluation:
-        """Run the checks on ``reply`` in the checks thread: the event loop goes on timing other probes' tokens."""
+        """Run the checks on ``reply`` in the checks thread: the event loop goes on timing other probes' tokens.
+
+        The checks thread is one queue for every probe in flight: on a starved machine a reply can
+        wait in it past its task's deadline, and a result published after the deadline counts as
+        missing at the cycle's close.  So the wait ends :data:`PUBLISH_MARGIN_S` before the task's
+        deadline: ``inconclusive`` / ``checks_overdue`` then (the canary's own lateness, never the
+        provider's), and a check not yet started is dropped from the queue.
+        """
         if self._checks_pool is None:
             self._checks_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prober-checks")
-        return await asyncio.get_running_loop().run_in_executor(self._checks_pool, evaluate, reply, spec)
+        pending = asyncio.get_running_loop().run_in_executor(self._checks_pool, evaluate, reply, spec)
+        deadline = _TASK_DEADLINE.get()
+        if deadline is None:
+            return await pending
+        left_s = (deadline - clock.now()).total_seconds() - PUBLISH_MARGIN_S
+        try:
+            return await asyncio.wait_for(pending, timeout=max(0.0, left_s))
+        except TimeoutError:
+            log.warning("checks_overdue", deadline=deadline.isoformat(), waited_s=round(max(0.0, left_s), 3))
+            late = CheckResult(check="checks", outcome="inconclusive", reason="checks_overdue",
+                               evidence={"waited_ms": round(max(0.0, left_s) * 1000.0, 1)})
+            return Evaluation(outcome="inconclusive", reason="checks_overdue", checks=[late])
 
     def close(self) -> None:
         """Stop the checks thread (after the last probe)."""
@@ -177,6 +203,7 @@ class Prober:
     async def probe(self, task: ProbeTask):
         """Run ``task`` and return its ProbeResult (its outcome, time to first token and spend counted)."""
         started = time.perf_counter()
+        _TASK_DEADLINE.set(task.deadline)  # this probe's own context: asyncio runs each task in a copy
         result = await run_probe(
             task,
             self.send,
