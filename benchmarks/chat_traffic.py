@@ -6,6 +6,9 @@ Usage::
     python benchmarks/chat_traffic.py [--rpm 600] [--onset-s 8] [--run-s 50] [--defect first_bytes|end|both]
                                       [--provider deepinfra/fp8] [--stream-share 0.5]
 
+The users, the guard's retry and what counts as delivered are ``canary demo``'s
+(:mod:`reverie_canary.canary.traffic`); here they run in two arms.
+
 What runs: the demo's pipeline (embedded NATS and Redis, the simulated gateway with the default
 fleet, all five services, the positive controls kept out of live traffic by
 ``config/demo-exclusions.toml``) and simulated users that send unpinned chat requests at
@@ -48,7 +51,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,7 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 
 from reverie_canary.canary.demo import REAL_CYCLE_S, pipeline  # noqa: E402
+from reverie_canary.canary.traffic import TURNS, Arm, one_request, pct  # noqa: E402
 from reverie_canary.client import IgnoreListClient, ReplyGuard  # noqa: E402
 from reverie_canary.client.guard import GuardPolicy  # noqa: E402
 from reverie_canary.simulator import SIMULATED_KEY  # noqa: E402
@@ -68,102 +71,6 @@ DEFECTS: dict[str, dict[str, Any]] = {
     "first_bytes": {"kind": "leading_junk", "junk": ","},
     "end": {"kind": "control_tokens"},
 }
-TURNS = ["Mira, the lighthouse keeper, hears a knock at midnight.",
-         "She opens the door to a stranger soaked by the storm.",
-         "The stranger asks for the map she swore never to show anyone."]
-
-
-@dataclass
-class Arm:
-    """What one side of the run saw."""
-
-    replies: int = 0
-    broken: int = 0
-    broken_after_onset: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)
-    held: dict[str, int] = field(default_factory=dict)
-    retries: int = 0
-    errors: int = 0
-    retry_tokens: int = 0
-    latency_s: list[float] = field(default_factory=list)
-    cpu_ms: list[float] = field(default_factory=list)
-
-
-def _tokens(verdict_text_chars: int, usage: dict[str, Any] | None) -> int:
-    if usage and isinstance(usage.get("completion_tokens"), int):
-        return usage["completion_tokens"]
-    return verdict_text_chars // 4
-
-
-async def _send(http: httpx.AsyncClient, attempt: Any) -> tuple[Any, float, int, bool]:
-    """One attempt: (verdict, guard CPU ms, completion tokens, shown to the user before it was judged)."""
-    attempt_cpu = 0.0
-    if attempt.body.get("stream"):
-        sg = attempt.stream()
-        verdict = None
-        shown = False
-        async with http.stream("POST", "/chat/completions", json=attempt.body) as resp:
-            async for chunk in resp.aiter_bytes():
-                t = time.perf_counter()
-                verdict = sg.feed(chunk)
-                attempt_cpu += time.perf_counter() - t
-                if verdict is not None:
-                    break
-                shown = shown or not sg._junk_open  # the guard has seen the opening: text goes to the user
-        if verdict is None:
-            t = time.perf_counter()
-            verdict = sg.finish(http_status=resp.status_code)
-            attempt_cpu += time.perf_counter() - t
-        chars = sum(len(x) for x in sg.reader.text)
-        return verdict, attempt_cpu * 1000, _tokens(chars, None), shown and not verdict.early
-    resp = await http.post("/chat/completions", json=attempt.body)
-    t = time.perf_counter()
-    verdict = attempt.check_body(resp.content, http_status=resp.status_code)
-    attempt_cpu += time.perf_counter() - t
-    usage = resp.json().get("usage") if resp.status_code == 200 else None
-    return verdict, attempt_cpu * 1000, _tokens(0, usage), False
-
-
-async def one_request(http: httpx.AsyncClient, guard: ReplyGuard, body: dict[str, Any], arm: Arm,
-                      guarded: bool, after_onset: bool) -> None:
-    """One user's request: through the guard with its one retry, or delivered as it came (judged to count it)."""
-    start = time.perf_counter()
-    attempt = guard.attempt(body)
-    cpu = 0.0
-    while True:
-        try:
-            verdict, ms, tokens, shown = await _send(http, attempt)
-        except httpx.HTTPError:
-            arm.errors += 1
-            return
-        cpu += ms
-        if not guarded:
-            break
-        retry = attempt.retry(verdict)
-        if retry is None:
-            if attempt.held:
-                arm.held[attempt.held] = arm.held.get(attempt.held, 0) + 1
-            break
-        if shown:  # a streamed reply the user saw: delivered as it is, retried or not
-            break
-        arm.retries += 1
-        arm.retry_tokens += tokens
-        attempt = retry
-    arm.replies += 1
-    arm.latency_s.append(time.perf_counter() - start)
-    if guarded:
-        arm.cpu_ms.append(cpu)
-    if verdict.outcome == "fail":
-        arm.reasons[verdict.reason] = arm.reasons.get(verdict.reason, 0) + 1
-        arm.broken += 1
-        arm.broken_after_onset += after_onset
-
-
-def pct(xs: list[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 async def run_one(defect: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -71,6 +71,8 @@ def demo(
         "--gateway-fault", metavar="KIND:N[-M]",
         help="make the simulated gateway refuse the canary from cycle N (to M): auth (401), credit (402), "
              "forbidden (403), or down (connections refused), e.g. auth:3, down:2-3; repeatable")] = None,
+    rpm: Annotated[float | None, typer.Option(min=0, help="simulated chat requests per minute through the reply "
+                                                          "guard (default 120; 0: no chat traffic)")] = None,
 ) -> None:
     """Run everything on embedded NATS and Redis against the simulated gateway, time compressed."""
     from reverie_canary.canary.demo import run_demo
@@ -83,7 +85,7 @@ def demo(
         raise typer.BadParameter(str(exc), param_hint="--gateway-fault") from exc
     try:
         code = asyncio.run(run_demo(cycles, as_json, scenario, str(sentences) if sentences else None, probers,
-                                    keep=keep, gateway_faults=faults))
+                                    keep=keep, gateway_faults=faults, rpm=rpm))
     except ServerUnavailable as exc:
         typer.echo(f"error: {scrub(str(exc))}", err=True)
         raise typer.Exit(3) from exc

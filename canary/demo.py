@@ -9,6 +9,13 @@ one JSON summary to stdout.  ``--gateway-fault`` makes the simulated gateway
 refuse the canary's key (``auth:N`` 401, ``credit:N`` 402, ``forbidden:N``
 403) from the demo's cycle ``N`` on, or refuse connections (``down:N-M``), to
 show the canary going blind and seeing again (:mod:`reverie_canary.simulator.faults`).
+
+Beside the canary, a chat backend sends simulated users' chat requests through the
+reply guard at a modest rate (:mod:`reverie_canary.canary.traffic`, ``--rpm``): unpinned,
+with the canary's ignore list, retried once on a failing reply, its content-free live
+counts published for discovery's confirmation probes.  The positive controls are kept
+out of that traffic by the reviewed exclusions of ``config/demo-exclusions.toml`` (layer
+1 of the ignore list), as production keeps them out.
 """
 
 from __future__ import annotations
@@ -105,6 +112,35 @@ def compression_text(cycle_interval_s: float) -> str:
             f"(1 day = {86400 / factor:.0f} s); the time-to-first-token bar is {TTFT_THRESHOLD_S:g} s "
             f"({REAL_TTFT_THRESHOLD_S:g} s scaled x{REAL_TTFT_THRESHOLD_S / TTFT_THRESHOLD_S:g}: latency cannot "
             f"shrink x{factor:.0f}).")
+#: The demo's chat traffic through the reply guard (requests per minute, both scenarios): modest, so the
+#: canary's probes keep the machine; enough that in the full scenario a provider whose replies are broken
+#: gets live failures counted before two failed cycles take it out of traffic.
+TRAFFIC_RPM = 120.0
+#: Discovery's thresholds for a confirmation probe while the demo's traffic runs: the production defaults
+#: (20 replies of a provider, 5 failures of a reason in the window) suit a backend's real volume; the
+#: demo's few requests spread over a fleet of 30 hosts give each a handful before its suspension.
+#: The share rule (median + k MAD over the providers with traffic) and the budget stay.
+TRAFFIC_CONFIRM: dict[str, Any] = {"confirm_min_served": 3, "confirm_min_failures": 2}
+
+
+def demo_exclusions_file() -> str:
+    """The reviewed exclusions of the demo's fleets (``config/demo-exclusions.toml``), or ``""`` when absent.
+
+    Looked up beside the package's sources (a clone, an editable install), then in the current
+    directory (the image's ``/app``); an installed wheel without either runs without them
+    (the banner says so).
+    """
+    for root in (Path(__file__).resolve().parents[1], Path.cwd()):
+        path = root / "config" / "demo-exclusions.toml"
+        if path.is_file():
+            return str(path)
+    return ""
+
+
+def as_the_demo() -> dict[str, Any]:
+    """The :func:`pipeline` arguments that make it run as ``canary demo`` does: the reviewed exclusions that
+    keep the positive controls out of live traffic, and the chat traffic through the guard."""
+    return {"exclusions_file": demo_exclusions_file(), "traffic_rpm": TRAFFIC_RPM}
 
 
 def demo_namespace() -> str:
@@ -246,6 +282,12 @@ class Observer:
         if self.lost_at is not None:
             self.print(f"   !! NATS is back after {time.monotonic() - self.lost_at:.1f} s: following the cycles again")
             self.lost_at = None
+
+    def on_traffic(self, traffic: Any) -> None:
+        """The demo's chat users start (the backend's client has its first ignore list)."""
+        ignored = traffic.client.ignore()
+        self.print(f"   >> chat traffic: {traffic.rpm:g} requests/min, unpinned, through the reply guard; "
+                   f"provider.ignore {json.dumps(ignored)}")
 
     async def first_cycle_no(self) -> int:
         """The cycle number (``epoch // interval``) of the demo's cycle 1, once discovery said it."""
@@ -393,10 +435,12 @@ class Pipeline:
                  passwords: dict[str, str], metrics_urls: dict[str, str] | None = None,
                  dashboard_url: str | None = None, redis_passwords: dict[str, str] | None = None, *,
                  gateway: Any = None, faults: tuple[Any, ...] = (), dashboard_login: DashboardLogin | None = None,
-                 nats_server: Any = None) -> None:
+                 nats_server: Any = None, traffic: Any = None) -> None:
         self.settings = settings
         #: the embedded NATS (:class:`reverie_canary.canary.embedded.RunningServer`: stop, start_again)
         self.nats_server = nats_server
+        #: the chat backend's simulated traffic (:class:`reverie_canary.canary.traffic.ChatTraffic`; ``None``: none)
+        self.traffic = traffic
         #: the read-only dashboard's URL (``None``: not started)
         self.dashboard_url = dashboard_url
         #: the dashboard's generated reader (``None``: not started)
@@ -448,7 +492,8 @@ class Pipeline:
     async def summary(self) -> dict[str, Any]:
         """The machine-readable summary (see ``canary demo --json``)."""
         return {**await _summary(self.settings, self.observer, self.settings.models[0]),
-                "metrics": dict(self.metrics_urls), "gateway_faults": [str(f) for f in self.faults]}
+                "metrics": dict(self.metrics_urls), "gateway_faults": [str(f) for f in self.faults],
+                "traffic": self.traffic.figures() if self.traffic is not None else None}
 
     async def judge_record(self) -> JudgeRecord:
         """The judge's stored record of the demo's model."""
@@ -517,7 +562,7 @@ def _readable(handler):
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
                    gateway_faults: tuple[Any, ...] = (), tls: embedded.ServerTls | None = None,
-                   cycle_s: float | None = None, **overrides: Any):
+                   cycle_s: float | None = None, traffic_rpm: float = 0.0, **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
     Args:
@@ -534,6 +579,10 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
             clients' CA and certificate files in ``overrides`` (``nats_ca_file`` ...).
         cycle_s: one cycle in seconds, every time of the demo scaled to it (default: sized
             to the probes the scenario plans, :func:`demo_cycle_s`).
+        traffic_rpm: simulated chat requests per minute through the reply guard, as the chat
+            backend (:func:`reverie_canary.canary.traffic.demo_traffic`; ``0``: none).  With traffic,
+            discovery's confirmation thresholds are the demo's (:data:`TRAFFIC_CONFIRM`) unless
+            ``overrides`` say otherwise.  Not with ``tls``.
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -541,6 +590,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     from reverie_canary.simulator.scenario import load_scenario
     from reverie_canary.simulator.server import serve
 
+    if traffic_rpm and tls is not None:
+        raise ValueError("the demo's chat traffic runs without TLS (traffic_rpm with tls)")
     loaded = load_scenario(scenario)
     model = loaded.models[0].id
     controls = dict(getattr(loaded, "controls", {}) or {})
@@ -569,9 +620,10 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                                          controls=controls, cycle_s=cycle_s)
                 settings = settings.replace(nats_user="admin", nats_password=passwords["admin"],
                                             notify_urls={"demo": receiver_url.removesuffix("/api/v1") + "/notices"},
-                                            notify_secrets={"demo": notice_secret}, **overrides)
+                                            notify_secrets={"demo": notice_secret},
+                                            **{**(TRAFFIC_CONFIRM if traffic_rpm else {}), **overrides})
                 if out is not None:
-                    _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url)
+                    _banner(out, settings, loaded, nats_server.url, redis_server.url, gateway_url, traffic_rpm)
                 await ensure_streams(settings)
                 # the demo follows the bus for as long as it runs: through a NATS restart too (nats-py
                 # subscribes again on reconnection), however long it takes
@@ -612,10 +664,17 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                                 observer.print(f"dashboard (read-only, live): {dashboard_url}")
                                 observer.print(f"dashboard login: user {login.user}, password in "
                                                f"{login.password_file}")
+                            traffic = None
+                            if traffic_rpm:
+                                from reverie_canary.canary.traffic import demo_traffic
+
+                                traffic = await stack.enter_async_context(demo_traffic(
+                                    settings.nats_url, passwords["backend"], gateway_url, SIMULATED_KEY, model,
+                                    rpm=traffic_rpm, on_ready=observer.on_traffic))
                             yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
                                            redis_passwords, gateway=gateway.state.gateway,
                                            faults=tuple(gateway_faults), dashboard_login=login,
-                                           nats_server=nats_server)
+                                           nats_server=nats_server, traffic=traffic)
                 finally:
                     if driver is not None:
                         driver.cancel()
@@ -670,8 +729,11 @@ async def _drive_faults(faults: tuple[Any, ...], observer: Observer, gateway: An
 
 
 async def run_demo(cycles: int, as_json: bool, scenario: str = "default", sentences: str | None = None,
-                   probers: int = 1, keep: bool = False, gateway_faults: tuple[Any, ...] = ()) -> int:
+                   probers: int = 1, keep: bool = False, gateway_faults: tuple[Any, ...] = (),
+                   rpm: float | None = None) -> int:
     """Run the demo; returns the process exit code.
+
+    ``rpm``: the chat traffic's requests per minute (default :data:`TRAFFIC_RPM`; ``0``: none).
 
     With ``keep``, after the cycles everything keeps running until Ctrl-C, and
     the operator's and the chat backend's environments are written (mode
@@ -695,7 +757,8 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
         print(f"canary demo: starting NATS (JetStream) and Redis in {tmp} ...", file=out, flush=True)
         print(f"running {cycles} cycles; Ctrl-C stops early", file=out, flush=True)
         async with pipeline(workdir=Path(tmp), scenario=scenario, sentences=sentences, probers=probers,
-                            out=out, dashboard=True, gateway_faults=gateway_faults) as p:
+                            out=out, dashboard=True, gateway_faults=gateway_faults,
+                            **{**as_the_demo(), **({"traffic_rpm": rpm} if rpm is not None else {})}) as p:
             completed = await p.wait_cycles(cycles, stop)
             if keep and completed and not stop.is_set():
                 files = write_env_files(p, Path(tmp))
@@ -825,7 +888,8 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
     }
 
 
-def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url: str, gateway: str) -> None:
+def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url: str, gateway: str,
+            traffic_rpm: float = 0.0) -> None:
     endpoints = scenario.models[0].endpoints
     print(f"NATS {nats_url}   Redis {redis_url}   simulated gateway {gateway}", file=out)
     print(f"model {settings.models[0]}: {len(endpoints)} simulated endpoints; probe kinds: {', '.join(settings.kinds)}",
@@ -843,6 +907,17 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
     if controls:
         print(f"positive controls, hosts known to fail a probe kind (probed, never judged, not production "
               f"hosts): {controls}", file=out)
+    if settings.exclusions_file:
+        print(f"reviewed exclusions (ignore-list layer 1): {settings.exclusions_file} keeps the positive controls "
+              "out of live traffic.", file=out)
+    elif controls:
+        print("no reviewed exclusions file (config/demo-exclusions.toml not found): live traffic can reach the "
+              "positive controls.", file=out)
+    if traffic_rpm:
+        print(f"chat traffic: {traffic_rpm:g} simulated requests/min through the reply guard (one retry with the "
+              "serving provider ignored); its live counts can ask for a pinned confirmation probe "
+              f"({settings.confirm_min_failures} failures of a reason in {settings.confirm_min_served}+ replies, well "
+              "above the peers'); live counts never suspend anyone.", file=out)
     print(f"enforce mode; capacity floor {settings.min_hosts} hosts.", file=out)
     print("each cycle: pass = every probe passed; FAILED = a quality failure (two in a row suspend); "
           "frozen = transport errors, inconclusive or missing results (the streak neither grows nor resets).",
@@ -872,6 +947,15 @@ def _print_summary(out: TextIO, summary: dict[str, Any]) -> None:
     by_severity = {s: sum(1 for n in summary["notices"] if n["severity"] == s) for s in ("critical", "warning", "info")}
     print(f"   notices delivered (signed webhook, verified): {len(summary['notices'])} "
           f"({', '.join(f'{v} {k}' for k, v in by_severity.items())})", file=out)
+    traffic = summary.get("traffic")
+    if traffic:
+        held = sum(traffic["held"].values())
+        print(f"   chat traffic through the reply guard: {traffic['replies']} replies, "
+              f"{traffic['broken_delivered']} broken delivered, {traffic['retried']} retried"
+              + (f", {held} failing not retried ({', '.join(f'{k} {v}' for k, v in traffic['held'].items())})"
+                 if held else "")
+              + (f", {traffic['errors']} without a reply" if traffic["errors"] else "")
+              + f"; live counts published {traffic['live_published']} times", file=out)
     if summary.get("cycle_seconds"):
         print(f"   one cycle took {summary['cycle_seconds']} s on average", file=out)
     out.flush()
