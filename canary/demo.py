@@ -858,7 +858,11 @@ async def current_snapshot(settings: Settings, model: str) -> IgnoreSnapshot | N
 async def _summary(settings: Settings, observer: Observer, model: str) -> dict[str, Any]:
     record = await judge_record(settings, model)
     snapshot = await current_snapshot(settings, model)
-    ignore = snapshot.ignore_at(clock.now()) if snapshot else []
+    now = clock.now()
+    ignore = snapshot.ignore_at(now) if snapshot else []
+    live_entries = [e for e in (x.active_at(now) for x in (snapshot.entries if snapshot else [])) if e is not None]
+    # the reviewed exclusions' part of the ignore list (the positive controls in the demo's fleets)
+    excluded = sorted(e.provider for e in live_entries if any(r.layer == "exclusion" for r in e.reasons))
     providers = {}
     for provider in sorted(observer.verdicts):
         info = _state_label(record.state, provider)
@@ -876,6 +880,7 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
         "cycle_seconds": round(cycle_s, 2) if cycle_s else None,
         "providers": providers,
         "ignore": ignore,
+        "excluded": excluded,
         "snapshot_version": snapshot.version if snapshot else 0,
         "probes": [{"cycle": n, "cycle_no": cycle_no, **observer.split(cycle)}
                    for n, (cycle, cycle_no) in enumerate(observer.cycle_ids, 1)],

@@ -13,6 +13,8 @@ changes it (``test_demo_keep``'s operator override: fixture ``default_demo_last`
 after all of them, as its last reader.
 
 The demo runs as ``canary demo --probers 2`` runs it: the default fleet with its dashboard,
+the reviewed exclusions of ``config/demo-exclusions.toml`` (the refusal control is ignored by
+layer 1 from the first snapshot) and the chat traffic through the reply guard,
 two probers on one durable (``test_status`` reads how they split the cycles; the probers'
 metrics are one process's, one endpoint), on the real sentences of
 ``data/lang/sentences`` of the data folder (``$CANARY_SHARED_DIR``) when they are there.
@@ -27,7 +29,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from reverie_canary.canary.demo import pipeline
+from reverie_canary.canary.demo import as_the_demo, pipeline
 
 T = TypeVar("T")
 
@@ -121,7 +123,7 @@ class SharedDemo:
         self.sentences = str(sentences_dir) if sentences_dir.is_dir() else None
         self._tmp = tempfile.TemporaryDirectory(prefix="canary-shared-demo-")
         demo = RunningDemo(Path(self._tmp.name), scenario="default", sentences=self.sentences, dashboard=True,
-                           probers=2)
+                           probers=2, **as_the_demo())
         self.demo = demo
         return demo.start()
 

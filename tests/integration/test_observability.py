@@ -50,7 +50,7 @@ def scraped(default_demo):
             assert await p.wait_cycles(cycles)
             await asyncio.sleep(0.5)  # the last decisions reach the router
             summary = await p.summary()
-            if len(summary["ignore"]) >= 2:
+            if len(set(summary["ignore"]) - set(summary["excluded"])) >= 2:  # the control: excluded from the start
                 break
         out = {}
         async with httpx.AsyncClient(timeout=10) as http:
@@ -95,7 +95,10 @@ def test_the_series_say_what_the_demo_summary_says_for_every_provider(scraped):
             if labels["model"] == model and v == 1}
     assert last == {p: info["verdicts"][-1] for p, info in summary["providers"].items()}
     size = {labels["layer"]: v for labels, v in values(router, "canary_ignore_list_size") if labels["model"] == model}
-    assert size["all"] == len(summary["ignore"]) and size["suspension"] == len(summary["ignore"])
+    # the demo's reviewed exclusions keep the refusal control out of live traffic: layer 1 counts it
+    assert size["all"] == len(summary["ignore"])
+    assert size["suspension"] == len(summary["ignore"]) - len(summary["excluded"])
+    assert size["exclusion"] == len(summary["excluded"]) == 1
     assert values(router, "canary_ignore_list_version") == [({"model": model}, summary["snapshot_version"])]
     probed = {labels["provider"] for labels, v in values(prober, "canary_probes_total")
               if labels["model"] == model and v > 0}

@@ -50,7 +50,8 @@ async def routed(p, timeout_s: float = 5.0) -> bool:
         summary = await p.summary()
         held = {n for n, ps in record.state.providers.items() if ps.suspension is not None and ps.suspension.enforced}
         seen = p.observer.cycle_ids[-1][0] if p.observer.cycle_ids else None
-        if held == set(summary["ignore"]) and record.state.closed and record.state.closed[-1] == seen:
+        # the reviewed exclusions' entries (the refusal control) are no suspensions the judge holds
+        if held == set(summary["ignore"]) - set(summary["excluded"]) and record.state.closed and record.state.closed[-1] == seen:
             return True
         if time.monotonic() >= deadline:
             return False
