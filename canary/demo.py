@@ -670,7 +670,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
 
                                 traffic = await stack.enter_async_context(demo_traffic(
                                     settings.nats_url, passwords["backend"], gateway_url, SIMULATED_KEY, model,
-                                    rpm=traffic_rpm, on_ready=observer.on_traffic))
+                                    rpm=traffic_rpm, on_ready=observer.on_traffic,
+                                    ready=_has_exclusions if settings.exclusions_file else None))
                             yield Pipeline(settings, observer, gateway_url, loaded, passwords, urls, dashboard_url,
                                            redis_passwords, gateway=gateway.state.gateway,
                                            faults=tuple(gateway_faults), dashboard_login=login,
@@ -685,6 +686,11 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     finally:
         if out is None:
             sink.close()
+
+
+def _has_exclusions(snapshot: IgnoreSnapshot) -> bool:
+    """Whether the router's snapshot holds the reviewed exclusions yet (its first has none: they load after)."""
+    return any(r.layer == "exclusion" for e in snapshot.entries for r in e.reasons)
 
 
 #: Fronts that refuse connections for a ``down`` fault, by the URL the services use.

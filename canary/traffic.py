@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,16 +231,19 @@ class ChatTraffic:
 
 @contextlib.asynccontextmanager
 async def demo_traffic(nats_url: str, password: str, gateway_url: str, api_key: str, model: str, *, rpm: float,
-                       tls: Any = None, on_ready: Any = None) -> AsyncIterator[ChatTraffic]:
+                       tls: Any = None, on_ready: Any = None,
+                       ready: Callable[[Any], bool] | None = None) -> AsyncIterator[ChatTraffic]:
     """Run :class:`ChatTraffic` as the demo's chat backend (NATS user ``backend``) while the block runs.
 
     The backend's client follows the model's ignore list and publishes the guard's live counts
     every :data:`PUBLISH_LIVE_S` s (and the last period when the block ends).  The users start
-    once the client has the first snapshot (at most :data:`SNAPSHOT_WAIT_S` s), so the
-    reviewed exclusions keep the positive controls out from the first request.
+    once the client has a snapshot that ``ready`` accepts (default: any; at most
+    :data:`SNAPSHOT_WAIT_S` s), so the reviewed exclusions keep the positive controls out from
+    the first request.
 
     Args:
         on_ready: called with the ChatTraffic when the users start (the demo prints a line).
+        ready: whether a snapshot is the one to start with (the demo's: it holds the exclusions).
     """
     client = IgnoreListClient(nats_url, model, user="backend", password=password, tls=tls,
                               publish_live_s=PUBLISH_LIVE_S, source="demo-backend")
@@ -249,7 +252,8 @@ async def demo_traffic(nats_url: str, password: str, gateway_url: str, api_key: 
 
     async def users() -> None:
         deadline = time.monotonic() + SNAPSHOT_WAIT_S
-        while client.snapshot is None and time.monotonic() < deadline:
+        while (client.snapshot is None or (ready is not None and not ready(client.snapshot))) \
+                and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         if on_ready is not None:
             on_ready(traffic)

@@ -14,7 +14,9 @@ announced --
 - facts of the log, folded into a bounded :class:`LogWindow`: the endpoints
   discovery listed (with their prices), the plan of each cycle, the probe
   results (time to first token, token usage), the cycle verdicts and the
-  judge's decisions.
+  judge's decisions; the chat backends' content-free live counts
+  (``canary.live.<model>``) and the judge's answers of confirmation probes
+  (``LiveConfirmation``), shown beside the verdicts and never part of them.
 
 It knows nothing of NATS, Redis or the wall clock: the reader in
 :mod:`reverie_canary.services.dashboard.sources` fetches the inputs, and
@@ -35,7 +37,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
-from reverie_canary.client.served import ServedCounts
+from reverie_canary.client.served import LiveCounts, ServedCounts
 from reverie_canary.services.judge.core import ModelState, Policy, ProviderState, VerdictRecord, initial
 from reverie_canary.services.judge.explain import modes_of as judge_modes_of
 from reverie_canary.services.judge.explain import modes_text  # noqa: F401 (one header form for every reader)
@@ -51,6 +53,7 @@ from reverie_canary.shared.contract.events import (
     DroppedEndpoint,
     Endpoint,
     EndpointsDiscovered,
+    LiveConfirmation,
     Mode,
     Pricing,
     ProbeResult,
@@ -81,6 +84,13 @@ FAILURE_MEMORY = 256
 EXCERPT_CHARS = 600
 #: Chat backends' ServedCounts kept per model (a backend publishing every minute: two weeks of one).
 SERVED_MEMORY = 20_000
+#: Chat backends' LiveCounts periods kept per model (a backend publishing every 10 s: a day and more of one).
+LIVE_MEMORY = 10_000
+#: The live counts a view sums: the periods that end in the last this many seconds (discovery's default
+#: confirmation window, ``confirm_window_s``).
+LIVE_WINDOW_S = 600.0
+#: Reasons a live view names at most (the most frequent first).
+LIVE_TOP_REASONS = 3
 
 ProviderStateName = Literal[
     "active", "suspended", "excluded", "overridden", "floor_held", "blind", "would_suspend", "not_listed",
@@ -199,6 +209,9 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     cycles' ttft probes (``ttft_peer_median_ms``, the judge's own, ms) above
     its model's peer bar (:attr:`ModelStatus.ttft_peer_bar_ms`) -- shown,
     never a suspension by itself.
+    ``live``: the chat backends' live counts of it (:class:`LiveView`; ``None``:
+    no backend published any in the window); ``confirmation`` the last answer of
+    a confirmation probe sent to it (``None``: none in the log read).
     """
 
     provider: str
@@ -230,6 +243,53 @@ class ProviderStatus(Struct, frozen=True, kw_only=True):
     ttft_peer_median_ms: float | None = None
     last_decision: DecisionView | None = None
     spend: Spend = Spend()
+    live: LiveView | None = None
+    confirmation: ConfirmationView | None = None
+
+
+class LiveView(Struct, frozen=True, kw_only=True):
+    """A provider's live counts from the chat backends' reply guards, summed over a window: counts only.
+
+    ``replies`` judged from ``since`` to ``until`` (UTC; the periods that end in
+    between), ``failing`` of them failed a check (``failing_share`` = failing /
+    replies, 0..1), ``reasons`` the most frequent failure reasons (at most
+    :data:`LIVE_TOP_REASONS`, most first), ``retried`` failing replies sent again
+    with the provider ignored, ``ignore_not_applied`` replies it served although the
+    request's ``provider.ignore`` excluded it (something between the backend and
+    the gateway dropped the list), ``periods`` the backends' periods summed.  Counts
+    keyed by the provider's display name count for every endpoint the name covers.
+    Live counts never suspend anyone (DESIGN, "The request in flight").
+    """
+
+    since: datetime
+    until: datetime
+    replies: int = 0
+    failing: int = 0
+    failing_share: float = 0.0
+    reasons: dict[str, int] = {}
+    retried: int = 0
+    ignore_not_applied: int = 0
+    periods: int = 0
+
+
+class ConfirmationView(Struct, frozen=True, kw_only=True):
+    """The last answer of a pinned confirmation probe to a provider's live failures (a fact, never a verdict).
+
+    ``outcome``: ``confirmed`` (the probe failed too), ``not_reproduced`` (it passed) or
+    ``inconclusive``; ``reason`` the live reason that asked for it (``count`` of
+    ``served`` replies); ``kind`` the probe's kind and its own ``probe_outcome`` /
+    ``probe_reason``; ``at`` the probe result's time (UTC).
+    """
+
+    at: datetime
+    outcome: str
+    reason: str
+    kind: str
+    probe_outcome: str
+    probe_reason: str = ""
+    count: int = 0
+    served: int = 0
+    task_id: str = ""
 
 
 class ControlStatus(Struct, frozen=True, kw_only=True):
@@ -503,6 +563,8 @@ class ModelWindow(Struct, kw_only=True):
     snapshots: list[SnapshotMark] = []
     commands: list[CommandView] = []
     served: list[ServedCounts] = []  # chat backends' counts per provider, in log order
+    live: list[LiveCounts] = []  # chat backends' live counts per provider and reason, in log order
+    confirmations: dict[str, ConfirmationView] = {}  # provider -> the last answer of a confirmation probe
     listing: list[Endpoint] = []
     listing_at: datetime | None = None
     listing_cycle: str | None = None
@@ -585,6 +647,12 @@ class LogWindow(Struct, kw_only=True):
                 mw.served.append(event)
                 if len(mw.served) > SERVED_MEMORY:
                     del mw.served[:-SERVED_MEMORY]
+            case LiveCounts():
+                mw.live.append(event)
+                if len(mw.live) > LIVE_MEMORY:
+                    del mw.live[:-LIVE_MEMORY]
+            case LiveConfirmation():
+                _confirmed(mw, event)
             case _:
                 return
 
@@ -600,6 +668,72 @@ class LogWindow(Struct, kw_only=True):
             if any(c.command_id == view.command_id for c in mw.commands):
                 continue
             mw.commands = sorted([*mw.commands, view], key=lambda c: c.at)[-COMMAND_MEMORY:]
+
+
+def _confirmed(mw: ModelWindow, event: LiveConfirmation) -> None:
+    """Keep the latest answer of a confirmation probe per provider (an older or repeated one changes nothing)."""
+    seen = mw.confirmations.get(event.provider)
+    if seen is not None and (event.at, event.task_id) <= (seen.at, seen.task_id):
+        return
+    mw.confirmations[event.provider] = ConfirmationView(
+        at=event.at, outcome=event.outcome, reason=event.live.reason, kind=event.kind,
+        probe_outcome=event.probe_outcome, probe_reason=event.probe_reason, count=event.live.count,
+        served=event.live.served, task_id=event.task_id)
+
+
+def live_totals(window: ModelWindow | None, since: datetime, until: datetime) -> dict[str, LiveView]:
+    """The chat backends' live counts per key (an endpoint tag or a display name) of the periods that end in
+    ``(since, until]`` (UTC), with every reason (not cut to the top ones); ``{}`` when none."""
+    out: dict[str, dict[str, Any]] = {}
+    for counts in (window.live if window is not None else []):
+        if not since < counts.at <= until:
+            continue
+        for key, o in counts.providers.items():
+            t = out.setdefault(key, {"replies": 0, "reasons": {}, "retried": 0, "ignore_not_applied": 0,
+                                     "periods": 0})
+            t["replies"] += o.replies
+            t["retried"] += o.retried
+            t["ignore_not_applied"] += o.ignore_not_applied
+            t["periods"] += 1
+            for reason, n in o.reasons.items():
+                t["reasons"][reason] = t["reasons"].get(reason, 0) + n
+    return {key: LiveView(since=since, until=until, failing=sum(t["reasons"].values()), **t)
+            for key, t in out.items()}
+
+
+def live_now(window: ModelWindow | None, now: datetime) -> dict[str, LiveView]:
+    """The live totals a view shows at ``now`` (UTC): the :data:`LIVE_WINDOW_S` up to the newest period a backend
+    reported by ``now`` -- not up to ``now``, so an unchanged log gives the same view (and the feed its ETag) --
+    and none when that period ended more than :data:`LIVE_WINDOW_S` before ``now`` (no backend counts now)."""
+    ends = [c.at for c in (window.live if window is not None else []) if c.at <= now]
+    if not ends:
+        return {}
+    until = max(ends)
+    if until < now - timedelta(seconds=LIVE_WINDOW_S):
+        return {}
+    return live_totals(window, until - timedelta(seconds=LIVE_WINDOW_S), until)
+
+
+def live_view(totals: dict[str, LiveView], window: ModelWindow | None, tag: str) -> LiveView | None:
+    """One endpoint's live view: the counts keyed by its tag and by its display name (the listing's), summed;
+    the reasons cut to :data:`LIVE_TOP_REASONS`; ``None`` when no backend counted it."""
+    names = {e.provider_name for e in (window.listing if window is not None else [])
+             if e.provider == tag and e.provider_name}
+    parts = [v for key, v in totals.items() if key == tag or key in names]
+    if not parts:
+        return None
+    replies = sum(v.replies for v in parts)
+    reasons: dict[str, int] = {}
+    for v in parts:
+        for reason, n in v.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    failing = sum(reasons.values())
+    top = dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:LIVE_TOP_REASONS])
+    return LiveView(since=parts[0].since, until=parts[0].until, replies=replies, failing=failing,
+                    failing_share=round(min(1.0, failing / replies), 4) if replies else 0.0, reasons=top,
+                    retried=sum(v.retried for v in parts),
+                    ignore_not_applied=sum(v.ignore_not_applied for v in parts),
+                    periods=max(v.periods for v in parts))
 
 
 def add_snapshot(mw: ModelWindow, mark: SnapshotMark) -> None:
@@ -944,12 +1078,14 @@ def _ttft(pf: ProviderFacts | None) -> tuple[float | None, int, int]:
 
 def provider_status(provider: str, *, now: datetime, state: ModelState | None, snapshot: IgnoreSnapshot | None,
                     window: ModelWindow | None, modes: dict[str, Mode], kinds: list[str],
-                    spend_entries: list[SpendEntry] | None = None) -> ProviderStatus:
+                    spend_entries: list[SpendEntry] | None = None,
+                    live_totals_: dict[str, LiveView] | None = None) -> ProviderStatus:
     """One provider's row (see :class:`ProviderStatus`); ``now`` is UTC.
 
     ``spend_entries`` are its probes' spend in the spend window when the caller
     grouped them already (:func:`model_status` does, once per model); else the
-    window's are scanned.
+    window's are scanned.  ``live_totals_``: the model's live totals when the caller summed
+    them already; else :func:`live_now`'s.
     """
     ps = state.providers.get(provider) if state is not None else None
     pf = window.providers.get(provider) if window is not None else None
@@ -977,6 +1113,8 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
         spend = sum_spend(e for e in window.spend if e.provider == provider
                           and now - timedelta(seconds=SPEND_WINDOW_S) < e.at <= now) if window is not None else Spend()
     s = ps.suspension if ps is not None else None
+    if live_totals_ is None:
+        live_totals_ = live_now(window, now)
     return ProviderStatus(
         provider=provider,
         state=name,
@@ -1009,6 +1147,8 @@ def provider_status(provider: str, *, now: datetime, state: ModelState | None, s
         ttft_peer_median_ms=ps.ttft_median_ms if ps else None,
         last_decision=pf.decisions[-1] if pf is not None and pf.decisions else None,
         spend=spend,
+        live=live_view(live_totals_, window, provider),
+        confirmation=window.confirmations.get(provider) if window is not None else None,
     )
 
 
@@ -1103,8 +1243,10 @@ def model_status(model: str, *, now: datetime, policy: Policy, kinds: list[str],
     for entry in (window.spend if window is not None else []):
         if since < entry.at <= now:
             spent.setdefault(entry.provider, []).append(entry)
+    live = live_now(window, now)  # summed once per model
     providers = [provider_status(p, now=now, state=state, snapshot=snapshot, window=window, modes=modes,
-                                 kinds=kinds, spend_entries=spent.get(p, [])) for p in sorted(names)]
+                                 kinds=kinds, spend_entries=spent.get(p, []), live_totals_=live)
+                 for p in sorted(names)]
     closed = window.last_closed if window is not None else None
     last_closed_at = closed.at if closed is not None else (state.last_closed_deadline if state is not None else None)
     last_cycle = closed.cycle if closed is not None else (state.closed[-1] if state is not None and state.closed

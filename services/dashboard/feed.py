@@ -4,7 +4,7 @@ What lives here: the JSON feed the dashboard serves at ``/api/v1/quality``
 (per model and provider: the state and the ignore-list layer behind it, the
 last result of every probe kind with its reason codes, the streaks, the
 quantization the gateway lists, the time of the last probe, the chat backends'
-served counts), and each positive control's result per closed cycle (the
+served counts and live counts, the last answer of a confirmation probe), and each positive control's result per closed cycle (the
 dashboard's controls table, its ``canary_control_*`` series and the alert on
 them).  Both are built from what ``canary status`` reads
 (:class:`~reverie_canary.services.dashboard.core.ModelStatus` and the log's
@@ -39,7 +39,9 @@ from msgspec import Struct
 
 from reverie_canary.services.dashboard.core import (
     OUTCOME_ORDER,
+    ConfirmationView,
     CycleFacts,
+    LiveView,
     ModelStatus,
     ModelWindow,
     ProviderStateName,
@@ -247,9 +249,12 @@ class FeedProvider(Struct, frozen=True, kw_only=True):
     time to first token of its recent probes (ms); ``served`` the chat
     backends' counts (``None``: no backend published counts for the model).
 
-    ``live``: RESERVED for the chat backends' content-free live counts
-    (``canary.live.<model>``: replies per outcome reason); ``null`` until the
-    backends publish them.
+    ``live``: the chat backends' content-free live counts of the provider
+    (``canary.live.<model>``: replies, the failing share, the top reasons,
+    ``ignore_not_applied``; :class:`~reverie_canary.services.dashboard.core.LiveView`),
+    ``null`` when no backend counted it in the window; ``confirmation`` the last
+    answer of a pinned confirmation probe to its live failures (``null``: none).
+    Both are shown beside the verdicts: live counts never suspend anyone.
     """
 
     provider: str
@@ -271,9 +276,8 @@ class FeedProvider(Struct, frozen=True, kw_only=True):
     kinds: list[KindVerdict] = []
     ttft_ms: float | None = None
     served: ServedView | None = None
-    # LIVE COUNTS: the place for the chat backends' live counts (canary.live.<model>, per outcome reason). Fill it
-    # from the log window when those events exist; keep it null until then (the OpenAPI document says so).
-    live: dict[str, int] | None = None
+    live: LiveView | None = None
+    confirmation: ConfirmationView | None = None
 
 
 class FeedControl(Struct, frozen=True, kw_only=True):
@@ -386,7 +390,7 @@ def feed_provider(p: ProviderStatus, *, window: ModelWindow | None, kinds: list[
         ladder_step=p.ladder_step, last_verdict=p.last_verdict, last_reasons=list(p.last_reasons),
         last_cycle_no=p.last_cycle_no, last_judged=p.last_judged,
         last_probe_at=pf.last_probe_at if pf is not None else None, kinds=kinds, ttft_ms=p.ttft_ms,
-        served=served.get(p.provider) if served is not None else None)
+        served=served.get(p.provider) if served is not None else None, live=p.live, confirmation=p.confirmation)
 
 
 def feed_model(status: ModelStatus, window: ModelWindow | None, *, kinds: list[str],

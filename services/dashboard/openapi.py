@@ -72,8 +72,10 @@ def build() -> dict[str, Any]:
                 "Read-only. Per model: the canary's health, the mode of each probe kind, the last closed cycle, "
                 "the positive controls (" + controls + "), and per provider the state and the ignore-list layer "
                 "behind it, the last result of every probe kind with its reason codes, the streaks, the "
-                "quantization the gateway lists, the time of the last probe and the chat backends' served "
-                "counts. Every time is UTC (RFC 3339). Within /api/v1 fields are only added: ignore the ones "
+                "quantization the gateway lists, the time of the last probe, the chat backends' served "
+                "counts and their content-free live counts (replies, failing share, top reasons, replies served "
+                "although the ignore list excluded the provider), and the last answer of a pinned confirmation "
+                "probe to those live failures (shown beside the verdicts: live counts never suspend anyone). Every time is UTC (RFC 3339). Within /api/v1 fields are only added: ignore the ones "
                 "you do not know. The body holds no time of the answer, so an unchanged view keeps its ETag: "
                 "poll with If-None-Match and a 304 costs nothing."),
         },

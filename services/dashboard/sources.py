@@ -40,10 +40,12 @@ from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
 #: What the window folds: listings and closes, results, verdicts, decisions (and snapshots, to notice them).
 #: Operator commands too (the provider page shows overrides and lifts, who and why) and the chat
-#: backends' served counts (the look-back shows them).
+#: backends' served counts (the look-back shows them), their live counts and the confirmation probes' answers
+#: (shown beside the verdicts).
 WINDOW_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RESULTS, subjects.ALL_VERDICTS,
                                         subjects.ALL_DECISIONS, subjects.ALL_ROUTING, subjects.ALL_OPS,
-                                        subjects.ALL_SERVED, subjects.ALL_CYCLES])
+                                        subjects.ALL_SERVED, subjects.ALL_CYCLES, subjects.ALL_LIVE,
+                                        subjects.ALL_CONFIRMATIONS])
 #: The longest one read of the log may take (s): a bound, not an expectation (a day of a large fleet reads in seconds).
 READ_TIMEOUT_S = 120.0
 #: Types whose arrival changes what ``canary status`` shows at a glance (a refresh of ``--watch``).
