@@ -229,6 +229,22 @@ def print_lookback(view) -> None:
             row.append(str(p.served))
         table.add_row(*row)
     console.print(table)
+    for line in lookback_live_lines(view):
+        console.print(escape(line))
+
+
+def lookback_live_lines(view) -> list[str]:
+    """The chat backends' live counts in the look-back's window and the last confirmation probe, one line per
+    provider that has either (none: no line at all)."""
+    from reverie_canary.services.dashboard.core import confirmation_text, live_text
+
+    rows = [p for p in view.providers if p.live is not None or p.confirmation is not None]
+    if not rows:
+        return []
+    width = max(len(p.provider) for p in rows)
+    return ["live counts in the window (the chat backends' reply guards; they never suspend anyone) "
+            "and the last confirmation probe:",
+            *(f"  {p.provider:<{width}}  {live_text(p.live)}; {confirmation_text(p.confirmation)}" for p in rows)]
 
 
 @app.command()

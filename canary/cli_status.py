@@ -30,6 +30,8 @@ from reverie_canary.services.dashboard.core import (
     ModelStatus,
     ProviderStatus,
     SpendView,
+    confirmation_text,
+    live_text,
     modes_text,
     to_json,
 )
@@ -291,6 +293,30 @@ def fitting_table(console: Console, m: ModelStatus, kinds: list[str], *, wide: b
     return model_table(m, kinds, LAYOUTS[-1])
 
 
+def live_lines(m: ModelStatus) -> list[Text]:
+    """The chat backends' live counts and the last confirmation probe per provider, shown beside the verdicts
+    (none when no provider has either): ``  brightwave/fp8  12 replies, 41.7% failing (leading_junk 5) ...``."""
+    rows = [p for p in m.providers if p.live is not None or p.confirmation is not None]
+    if not rows:
+        return []
+    first = next((p.live for p in rows if p.live is not None), None)
+    span = f", {fmt_age((first.until - first.since).total_seconds())} to {fmt_time(first.until)}" if first else ""
+    lines = [Text(f"live counts (the chat backends' reply guards{span}; they never suspend anyone) "
+                  "and the last confirmation probe:", style="bold")]
+    width = max(len(p.provider) for p in rows)
+    for p in rows:
+        failing = p.live is not None and p.live.failing > 0
+        line = Text(f"  {p.provider:<{width}}  ")
+        line.append(live_text(p.live), style="yellow" if failing else "")
+        if p.live is not None and p.live.ignore_not_applied:
+            line.append("  (the ignore list was dropped on the way to the gateway)", style="bold red")
+        c = p.confirmation
+        line.append("; ")
+        line.append(confirmation_text(c), style="bold red" if c is not None and c.outcome == "confirmed" else "")
+        lines.append(line)
+    return lines
+
+
 def sizing_text(s: CycleSized) -> Text:
     """``probe window: cycle 123 sized on measured times: 12000 probes, ...``; red when it does not fit."""
     text = (f"probe window: cycle {s.cycle_no} sized on {s.basis} times: {s.probes} probes of {s.models} model(s), "
@@ -322,6 +348,9 @@ def render(console: Console, fleet: FleetStatus, kinds: list[str], *, wide: bool
                                                                table).maximum)
         console.print(table)
         console.print(Text(STREAKS_LEGEND, style="dim"))
+        live = live_lines(m)
+        if live:
+            console.print(Group(*live))
         console.print()
     if len(fleet.models) > 1:
         console.print(Text("all models: " + spend_text(fleet.spend)))

@@ -256,8 +256,7 @@ class LiveView(Struct, frozen=True, kw_only=True):
     :data:`LIVE_TOP_REASONS`, most first), ``retried`` failing replies sent again
     with the provider ignored, ``ignore_not_applied`` replies it served although the
     request's ``provider.ignore`` excluded it (something between the backend and
-    the gateway dropped the list), ``periods`` the backends' periods summed.  Counts
-    keyed by the provider's display name count for every endpoint the name covers.
+    the gateway dropped the list).  Counts keyed by the provider's display name count for every endpoint the name covers.
     Live counts never suspend anyone (DESIGN, "The request in flight").
     """
 
@@ -269,7 +268,6 @@ class LiveView(Struct, frozen=True, kw_only=True):
     reasons: dict[str, int] = {}
     retried: int = 0
     ignore_not_applied: int = 0
-    periods: int = 0
 
 
 class ConfirmationView(Struct, frozen=True, kw_only=True):
@@ -689,12 +687,10 @@ def live_totals(window: ModelWindow | None, since: datetime, until: datetime) ->
         if not since < counts.at <= until:
             continue
         for key, o in counts.providers.items():
-            t = out.setdefault(key, {"replies": 0, "reasons": {}, "retried": 0, "ignore_not_applied": 0,
-                                     "periods": 0})
+            t = out.setdefault(key, {"replies": 0, "reasons": {}, "retried": 0, "ignore_not_applied": 0})
             t["replies"] += o.replies
             t["retried"] += o.retried
             t["ignore_not_applied"] += o.ignore_not_applied
-            t["periods"] += 1
             for reason, n in o.reasons.items():
                 t["reasons"][reason] = t["reasons"].get(reason, 0) + n
     return {key: LiveView(since=since, until=until, failing=sum(t["reasons"].values()), **t)
@@ -732,8 +728,30 @@ def live_view(totals: dict[str, LiveView], window: ModelWindow | None, tag: str)
     return LiveView(since=parts[0].since, until=parts[0].until, replies=replies, failing=failing,
                     failing_share=round(min(1.0, failing / replies), 4) if replies else 0.0, reasons=top,
                     retried=sum(v.retried for v in parts),
-                    ignore_not_applied=sum(v.ignore_not_applied for v in parts),
-                    periods=max(v.periods for v in parts))
+                    ignore_not_applied=sum(v.ignore_not_applied for v in parts))
+
+
+def live_text(live: LiveView | None) -> str:
+    """``120 replies, 8.3% failing (ttft_exceeded 9, leading_junk 1), 9 retried, ignore not applied 0``, or
+    ``no live counts``: one wording for ``canary status``, the dashboard and ``canary incident``."""
+    if live is None:
+        return "no live counts"
+    text = f"{live.replies} replies, {live.failing_share:.1%} failing"
+    if live.reasons:
+        text += " (" + ", ".join(f"{reason} {n}" for reason, n in live.reasons.items()) + ")"
+    return text + f", {live.retried} retried, ignore not applied {live.ignore_not_applied}"
+
+
+def confirmation_text(c: ConfirmationView | None) -> str:
+    """``confirmed at 2026-06-11T12:34:56Z: live leading_junk 5 of 12, pinned ttft probe fail leading_junk``, or
+    ``no confirmation probe``."""
+    if c is None:
+        return "no confirmation probe"
+    from reverie_canary.shared.contract.timefmt import utc_text
+
+    probe = f"{c.probe_outcome} {c.probe_reason}".strip()
+    return (f"{c.outcome.replace('_', ' ')} at {utc_text(c.at)}: live {c.reason} {c.count} of {c.served}, "
+            f"pinned {c.kind} probe {probe}")
 
 
 def add_snapshot(mw: ModelWindow, mark: SnapshotMark) -> None:

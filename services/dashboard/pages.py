@@ -27,14 +27,18 @@ from msgspec import Struct
 
 from reverie_canary.services.dashboard.core import (
     CommandView,
+    ConfirmationView,
     CycleFacts,
     DecisionView,
     FailedProbe,
+    LiveView,
     ModelStatus,
     ModelWindow,
     ProviderDetail,
     ProviderStatus,
     SnapshotMark,
+    live_totals,
+    live_view,
 )
 from reverie_canary.shared.contract import quantization as quant
 from reverie_canary.shared.contract.snapshots import IgnoreReason
@@ -163,7 +167,9 @@ class LookbackProvider(Struct, frozen=True, kw_only=True):
     at that time is known; what the canary saw of it in the cycles around, which failures followed,
     and how many requests it served (``served``: from the chat backends' counts, ``None`` when none
     were published).  ``quantization``: what the listing of that time declared (``None``: nothing,
-    or not listed).
+    or not listed).  ``live``: the chat backends' live counts of it in the window (``None``:
+    none); ``confirmation`` the last answer of a pinned confirmation probe to its live failures
+    that the log read holds (up to now, not only the window's).
 
     ``failed_since`` holds the first :data:`FAILED_SINCE_SHOWN` failed cycles after the look-back's
     time (the ones that tell what followed the report), ``failed_since_count`` all of them, and
@@ -181,6 +187,8 @@ class LookbackProvider(Struct, frozen=True, kw_only=True):
     failed_since_count: int = 0
     failed_since_last: FailedSince | None = None
     served: int | None = None
+    live: LiveView | None = None
+    confirmation: ConfirmationView | None = None
 
 
 class Lookback(Struct, frozen=True, kw_only=True):
@@ -521,6 +529,7 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
         problems.append("no cycle of the log read opened at or before that time: who was listed is unknown")
     names = sorted((listed | set(ignored)) - controls)
     blind = _blind_spans(window)
+    live = live_totals(window, since, until)
     after = [f for f in cycles if (f.closed_at or f.opened_at) > at]
     providers = []
     for name in names:
@@ -545,7 +554,9 @@ def lookback(model: str, *, at: datetime, window_s: float, now: datetime, window
             cells=[cell(f, name, blind) for f in around], failed_since=failed[:FAILED_SINCE_SHOWN],
             failed_since_count=len(failed),
             failed_since_last=failed[-1] if len(failed) > FAILED_SINCE_SHOWN else None,
-            served=_served_by_tag(served, window, name) if served is not None else None))
+            served=_served_by_tag(served, window, name) if served is not None else None,
+            live=live_view(live, window, name),
+            confirmation=window.confirmations.get(name) if window is not None else None))
     if not around:
         problems.append("no closed cycle of the log read opened inside the window")
     return Lookback(model=model, at=at, window_s=window_s, since=since, until=until, now=now,

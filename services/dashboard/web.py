@@ -58,6 +58,8 @@ from reverie_canary.services.dashboard.auth import WebAuth, WebConfigSource, che
 from reverie_canary.services.dashboard.core import (
     LogWindow,
     ModelStatus,
+    confirmation_text,
+    live_text,
     provider_detail,
     to_builtins,
     to_json,
@@ -166,6 +168,8 @@ def _templates() -> Jinja2Templates:
     env.filters["incident_command"] = pages.incident_command
     env.filters["age"] = age_text
     env.filters["clock"] = lambda at: utc_text(at, precision="clock", missing="-")
+    env.filters["live"] = live_text
+    env.filters["confirmation"] = confirmation_text
     env.filters["tojson_pretty"] = lambda v: json.dumps(to_builtins(v), indent=1, ensure_ascii=False, default=str)
     env.globals.update(letters=pages.LETTERS, meanings=pages.MEANINGS, sparkline=sparkline, cells_html=cells_html,
                        control_letters=feeds.CONTROL_LETTERS, control_meanings=feeds.CONTROL_MEANINGS)
