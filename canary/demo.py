@@ -140,7 +140,25 @@ def demo_exclusions_file() -> str:
 def as_the_demo() -> dict[str, Any]:
     """The :func:`pipeline` arguments that make it run as ``canary demo`` does: the reviewed exclusions that
     keep the positive controls out of live traffic, and the chat traffic through the guard."""
-    return {"exclusions_file": demo_exclusions_file(), "traffic_rpm": TRAFFIC_RPM}
+    return {"demo_exclusions": True, "traffic_rpm": TRAFFIC_RPM}
+
+
+def fleet_exclusions(text: str, tags: set[str]) -> str:
+    """The entries of a reviewed-exclusions file (its text) whose provider is one of ``tags``, as a file's text.
+
+    ``config/demo-exclusions.toml`` is reviewed once for every packaged fleet (the full one has five
+    controls, the default one); each demo keeps the entries of the hosts its fleet lists, so a fleet's
+    ignore list names no host it does not have.  The comments before the first entry are kept.
+    """
+    import tomllib
+
+    head, *blocks = text.split("\n[[exclusion]]")
+    kept = []
+    for block in blocks:
+        entry = tomllib.loads("[[exclusion]]" + block)["exclusion"][0]
+        if entry.get("provider") in tags:
+            kept.append("[[exclusion]]" + block.rstrip("\n") + "\n")
+    return head.rstrip("\n") + "\n" + "".join("\n" + k for k in kept)
 
 
 def demo_namespace() -> str:
@@ -562,7 +580,8 @@ def _readable(handler):
 async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str | None = None, probers: int = 1,
                    out: TextIO | None = None, base: Settings | None = None, dashboard: bool = False,
                    gateway_faults: tuple[Any, ...] = (), tls: embedded.ServerTls | None = None,
-                   cycle_s: float | None = None, traffic_rpm: float = 0.0, **overrides: Any):
+                   cycle_s: float | None = None, traffic_rpm: float = 0.0, demo_exclusions: bool = False,
+                   **overrides: Any):
     """Start everything the demo runs; yield a :class:`Pipeline`; tear it all down.
 
     Args:
@@ -583,6 +602,8 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
             backend (:func:`reverie_canary.canary.traffic.demo_traffic`; ``0``: none).  With traffic,
             discovery's confirmation thresholds are the demo's (:data:`TRAFFIC_CONFIRM`) unless
             ``overrides`` say otherwise.  Not with ``tls``.
+        demo_exclusions: the reviewed exclusions of ``config/demo-exclusions.toml`` for this fleet's
+            hosts (:func:`fleet_exclusions`, written into ``workdir``) as the router's exclusions file.
         **overrides: settings that replace the demo's.
     """
     from reverie_canary.services.notifier.channels import SECRET_BYTES
@@ -595,6 +616,12 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
     loaded = load_scenario(scenario)
     model = loaded.models[0].id
     controls = dict(getattr(loaded, "controls", {}) or {})
+    reviewed = demo_exclusions_file() if demo_exclusions else ""
+    if reviewed:
+        fleet_file = workdir / "demo-exclusions.toml"
+        fleet_file.write_text(fleet_exclusions(Path(reviewed).read_text("utf-8"),
+                                               {e.tag for e in loaded.models[0].endpoints}), "utf-8")
+        overrides = {"exclusions_file": str(fleet_file), **overrides}
     sink = out or open(os.devnull, "w")  # noqa: SIM115
     passwords = generate_passwords()
     redis_passwords = generate_redis_passwords()
@@ -919,8 +946,8 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
         print(f"positive controls, hosts known to fail a probe kind (probed, never judged, not production "
               f"hosts): {controls}", file=out)
     if settings.exclusions_file:
-        print(f"reviewed exclusions (ignore-list layer 1): {settings.exclusions_file} keeps the positive controls "
-              "out of live traffic.", file=out)
+        print(f"reviewed exclusions (ignore-list layer 1): config/demo-exclusions.toml, this fleet's entries "
+              f"({settings.exclusions_file}), keeps the positive controls out of live traffic.", file=out)
     elif controls:
         print("no reviewed exclusions file (config/demo-exclusions.toml not found): live traffic can reach the "
               "positive controls.", file=out)

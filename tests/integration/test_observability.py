@@ -98,7 +98,7 @@ def test_the_series_say_what_the_demo_summary_says_for_every_provider(scraped):
     # the demo's reviewed exclusions keep the refusal control out of live traffic: layer 1 counts it
     assert size["all"] == len(summary["ignore"])
     assert size["suspension"] == len(summary["ignore"]) - len(summary["excluded"])
-    assert size["exclusion"] == len(summary["excluded"]) >= 1
+    assert size["exclusion"] == len(summary["excluded"]) == 1
     assert values(router, "canary_ignore_list_version") == [({"model": model}, summary["snapshot_version"])]
     probed = {labels["provider"] for labels, v in values(prober, "canary_probes_total")
               if labels["model"] == model and v > 0}
