@@ -278,6 +278,19 @@ class FoldState(Struct, kw_only=True):
     held: dict[str, Held] = {}
     closed_at: dict[str, datetime] = {}
     ignored: dict[str, list[str]] = {}
+    #: ``model|provider|live reason`` -> the confirmation outcome last told and when (:func:`_confirmation`).
+    confirmations: dict[str, ConfirmationTold] = {}
+
+
+class ConfirmationTold(Struct, kw_only=True):
+    """The last confirmation answer told for one provider's live failures of one reason."""
+
+    outcome: str
+    at: datetime
+
+
+#: The most confirmation answers remembered (the oldest go first); each is about 100 bytes.
+MAX_CONFIRMATIONS_TOLD = 4096
 
 
 @dataclass(frozen=True)
@@ -514,8 +527,30 @@ def fold(state: FoldState, event: Any, policy: FoldPolicy) -> tuple[FoldState, l
         case CycleSized():
             return _sized(state, event, policy)
         case LiveConfirmation():
-            return state, [confirmation_notice(event)]
+            return _confirmation(state, event, policy)
     return state, []
+
+
+def _confirmation(state: FoldState, c: LiveConfirmation, policy: FoldPolicy) -> tuple[FoldState, list[Notice]]:
+    """One notice per answer that changed: the same outcome for the same provider and live reason is
+    told again only after the reminder interval.
+
+    Discovery asks again while the live counts still point at a provider (every cycle of a
+    lasting defect); an operator needs the answer once, and again only when it changes
+    (``confirmed`` -> ``not_reproduced``) or as a reminder.
+    """
+    key = f"{c.model}|{c.provider}|{c.live.reason}"
+    told = state.confirmations.get(key)
+    if told is not None and told.outcome == c.outcome and \
+            (c.at - told.at).total_seconds() < policy.remind_every_s:
+        return state, []
+    new = _copy(state)
+    new.confirmations[key] = ConfirmationTold(outcome=c.outcome, at=c.at)
+    if len(new.confirmations) > MAX_CONFIRMATIONS_TOLD:
+        oldest = sorted(new.confirmations, key=lambda k: new.confirmations[k].at)
+        for k in oldest[:len(new.confirmations) - MAX_CONFIRMATIONS_TOLD]:
+            del new.confirmations[k]
+    return new, [confirmation_notice(c)]
 
 
 def _copy(state: FoldState) -> FoldState:
