@@ -15,6 +15,7 @@ import pytest
 
 from reverie_canary.canary.demo import pipeline
 from reverie_canary.shared.contract import codec, subjects
+from reverie_canary.shared.contract.events import PROBE_KINDS
 from reverie_canary.shared.runtime.service import nats_connect
 from tests import waits
 
@@ -55,7 +56,7 @@ async def test_a_plan_the_probers_cannot_run_in_the_window_is_told_before_its_fi
     assert e.probes >= 50 and e.probers == 1 and e.ceiling == 1
     assert (e.per_prober, e.in_flight) == (1, 1)
     assert e.basis in ("measured", "partial") and e.expected_wall_s > e.window_s and e.fits is False
-    assert set(e.probe_s) == {"ttft", "refusal", "structured", "language", "echo"}
+    assert set(e.probe_s) == set(PROBE_KINDS)
     # before the cycle: the fact came before the first of its tasks, and every task carries the sizing
     told_at, _ = sized[e.cycle_no]
     task_at, task = first_task[deadline]

@@ -32,7 +32,7 @@ MODEL = "deepseek/deepseek-chat-v3.1"
 START = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 ENDPOINTS = [Endpoint(provider=f"p{i}/fp8", provider_name=f"P{i}") for i in range(6)]
 #: Seconds each kind held its prober in the measured cycle (5 results each: MIN_SAMPLES).
-HELD_S = {"ttft": 1.2, "refusal": 2.0, "structured": 2.5, "language": 4.0, "echo": 0.8}
+HELD_S = {"ttft": 1.2, "refusal": 2.0, "structured": 2.5, "language": 4.0, "echo": 0.8, "tools": 1.5}
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def _family_subject(family: str, type_: type) -> str:
         "verdicts": subjects.verdicts(MODEL), "answers": subjects.answer("a", "a"),
         "tasks": subjects.task(MODEL, "a"), "retest": subjects.retest(MODEL),
         "ops": subjects.ops(VERBS.get(type_, "lift")), "notices": subjects.NOTICES_RESEND,
-        "cycles": subjects.CYCLES_SIZED,
+        "cycles": subjects.CYCLES_SIZED, "confirmations": subjects.confirmation(MODEL, "a"),
     }[family]
 
 

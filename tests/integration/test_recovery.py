@@ -177,7 +177,7 @@ async def test_replay_checks_the_routers_state_against_the_log_too(infra):
     agreed = await asyncio.to_thread(replay_cli, settings)
     assert agreed.exit_code == 0, agreed.output
     assert "router state (position #" in agreed.output
-    assert "agrees with the log: 1 override(s), 1 suspension(s) in force" in agreed.output
+    assert "agrees with the log: 1 override(s), 1 suspension(s), 0 quantization floor(s) in force" in agreed.output
 
     client = aioredis.from_url(infra.redis_url)
     store = RedisRouterStore(client, settings.namespace)
