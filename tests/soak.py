@@ -769,7 +769,7 @@ class Soak:
                 fails.append(f"{key} = {acc[key]}")
         if last.replay_problems:
             fails.append(f"replay differs from the live state in {len(last.replay_problems)} place(s)")
-        for name, (b, m, max_bytes, _) in last.streams.items():
+        for name, (b, _m, max_bytes, _) in last.streams.items():
             if max_bytes and max_bytes > 0 and b > max_bytes:
                 fails.append(f"stream {name} holds {b} bytes over its limit {max_bytes}")
         for key, n in last.kv_history.items():
