@@ -256,7 +256,8 @@ class Books:
     planned: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # cycle -> task ids planned
     results: Counter[str] = field(default_factory=Counter)  # task id -> results stored in the log
     verdicts: Counter[str] = field(default_factory=Counter)  # cycle -> verdicts stored
-    verdict_missing: dict[str, int] = field(default_factory=dict)  # cycle -> tasks its verdict calls missing
+    verdict_missing: dict[str, set[str]] = field(default_factory=dict)  # cycle -> task ids its verdict names missing
+    verdict_cut: dict[str, int] = field(default_factory=dict)  # cycle -> missing task ids its verdict left unnamed
     decisions: Counter[str] = field(default_factory=Counter)  # decision id -> stored
     decision_keys: Counter[tuple] = field(default_factory=Counter)  # (model, provider, action, at, until) -> stored
     notices: Counter[str] = field(default_factory=Counter)  # notice id -> times the receiver got it
@@ -288,11 +289,27 @@ class Books:
             self.results[event.task_id] += 1
         elif isinstance(event, CycleVerdict):
             self.verdicts[event.cycle] += 1
-            self.verdict_missing[event.cycle] = sum(len(v.missing) + v.missing_cut for v in event.verdicts)
+            self.verdict_missing[event.cycle] = {t for v in event.verdicts for t in v.missing}
+            self.verdict_cut[event.cycle] = sum(v.missing_cut for v in event.verdicts)
         elif isinstance(event, Decision):
             self.decisions[event.decision_id] += 1
             self.decision_keys[(event.model, event.provider, event.action, event.at.isoformat(),
                                 event.until.isoformat() if event.until else "")] += 1
+
+    def details(self, settle_s: float) -> list[str]:
+        """Where the losses are: cycles with results lost, notices due and never received (a few of each)."""
+        out = []
+        for c in [c for c in self.planned if c in self.verdicts][-200:]:
+            lost = [t for t in self.planned[c] if self.results[t] == 0]
+            if lost:
+                named = sum(1 for t in lost if t in self.verdict_missing.get(c, ()))
+                out.append(f"cycle {c}: {len(lost)} of {len(self.planned[c])} results absent, {named} named "
+                           f"missing by its verdict (e.g. {lost[0]})")
+        now = time.monotonic()
+        missing = [n for n, at in self.told.items() if now - at >= settle_s and self.notices[n] == 0]
+        out += [f"notice {n} due and never received" for n in missing[:10]]
+        out += [f"notice {n} received {k} times" for n, k in self.notices.items() if k > 1][:10]
+        return out[:30]
 
     def accounting(self, settle_s: float) -> dict[str, int]:
         """Planned vs folded: results lost, doubled; verdicts, decisions doubled; notices lost, twice.
@@ -303,15 +320,20 @@ class Books:
         """
         closed = [c for c in self.planned if c in self.verdicts]
         planned = sum(len(self.planned[c]) for c in closed)
-        lost = sum(1 for c in closed for t in self.planned[c] if self.results[t] == 0)
+        absent = sum(1 for c in closed for t in self.planned[c] if self.results[t] == 0)
+        named = sum(min(len(self.verdict_missing.get(c, ())) + self.verdict_cut.get(c, 0),
+                        sum(1 for t in self.planned[c] if self.results[t] == 0)) for c in closed)
         now = time.monotonic()
         due = [n for n, at in self.told.items() if now - at >= settle_s]
         return {
             "cycles_closed": len(closed),
             "results_planned": planned,
-            "results_folded": planned - lost,
-            "results_lost": lost,
-            "verdict_missing": sum(self.verdict_missing.get(c, 0) for c in closed),
+            "results_folded": planned - absent,
+            # absent results their cycle's verdict names missing (the provider's cycle frozen): a fault's
+            # real seconds (a NATS restart) cover most of a compressed cycle, so a task can expire unprobed
+            "results_missing": named,
+            # absent results no verdict names: lost without a trace
+            "results_lost": absent - named,
             "results_doubled": sum(1 for n in self.results.values() if n > 1),
             "verdicts_doubled": sum(1 for n in self.verdicts.values() if n > 1),
             "decisions": len(self.decisions),
@@ -411,6 +433,7 @@ class Figures:
     accounting: dict[str, int]
     replay_events: int
     replay_problems: list[str]
+    details: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"== cycle {self.cycle} ({self.wall_s:.0f} s) =="]
@@ -426,6 +449,7 @@ class Figures:
         out.append("  KV history per model: " + ", ".join(f"{k} {v}" for k, v in self.kv_history.items()))
         out.append("  notifier book: " + ", ".join(f"{k} {v}" for k, v in self.book.items()))
         out.append("  accounting: " + ", ".join(f"{k} {v}" for k, v in self.accounting.items()))
+        out += [f"    {line}" for line in self.details]
         status = "agrees" if not self.replay_problems else f"DIFFERS in {len(self.replay_problems)} place(s)"
         out.append(f"  replay of {self.replay_events} events vs live state: {status}")
         out += [f"    {p}" for p in self.replay_problems[:10]]
@@ -457,10 +481,12 @@ class Soak:
 
     def __init__(self, *, seed: int, cycles: int, cycle_s: float, workdir: Path, report_every: int = 100,
                  rate: float = 0.3, warmup: int = 200, say: Callable[[str], None] = print,
-                 retention_days: float = 35.0, kinds: tuple[str, ...] | None = None) -> None:
+                 retention_days: float = 35.0, kinds: tuple[str, ...] | None = None,
+                 faults: list[Fault] | None = None, settle_cycles: int = 3) -> None:
         self.seed, self.cycles, self.cycle_s, self.workdir = seed, cycles, cycle_s, workdir
         self.report_every, self.warmup, self.say, self.retention_days = report_every, warmup, say, retention_days
-        self.faults = plan_faults(seed, cycles, rate=rate, kinds=kinds)
+        self.settle_cycles = settle_cycles
+        self.faults = faults if faults is not None else plan_faults(seed, cycles, rate=rate, kinds=kinds)
         self.result = SoakResult(seed=seed, cycles=cycles, faults=self.faults)
         self.books = Books(remind_every_s=6 * 3600.0 * cycle_s / REAL_CYCLE_S)
         self.procs: dict[str, Process] = {}
@@ -539,9 +565,15 @@ class Soak:
                     if svc == "prober":
                         extra["CANARY_PROBER_ID"] = f"soak-{name}"
                     self.procs[name] = Process(name, argv, {**env, **extra}, self.workdir / f"{name}.log")
-                    self.procs[name].start(0)
                 self.nc = await nats_connect(settings, max_reconnect_attempts=-1)
                 self.js = self.nc.jetstream()
+                # the notifier first: its durable starts with new messages, so it must exist before the
+                # router's first snapshot (the first version of a model's ignore list is told)
+                self.procs["notifier"].start(0)
+                await self._durable_exists(streams.notifier_consumer(settings))
+                for name in SERVICES:
+                    if name != "notifier":
+                        self.procs[name].start(0)
                 await self._cycles(started)
         finally:
             for task in self.background:
@@ -557,10 +589,18 @@ class Soak:
                 self.nats.stop()
         return self.result
 
+    async def _durable_exists(self, spec: streams.ConsumerSpec) -> None:
+        for _ in range(600):
+            with contextlib.suppress(Exception):
+                await self.js.consumer_info(spec.stream, spec.durable)
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"the durable {spec.durable} did not appear within 60 s")
+
     async def _cycles(self, started: float) -> None:
         first = math.floor(time.time() / self.cycle_s) + 1
         by_cycle: dict[int, list[Fault]] = defaultdict(list)
-        for f in self.faults:
+        for f in sorted(self.faults, key=lambda f: (f.cycle, f.share)):
             by_cycle[f.cycle].append(f)
         for n in range(1, self.cycles + 1):
             begin = (first + n - 1) * self.cycle_s
@@ -574,7 +614,7 @@ class Soak:
             await self._read_log()
             if n % self.report_every == 0 and n < self.cycles:
                 await self._report(n, started)
-        for _ in range(3):  # settle: the last cycles close, their decisions are told
+        for _ in range(self.settle_cycles):  # settle: the last cycles close, their notices are sent
             await asyncio.sleep(self.cycle_s)
         await self._read_log()
         await self._report(self.cycles, started, final=True)
@@ -756,7 +796,8 @@ class Soak:
         return Figures(cycle=cycle, wall_s=time.monotonic() - started, services=services, servers=servers,
                        redis_mb=redis_mb, redis_keys=dict(keys), streams=stream_figures, kv_history=kv_history,
                        book=book, accounting=self.books.accounting(settle_s=self.cycle_s * 3),
-                       replay_events=replay_events, replay_problems=problems)
+                       replay_events=replay_events, replay_problems=problems,
+                       details=self.books.details(settle_s=self.cycle_s * 3))
 
     def _goals(self) -> None:
         """The issue's goals, checked on the reports; each miss is a line of ``result.failures``."""
