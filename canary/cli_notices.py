@@ -83,7 +83,7 @@ async def read_book(settings, channel: str | None, limit: int) -> dict[str, Any]
 
     client = redis_client(settings)
     try:
-        book = RedisDeliveryBook(client, settings.namespace)
+        book = RedisDeliveryBook(client, settings.namespace, keep_s=settings.log_max_age_s)
         sections: dict[str, Any] = {"channels": configured, "channels_with_deliveries": await book.channels()}
         for name, entries in (("dead", await book.entries("dead", channel, limit)),
                               ("pending", await book.entries("pending", channel, limit)),

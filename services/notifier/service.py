@@ -412,7 +412,7 @@ class NotifierWiring:
         await prepare(shell.connection.jetstream(), settings)
         self.redis = redis_client(settings)
         self._notifier = Notifier(
-            RedisDeliveryBook(self.redis, settings.namespace), self.channels, shell.publisher,
+            RedisDeliveryBook(self.redis, settings.namespace, keep_s=settings.log_max_age_s), self.channels, shell.publisher,
             FoldPolicy(remind_every_s=settings.notify_remind_s), schedule_of(settings),
             concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
             namespace=settings.namespace)

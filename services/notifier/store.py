@@ -35,7 +35,8 @@ from reverie_canary.services.notifier.core import FoldState
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import Notice
 
-#: How long delivered and dead entries (and their notices) are kept: the log's age (35 days).
+#: How long delivered and dead entries (and their notices) are kept unless told: the log's default age (35 days).
+#: The service passes its ``log_max_age_s`` (:class:`RedisDeliveryBook`), so the book keeps what the log keeps.
 KEEP_S = 35 * 86400
 #: Deliveries remembered for ``canary notices list``.
 RECENT = 200
@@ -321,11 +322,18 @@ class RedisDeliveryBook:
     ``recent`` (list of the latest deliveries), ``channels`` (set).  A save is
     one Lua script: compare-and-set of the state and ``SET NX`` of each
     entry, atomic in Redis.
+
+    A delivered or dead entry and its notice expire after ``keep_s`` seconds (the
+    log's age, ``log_max_age_s``: a notice is kept as long as the facts it tells),
+    and a dead id leaves ``dead:<channel>`` once it is that old; before, the book
+    kept them 35 days whatever the log kept, so that a shorter-lived log (or the
+    soak's compressed time) left the book growing without end.
     """
 
-    def __init__(self, client: aioredis.Redis, namespace: str) -> None:
+    def __init__(self, client: aioredis.Redis, namespace: str, *, keep_s: float = KEEP_S) -> None:
         self.client = client
         self.prefix = f"{namespace}:notifier:"
+        self.keep_s = max(1, int(keep_s))
         self._save = client.register_script(_SAVE)
         self._claim = client.register_script(_CLAIM)
         self._expedite = client.register_script(_EXPEDITE)
@@ -342,7 +350,7 @@ class RedisDeliveryBook:
 
     async def save(self, record: BookRecord, *, expected_revision: int, queued: list[Queued], now: float) -> int:
         args: list[str | bytes] = [str(expected_revision), str(record.revision), _enc.encode(record), self.prefix,
-                                   str(KEEP_S), repr(now)]
+                                   str(self.keep_s), repr(now)]
         for q in queued:
             entry = _enc.encode(Entry(created_at=now, due_at=now))
             args += [q.notice.notice_id, _enc.encode(q.notice), entry, str(len(q.channels)), *q.channels]
@@ -387,10 +395,11 @@ class RedisDeliveryBook:
             pipe.zadd(self.prefix + "due:" + entry.channel, {entry.notice_id: due})
         else:
             pipe.zrem(self.prefix + "due:" + entry.channel, entry.notice_id)
-            pipe.expire(key, KEEP_S)
-            pipe.expire(self.prefix + "notice:" + entry.notice_id, KEEP_S)
+            pipe.expire(key, self.keep_s)
+            pipe.expire(self.prefix + "notice:" + entry.notice_id, self.keep_s)
         if dead is not None:
             pipe.zadd(self.prefix + "dead:" + entry.channel, {entry.notice_id: dead})
+            pipe.zremrangebyscore(self.prefix + "dead:" + entry.channel, "-inf", f"({dead - self.keep_s!r}")
         else:
             pipe.zrem(self.prefix + "dead:" + entry.channel, entry.notice_id)
         if delivered:
@@ -446,7 +455,7 @@ class RedisDeliveryBook:
         await self._write(fresh, due=now)
         try:
             await self.client.persist(self._entry_key(channel, notice_id))
-            await self.client.expire(self.prefix + "notice:" + notice_id, KEEP_S)
+            await self.client.expire(self.prefix + "notice:" + notice_id, self.keep_s)
         except RedisError as exc:
             raise Transient(f"redis requeue {channel}: {exc!r}") from exc
         return fresh

@@ -142,3 +142,28 @@ async def test_expedite_makes_waiting_entries_due_now(book):
         await book.failed(entry, 100.0, 700.0, "ConnectError")
     assert await book.expedite("hook", 200.0) == 2
     assert len(await book.claim("hook", 200.0, 10, 30.0)) == 2
+
+
+async def test_the_redis_book_keeps_what_the_log_keeps_not_a_fixed_35_days(infra):
+    """keep_s (the log's age): delivered entries and notices expire after it; a dead id that old leaves its set.
+
+    The soak found it (benchmarks/soak.py): with the log's age scaled down, the book kept every
+    notice for 35 days and grew by two keys a notice for the whole run.
+    """
+    client = aioredis.from_url(infra.redis_url)
+    try:
+        book = RedisDeliveryBook(client, infra.namespace, keep_s=50)
+        await queue(book, notice(1), notice(2), notice(3), channels=("hook",))
+        prefix = f"{infra.namespace}:notifier:"
+        assert 0 < await client.ttl(prefix + "notice:" + notice(1).notice_id) <= 50
+        claimed = {e.notice_id: e for e, _ in await book.claim("hook", 100.0, 3, 30.0)}
+        first, second, third = (claimed[notice(n).notice_id] for n in (1, 2, 3))
+        await book.delivered(first, 101.0)
+        assert 0 < await client.ttl(prefix + "entry:hook:" + first.notice_id) <= 50
+        assert 0 < await client.ttl(prefix + "notice:" + first.notice_id) <= 50
+        await book.dead(second, 100.0, "HTTP 410")
+        assert 0 < await client.ttl(prefix + "entry:hook:" + second.notice_id) <= 50
+        await book.dead(third, 200.0, "HTTP 410")  # 100 s later: the first dead id is past keep_s
+        assert [m.decode() for m in await client.zrange(prefix + "dead:hook", 0, -1)] == [third.notice_id]
+    finally:
+        await client.aclose()
