@@ -254,6 +254,7 @@ class Books:
 
     last_seq: int = 0
     planned: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # cycle -> task ids planned
+    controls: set[str] = field(default_factory=set)  # task ids of positive-control probes (no provider verdict)
     results: Counter[str] = field(default_factory=Counter)  # task id -> results stored in the log
     verdicts: Counter[str] = field(default_factory=Counter)  # cycle -> verdicts stored
     verdict_missing: dict[str, set[str]] = field(default_factory=dict)  # cycle -> task ids its verdict names missing
@@ -285,6 +286,7 @@ class Books:
                 self.told.setdefault(n.notice_id, time.monotonic())
         if isinstance(event, EndpointsDiscovered):
             self.planned[event.cycle].update(p.task_id for p in event.planned)
+            self.controls.update(p.task_id for p in event.planned if p.control)
         elif isinstance(event, ProbeResult):
             self.results[event.task_id] += 1
         elif isinstance(event, CycleVerdict):
@@ -321,7 +323,8 @@ class Books:
         closed = [c for c in self.planned if c in self.verdicts]
         planned = sum(len(self.planned[c]) for c in closed)
         absent = sum(1 for c in closed for t in self.planned[c] if self.results[t] == 0)
-        named = sum(min(len(self.verdict_missing.get(c, ())) + self.verdict_cut.get(c, 0),
+        named = sum(min(len(self.verdict_missing.get(c, ()) - self.controls) + self.verdict_cut.get(c, 0)
+                        + sum(1 for t in self.planned[c] if t in self.controls and self.results[t] == 0),
                         sum(1 for t in self.planned[c] if self.results[t] == 0)) for c in closed)
         now = time.monotonic()
         due = [n for n, at in self.told.items() if now - at >= settle_s]
@@ -329,8 +332,9 @@ class Books:
             "cycles_closed": len(closed),
             "results_planned": planned,
             "results_folded": planned - absent,
-            # absent results their cycle's verdict names missing (the provider's cycle frozen): a fault's
-            # real seconds (a NATS restart) cover most of a compressed cycle, so a task can expire unprobed
+            # absent results their cycle's verdict names missing (the provider's cycle frozen), and absent
+            # positive-control results (the control has no verdict of its own): a fault's real seconds (a
+            # NATS restart, a prober's restart) cover most of a compressed cycle, so a task can expire unprobed
             "results_missing": named,
             # absent results no verdict names: lost without a trace
             "results_lost": absent - named,

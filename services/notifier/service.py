@@ -34,7 +34,7 @@ import contextlib
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,7 +44,15 @@ from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from reverie_canary.services.notifier.channels import Channel, DeliveryFailed, mask_all, open_channels
-from reverie_canary.services.notifier.core import FoldPolicy, Schedule, fold, next_attempt, wants, webhook_id
+from reverie_canary.services.notifier.core import (
+    FoldPolicy,
+    FoldState,
+    Schedule,
+    fold,
+    next_attempt,
+    wants,
+    webhook_id,
+)
 from reverie_canary.services.notifier.store import BookRecord, DeliveryBook, Entry, Queued, RedisDeliveryBook
 from reverie_canary.shared.contract import codec, inputs, subjects
 from reverie_canary.shared.contract.commands import ResendNotices
@@ -57,7 +65,7 @@ from reverie_canary.shared.contract.events import (
     NoticeRef,
     NoticesResent,
 )
-from reverie_canary.shared.runtime import metrics, streams
+from reverie_canary.shared.runtime import eventlog, metrics, streams
 from reverie_canary.shared.runtime.aio import wait_event
 from reverie_canary.shared.runtime.broker import Delivery, Publisher
 from reverie_canary.shared.runtime.logging import get as get_logger
@@ -83,6 +91,23 @@ def schedule_of(settings: Settings) -> Schedule:
                     give_up_s=settings.notify_give_up_s)
 
 
+async def refold_log(js: Any, policy: FoldPolicy, until_seq: int) -> FoldState:
+    """The notifier's fold of the log's notifier inputs up to stream sequence ``until_seq``, notices dropped.
+
+    The same pure :func:`~reverie_canary.services.notifier.core.fold` the service applies
+    message by message, over what the log still holds (retention may have dropped its
+    oldest messages: the fold starts at the first one left).
+    """
+    state = FoldState()
+
+    def on_event(item: eventlog.LoggedEvent) -> None:
+        nonlocal state
+        state, _ = fold(state, item.event, policy)
+
+    await eventlog.scan_log(js, on_event, prefixes=inputs.prefixes("notifier"), until_seq=until_seq)
+    return state
+
+
 class Notifier:
     """The notifier's shell: fold and queue (``apply``), deliver (``run_channel``), resend (``resend``).
 
@@ -93,13 +118,19 @@ class Notifier:
         policy, schedule: from the settings.
         now: the clock (epoch seconds); ``jitter``: uniform in [0, 1).
         namespace: the deployment's (``Settings.namespace``): resolves ``msg_…`` webhook ids.
+        rebuild: folds the log up to a stream sequence into the notifier's state
+            (:func:`refold_log`); used when the book is empty but the log was already
+            consumed (Redis lost or flushed), so that a state held before the loss keeps
+            its reminders and its end instead of being told again as new.  ``None``: an
+            empty book starts from an empty state.
     """
 
     def __init__(self, book: DeliveryBook, channels: list[Channel], publisher: Publisher | None, policy: FoldPolicy,
                  schedule: Schedule, *, concurrency: int = 4, timeout_s: float = 10.0, poll_s: float = 1.0,
                  now: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random,
-                 namespace: str = "canary") -> None:
+                 namespace: str = "canary", rebuild: Callable[[int], Awaitable[FoldState]] | None = None) -> None:
         self.book = book
+        self.rebuild = rebuild
         self.namespace = namespace
         self.channels = channels
         self.publisher = publisher
@@ -127,8 +158,8 @@ class Notifier:
         Raises:
             Transient: the book is unreachable or another replica saved first.
         """
-        record = self._record if self._record is not None else await self.book.load()
         seq = delivery.stream_seq
+        record = self._record if self._record is not None else await self._load(seq)
         if seq is not None and seq <= record.position:
             return []  # folded already, together with its notices
         state, notices = fold(record.state, event, self.policy)
@@ -153,6 +184,22 @@ class Notifier:
             for name in q.channels:
                 self._wake[name].set()
         return notices
+
+    async def _load(self, seq: int | None) -> BookRecord:
+        """The stored record; an empty one with the log's earlier messages folded in when the book was lost.
+
+        Revision 0 with a message past the log's first one to fold means the book is gone
+        (Redis restarted empty, flushed) while the durable kept its position: the state is
+        rebuilt from the log up to the message before, its notices dropped (they were
+        queued before the loss), and saved with the next message's notices.
+        """
+        record = await self.book.load()
+        if record.revision == 0 and self.rebuild is not None and seq is not None and seq > 1:
+            state = await self.rebuild(seq - 1)
+            self.log.warning("book_rebuilt_from_log", position=seq - 1, held=len(state.held),
+                             reason="no book in Redis, but the log was already consumed")
+            record = BookRecord(state=state, position=seq - 1, revision=0)
+        return record
 
     # -- delivery ---------------------------------------------------------------------------
 
@@ -411,11 +458,12 @@ class NotifierWiring:
         shell, settings = self.shell, self.settings
         await prepare(shell.connection.jetstream(), settings)
         self.redis = redis_client(settings)
+        policy = FoldPolicy(remind_every_s=settings.notify_remind_s)
         self._notifier = Notifier(
-            RedisDeliveryBook(self.redis, settings.namespace, keep_s=settings.log_max_age_s), self.channels, shell.publisher,
-            FoldPolicy(remind_every_s=settings.notify_remind_s), schedule_of(settings),
+            RedisDeliveryBook(self.redis, settings.namespace, keep_s=settings.log_max_age_s), self.channels,
+            shell.publisher, policy, schedule_of(settings),
             concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
-            namespace=settings.namespace)
+            namespace=settings.namespace, rebuild=lambda until: refold_log(shell.connection.jetstream(), policy, until))
         shell.log.info("notifier_channels", channels=[c.describe() for c in self.channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
         for channel in self.channels:  # every channel's series exist from the start, for rates and alerts

@@ -404,3 +404,31 @@ async def test_operator_commands_are_told_from_the_routers_answers(infra):
         ("floor_broken_by_operator", "critical", "bob")]
     assert "CAPACITY FLOOR BROKEN by an operator" in got["cmd|cmd-b"]["text"]
     assert len(hook.received) == 3  # the ignore-list versions are info: below this channel's minimum
+
+
+async def test_a_book_lost_with_redis_is_rebuilt_from_the_log_so_a_held_state_is_not_told_again(infra):
+    """Redis flushed while a floor is held: the next renewal is no new start; the suspend that ends it ends it.
+
+    The soak found it (benchmarks/soak.py): after an empty Redis the notifier folded on from an
+    empty state, so every state it held was told again as new and its reminders and its end never came.
+    """
+    secret = new_secret()
+    async with receiving(secret) as hook:
+        settings = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret})
+        held, renewed, suspended = (decision(1, action="floor_held"), decision(2, action="floor_held"),
+                                    decision(3, action="suspend"))
+        async with notifier(settings), bus(infra) as js:
+            await publish(js, held)
+            assert await hook.wait_for(1, 10), "no start notice of the held floor"
+            client = redis_client(settings)
+            try:
+                await client.flushall()
+            finally:
+                await client.aclose()
+            await publish(js, renewed)
+            await publish(js, suspended)
+            assert await hook.wait_for(3, 15), [r.data["data"]["id"] for r in hook.received]
+            await asyncio.sleep(0.5)  # a second start of the floor would come with them
+    told = [(r.data["data"]["id"], r.data["data"]["phase"]) for r in hook.received]
+    assert sorted(told) == sorted([(held.decision_id, "start"), (suspended.decision_id, "notice"),
+                                   (f"end|{held.decision_id}", "end")]), told
