@@ -175,6 +175,12 @@ class _Exchange(Struct, kw_only=True):
     user_agent: str | None
 
 
+#: ``/generation`` records the gateway keeps, the latest ones (a 2,000-endpoint fleet's cycle at nine
+#: probes an endpoint is about 18,000).  Before, every record was kept for the life of the process:
+#: about 2 kB a request (tracemalloc), most of what ``canary demo`` (the gateway in its process) grew by a cycle.
+GENERATIONS_KEPT = 20_000
+
+
 class Gateway:
     """State of one simulated gateway: faults (changeable at run time), counters, generations.
 
@@ -182,10 +188,14 @@ class Gateway:
         scenario: the fleet.
         text: sentence source.
         keepalive_s: interval of keep-alive comments while a provider thinks.
+        generations_kept: the latest ``/generation`` records kept; an older id is 404,
+            as a record the real gateway no longer has.
     """
 
-    def __init__(self, scenario: Scenario, text: TextSource, keepalive_s: float) -> None:
+    def __init__(self, scenario: Scenario, text: TextSource, keepalive_s: float,
+                 generations_kept: int = GENERATIONS_KEPT) -> None:
         self.scenario = scenario
+        self.generations_kept = max(1, generations_kept)
         self.text = text
         self.keepalive_s = keepalive_s
         self.faults: dict[tuple[str, str], list[Any]] = {
@@ -505,6 +515,8 @@ class Gateway:
                 provider_name=a.served.provider_name, status=a.status, latency=round(latency * 1000.0, 1),
                 id=f"chatcmpl-{hashlib.sha1((ex.gen_id + a.served.tag).encode()).hexdigest()[:24]}",
                 endpoint_id=_endpoint_id(ex.model.id, a.served.tag), model_permaslug=ex.model.id))
+        while len(self.generations) >= self.generations_kept:  # the oldest first: a dict keeps insertion order
+            del self.generations[next(iter(self.generations))]
         self.generations[ex.gen_id] = (now + self.scenario.generation_delay_s, Generation(
             id=ex.gen_id, upstream_id=responses[-1].id, request_id=f"req-{ex.created}-{ex.gen_id[-8:]}",
             created_at=datetime.fromtimestamp(ex.created, timezone.utc).isoformat(timespec="milliseconds")
@@ -936,6 +948,7 @@ def create_app(
     *,
     sentences_dir: str | Path | None = None,
     keepalive_s: float | None = None,
+    generations_kept: int = GENERATIONS_KEPT,
 ) -> Starlette:
     """Build the simulated OpenRouter gateway as an ASGI app.
 
@@ -945,13 +958,14 @@ def create_app(
             healthy replies (read by path, never copied).
         keepalive_s: interval of ``: OPENROUTER PROCESSING`` comments in
             seconds; default the scenario's ``keepalive_s`` (0.2 s).
+        generations_kept: the latest ``/generation`` records kept (:data:`GENERATIONS_KEPT`).
 
     Returns:
         A Starlette app; its :class:`Gateway` is ``app.state.gateway``.  Routes
         live under ``/api/v1`` (OpenRouter) and ``/_sim`` (test hooks).
     """
     gateway = Gateway(scenario, TextSource(sentences_dir),
-                      keepalive_s if keepalive_s is not None else scenario.keepalive_s)
+                      keepalive_s if keepalive_s is not None else scenario.keepalive_s, generations_kept)
 
     def guarded(handler, *, chat: bool = False):
         async def answer(request: Request) -> Response:

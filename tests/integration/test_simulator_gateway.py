@@ -598,6 +598,18 @@ async def test_generation_record_appears_after_the_scenario_delay() -> None:
         assert (await s.client.get("/generation", params={"id": gen_id})).status_code == 200
 
 
+async def test_the_gateway_keeps_only_the_latest_generation_records() -> None:
+    """Five requests with three records kept: the two oldest ids are 404, the three latest found.
+
+    The soak found it (benchmarks/soak.py): every record was kept for the life of the gateway,
+    about 2 kB a request, and ``canary demo`` (the gateway in its process) grew by it every cycle.
+    """
+    async with running(generations_kept=3) as s:
+        ids = [(await ask(s, "echo", tag="alpha/fp8")).headers["x-generation-id"] for _ in range(5)]
+        found = [(await s.client.get("/generation", params={"id": i})).status_code for i in ids]
+    assert found == [404, 404, 200, 200, 200]
+
+
 # --- test hooks and determinism -----------------------------------------------------
 
 
