@@ -202,9 +202,11 @@ class Settings(Struct, kw_only=True):
             automatic cut starts in observe (docs/concepts/probes.md, the tool-call contract).  Drop a
             kind from it once its calls have been scored.
         log_max_age_s, log_max_bytes: how long and how much the event log
-            (``CANARY_LOG``) keeps; past either the oldest messages go (35 days;
-            24 GiB holds 35 days of a 2,000-endpoint fleet at the bytes per
-            result ``benchmarks/log_storage.py`` measures, with room).
+            (``CANARY_LOG``) keeps; past either the oldest messages go (35 days,
+            24 GiB).  JetStream counts the byte limit in uncompressed bytes, also
+            with S2: about 3.4 kB of messages a probe result (``benchmarks/soak.py``),
+            so 24 GiB holds about 9 days of a 2,000-endpoint fleet, and 35 days
+            need about 100 GiB (about 20 GB on disk with S2; benchmarks/README.md).
         deadletter_max_bytes, tasks_max_bytes: byte bounds of the dead
             letters and of the probe-task work queue.
         stream_compression: ``s2`` (JetStream file-store compression of the
