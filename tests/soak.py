@@ -438,12 +438,16 @@ class Figures:
     replay_events: int
     replay_problems: list[str]
     details: list[str] = field(default_factory=list)
+    slopes: dict[str, float] = field(default_factory=dict)  # service -> RSS MB per 100 cycles of its process
 
     def lines(self) -> list[str]:
         out = [f"== cycle {self.cycle} ({self.wall_s:.0f} s) =="]
         out.append("  service      RSS MB  fds  since cycle")
         for name, (rss, fds, since) in self.services.items():
             out.append(f"  {name:<11} {rss:7.1f} {fds:4d}  {since}")
+        if self.slopes:
+            out.append("  RSS growth of each process since its 20th cycle, MB per 100 cycles: "
+                       + ", ".join(f"{k} {v:+.2f}" for k, v in self.slopes.items()))
         out.append("  servers: " + ", ".join(f"{k} {v:.1f} MB" for k, v in self.servers.items()))
         out.append(f"  redis: used_memory {self.redis_mb:.2f} MB; keys by prefix: "
                    + ", ".join(f"{k} {v}" for k, v in sorted(self.redis_keys.items())))
@@ -501,6 +505,7 @@ class Soak:
         self.gateway_port = free_port()
         self.restore: dict[int, list[Callable[[], Any]]] = defaultdict(list)
         self.background: set[asyncio.Task] = set()
+        self.rss_samples: dict[str, list[tuple[int, int, int, float]]] = defaultdict(list)
 
     # servers -------------------------------------------------------------------------------------
 
@@ -616,12 +621,40 @@ class Soak:
                 await self._safely(str(fault), lambda f=fault, c=n: self._apply(f, c))
             await asyncio.sleep(max(0.0, begin + self.cycle_s - time.time()))
             await self._read_log()
+            self._sample(n)
             if n % self.report_every == 0 and n < self.cycles:
                 await self._report(n, started)
         for _ in range(self.settle_cycles):  # settle: the last cycles close, their notices are sent
             await asyncio.sleep(self.cycle_s)
         await self._read_log()
         await self._report(self.cycles, started, final=True)
+
+    def _sample(self, cycle: int) -> None:
+        """Every service's RSS this cycle, under its current process (a restart starts a new series)."""
+        for name, p in self.procs.items():
+            pid = p.proc.pid if p.proc else 0
+            if pid:
+                self.rss_samples[name].append((cycle, pid, p.started_cycle, proc_rss_mb(pid)))
+
+    def slopes(self, settle: int = 20, least: int = 50) -> dict[str, float]:
+        """Per service, the RSS slope (MB per 100 cycles, least squares) of its current process.
+
+        Only cycles from the ``settle``-th of the process's life count, and only a process that
+        has run ``least`` cycles past that is measured: a restart starts a new series.
+        """
+        out: dict[str, float] = {}
+        for name, samples in self.rss_samples.items():
+            if not samples:
+                continue
+            pid, started = samples[-1][1], samples[-1][2]
+            xs = [(c, r) for c, p, _, r in samples if p == pid and c >= started + settle]
+            if len(xs) < 2 or xs[-1][0] - xs[0][0] < least:
+                continue
+            mx = sum(c for c, _ in xs) / len(xs)
+            my = sum(r for _, r in xs) / len(xs)
+            var = sum((c - mx) ** 2 for c, _ in xs)
+            out[name] = round(100 * sum((c - mx) * (r - my) for c, r in xs) / var, 2) if var else 0.0
+        return out
 
     async def _safely(self, what: str, action: Callable[[], Any]) -> None:
         try:
@@ -801,7 +834,7 @@ class Soak:
                        redis_mb=redis_mb, redis_keys=dict(keys), streams=stream_figures, kv_history=kv_history,
                        book=book, accounting=self.books.accounting(settle_s=self.cycle_s * 3),
                        replay_events=replay_events, replay_problems=problems,
-                       details=self.books.details(settle_s=self.cycle_s * 3))
+                       details=self.books.details(settle_s=self.cycle_s * 3), slopes=self.slopes())
 
     def _goals(self) -> None:
         """The issue's goals, checked on the reports; each miss is a line of ``result.failures``."""
@@ -830,5 +863,13 @@ class Soak:
             if base.redis_mb and last.redis_mb > base.redis_mb * 1.05:
                 fails.append(f"Redis memory grew {base.redis_mb:.2f} -> {last.redis_mb:.2f} MB from cycle "
                              f"{base.cycle}")
+        # a process killed by a fault restarts its series: its slope, carried over the run's length past
+        # the warm-up, stands for the growth of a process that would have run all along
+        span = self.cycles - self.warmup
+        for name, slope in (last.slopes if span > 0 else {}).items():
+            rss = last.services[name][0]
+            if rss and slope * span / 100 > 0.05 * rss:
+                fails.append(f"{name} RSS grows {slope:+.2f} MB per 100 cycles: {slope * span / 100:+.1f} MB over "
+                             f"the {span} cycles after warm-up, over 5 % of {rss:.1f} MB")
         self.say("goals: " + ("all met" if not fails else "MISSED: " + "; ".join(fails)))
         self.say(f"seed {self.seed}: rerun with the same seed to replay the same faults")
