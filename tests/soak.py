@@ -57,6 +57,7 @@ from reverie_canary.shared.contract.events import (
 from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import DAY_S, Settings
+from reverie_canary.simulator import SIMULATED_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "benchmarks" / "soak_fleet.toml"
@@ -76,6 +77,12 @@ HOSTILE: tuple[dict[str, Any], ...] = (
     {"kind": "huge_reply", "megabytes": 20.0, "piece_kb": 64},
     {"kind": "huge_reply", "megabytes": 20.0, "piece_kb": 64, "body": True},
 )
+#: The live traffic the harness counts as a chat backend's client would (per cycle, per provider): the four
+#: healthy hosts pass, three defect providers fail a third of their replies with their defect's reason (live
+#: counts that stand out get a pinned confirmation probe: three keep that extra work small).
+LIVE_REPLIES = 12
+LIVE_REASONS: dict[str, str] = {"lambda/fp8": "ttft_exceeded", "brightwave/fp8": "leading_junk",
+                                "echoloop/fp8": "repetition"}
 #: Subject families a service reads (a consumer's filter or a subscription): junk goes to each.
 JUNK_FAMILIES: tuple[str, ...] = ("tasks", "results", "discovery", "ops", "routing", "decisions", "verdicts",
                                   "answers", "cycles", "retest", "served", "live", "notices")
@@ -160,7 +167,7 @@ def soak_settings(*, nats_url: str, redis_url: str, gateway_url: str, namespace:
     scale = cycle_s / REAL_CYCLE_S
     return Settings.load(
         env={}, nats_url=nats_url, redis_url=redis_url, namespace=namespace, models=[model],
-        openrouter_base_url=gateway_url, openrouter_api_key="", cycle_interval_s=cycle_s,
+        openrouter_base_url=gateway_url, openrouter_api_key=SIMULATED_KEY, cycle_interval_s=cycle_s,
         probe_window_s=cycle_s * 0.8, ttft_threshold_s=1.0, request_timeout_s=cycle_s * 0.65,
         ladder_s=[x * DAY_S * scale for x in (1, 3, 7)], ladder_reset_s=14 * DAY_S * scale, mode="enforce",
         controls={"refusal": "control-filter/strict"}, prober_concurrency=16, languages_per_cycle=1,
@@ -506,6 +513,7 @@ class Soak:
         self.restore: dict[int, list[Callable[[], Any]]] = defaultdict(list)
         self.background: set[asyncio.Task] = set()
         self.rss_samples: dict[str, list[tuple[int, int, int, float]]] = defaultdict(list)
+        self.live: Any = None
 
     # servers -------------------------------------------------------------------------------------
 
@@ -620,6 +628,7 @@ class Soak:
                 self.result.applied.append(str(fault))
                 await self._safely(str(fault), lambda f=fault, c=n: self._apply(f, c))
             await asyncio.sleep(max(0.0, begin + self.cycle_s - time.time()))
+            await self._live(n)
             await self._read_log()
             self._sample(n)
             if n % self.report_every == 0 and n < self.cycles:
@@ -628,6 +637,26 @@ class Soak:
             await asyncio.sleep(self.cycle_s)
         await self._read_log()
         await self._report(self.cycles, started, final=True)
+
+    async def _live(self, cycle: int) -> None:
+        """Count a cycle of simulated chat traffic and publish it as the chat backend's client does.
+
+        The client's own recorder (:class:`reverie_canary.client.served.LiveRecorder`) publishes
+        ``LiveCounts`` on ``canary.live.<model>``, counts only; a publication that fails (NATS
+        restarting) is dropped and counted in the next one, as in a backend.
+        """
+        from reverie_canary.client.served import LiveRecorder
+
+        if self.live is None:
+            self.live = LiveRecorder(self.model, source="soak")
+        rng = random.Random(f"{self.seed}-live-{cycle}")
+        for tag in (*HEALTHY, *LIVE_REASONS):
+            for _ in range(LIVE_REPLIES):
+                reason = LIVE_REASONS.get(tag, "") if rng.random() < 1 / 3 else ""
+                self.live.record(tag, reason)
+        if cycle % max(1, math.ceil(10.0 / self.cycle_s)) == 0:  # the client publishes every 10 s at most
+            with contextlib.suppress(Exception):
+                await self.live.publish(self.nc, timeout_s=2.0)
 
     def _sample(self, cycle: int) -> None:
         """Every service's RSS this cycle, under its current process (a restart starts a new series)."""

@@ -44,6 +44,7 @@ async def test_a_short_soak_with_faults_loses_and_doubles_nothing_and_replays_to
     [last] = result.reports
     acc = last.accounting
     assert acc["cycles_closed"] >= 5 and acc["results_planned"] > 400, acc
+    assert acc["decisions"] >= 3, acc  # the canary saw the defects (a blind one decides nothing but blindness)
     assert acc["results_lost"] == 0 and acc["results_doubled"] == 0, (acc, last.details)
     # a NATS restart or a prober's restart takes real seconds, most of a 4 s cycle on a loaded machine: a task
     # may expire unprobed; its verdict then names it missing (results_missing), which is no loss
