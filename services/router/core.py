@@ -1064,6 +1064,19 @@ def _version(snapshot: IgnoreSnapshot, now: datetime) -> SnapshotVersion:
 # -- folding the log again (rebuild, replay) ------------------------------------------------
 
 
+def lean(event: Any) -> Any:
+    """``event`` as the router's fold needs it: a listing keeps only its positive controls' planned probes.
+
+    The router reads a listing's endpoints, controls and the control probes among
+    ``planned`` (:func:`decide`); every other planned probe is a cycle's task list,
+    which a month of listings makes gigabytes.  A rebuild or a replay folds lean
+    events to the same state as the full ones.
+    """
+    if isinstance(event, EndpointsDiscovered) and event.planned:
+        return msgspec.structs.replace(event, planned=[p for p in event.planned if p.control])
+    return event
+
+
 def refold(events: Iterable[Any], policy: RouterPolicy, now: datetime, *, exclusions: list[Exclusion] | None = None,
            exclusions_digest: str = "") -> RouterState:
     """The router's state from its inputs on the log, as of ``now`` (UTC).

@@ -48,6 +48,7 @@ from reverie_canary.services.router.core import (
     Tick,
     decide,
     entries_digest,
+    lean,
     next_change,
     refold,
     watched_and_known,
@@ -283,11 +284,14 @@ class Router:
 
     async def rebuild(self, until_seq: int) -> RouterRecord:
         """Fold the log up to ``until_seq`` into a new record, save it, and return it (its outbox not yet carried out)."""
-        logged = await eventlog.read_log(self.js, prefixes=REBUILD_PREFIXES, until_seq=until_seq)
+        # streamed and lean: every listing's task list held at once is what made a rebuild's memory grow
+        # with the log (a month of a 2,000-endpoint fleet's listings is gigabytes); the fold needs its controls
+        events: list[Any] = []
+        await eventlog.scan_log(self.js, lambda item: events.append(lean(item.event)), prefixes=REBUILD_PREFIXES,
+                                until_seq=until_seq)
         file = self.start_file or self.exclusions.read("start")
         now = clock.now()
-        state = refold([item.event for item in logged], self.policy, now, exclusions=file.exclusions or [],
-                       exclusions_digest=file.digest)
+        state = refold(events, self.policy, now, exclusions=file.exclusions or [], exclusions_digest=file.digest)
         kv = await self.sink.versions(watched_and_known(state, self.policy))
         state, effects = decide(state, KvSeen(versions=kv, new_epoch=new_epoch(now)), now, self.policy)
         record = RouterRecord(state=state, position=until_seq, revision=1,

@@ -561,3 +561,23 @@ def test_an_override_without_an_expiry_ends_365_days_after_its_command():
     assert [r.until for r in entry.reasons] == [at(1) + timedelta(days=365)]
     state, effects = decide(state, Tick(), at(1) + timedelta(days=365, seconds=1), POLICY)
     assert state.overrides == {} and snapshots(effects)[-1].ignore == []
+
+
+def test_a_lean_listing_keeps_only_the_control_probes_and_folds_to_the_same_state():
+    """lean() drops a listing's task list but its control probes; refold of lean events equals refold of full ones.
+
+    The soak found it (benchmarks/soak.py): a router rebuild held every listing of the log with its
+    task list at once, so its memory grew with the log (a month at 2,000 endpoints is gigabytes).
+    """
+    from reverie_canary.services.router.core import lean, refold
+
+    full = listed("a/fp8", "b/fp8", "c/fp8", control="ctl/strict")
+    full = msgspec.structs.replace(full, planned=[
+        *full.planned, *(PlannedProbe(task_id=f"t{i}", provider="a/fp8", kind="ttft") for i in range(50))])
+    small = lean(full)
+    assert [p.task_id for p in small.planned] == ["ctl"]
+    assert msgspec.structs.replace(small, planned=full.planned) == full
+    assert lean(suspend("a/fp8")) == suspend("a/fp8")
+    events = [full, suspend("a/fp8", minute=1), listed("a/fp8", "b/fp8", "c/fp8", minute=31)]
+    now = at(60)
+    assert refold([lean(e) for e in events], POLICY, now) == refold(events, POLICY, now)
