@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import OrderedDict, deque
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -59,7 +61,7 @@ from reverie_canary.shared.contract import codec, ids, inputs, subjects
 from reverie_canary.shared.contract.bounds import fit
 from reverie_canary.shared.contract.commands import ReloadExclusions
 from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
-from reverie_canary.shared.contract.events import CommandApplied, CommandRefused
+from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL, CommandApplied, CommandRefused, Decision
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
 from reverie_canary.shared.runtime.aio import wait_event
@@ -78,6 +80,12 @@ REBUILD_PREFIXES = (*inputs.prefixes("router"), subjects.answer("router", "x").r
 MERGE_AT_LEAST_S = 30.0
 #: Expiry passes run this long after the expiry itself, so that the merge sees it expired (seconds).
 EXPIRY_GRACE_S = 0.005
+
+
+#: Trace contexts kept per model for a close's version not made yet: as many as a close can number.
+HELD_TRACES_PER_MODEL = 4 * MAX_ENDPOINTS_PER_MODEL + 1
+#: Models whose held trace contexts are kept at once (the oldest model's are dropped first).
+HELD_TRACES_MODELS = 256
 
 
 #: JetStream's error codes of a write whose expected last sequence is not the subject's
@@ -171,12 +179,14 @@ class SnapshotSink:
                                                              quantizations=snapshot.quantizations))
         return out
 
-    async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False) -> bool:
+    async def write(self, snapshot: IgnoreSnapshot, *, check: bool = False, links: Sequence[Any] = ()) -> bool:
         """Write ``snapshot`` unless the bucket has it (or a newer one), then publish it.
 
         Args:
             check: read the bucket first instead of trusting the remembered
                 revision (a repair after a crash or a redelivery).
+            links: trace contexts of the other inputs the version holds (the earlier
+                decisions of one close): the snapshot's span is linked to each.
 
         Returns:
             ``True`` when it was written now, ``False`` when the bucket had it already.
@@ -190,7 +200,7 @@ class SnapshotSink:
             current, revision = await self.current(model)
             if current is not None and current.version >= snapshot.version:
                 if current.version == snapshot.version:
-                    await self.announce(current)  # a crash may have come between the write and the publish
+                    await self.announce(current, links=links)  # a crash may have come between the write and the publish
                 return False
             known = (current.version if current is not None else 0, revision)
         snapshot = fit(snapshot)  # the bucket holds what the subject carries: one message under the wire bound
@@ -207,21 +217,23 @@ class SnapshotSink:
                 raise Transient(f"kv write for {model} failed: {exc!r}") from exc
             if check:
                 raise Transient(f"snapshot of {model} changed underneath: {exc}") from exc
-            return await self.write(snapshot, check=True)
+            return await self.write(snapshot, check=True, links=links)
         self.revisions[model] = (snapshot.version, revision)
         self.latest[model] = snapshot
         metrics.of("router").inc("snapshots_published", model=model)
-        await self.announce(snapshot)
+        await self.announce(snapshot, links=links)
         return True
 
-    async def announce(self, snapshot: IgnoreSnapshot) -> None:
+    async def announce(self, snapshot: IgnoreSnapshot, *, links: Sequence[Any] = ()) -> None:
         """Publish ``snapshot`` on ``canary.routing.<model>`` (deduplicated by its version's id).
 
-        In a span of its own, child of the message that made it (a decision, an override: shared/runtime/tracing.py).
+        In a span of its own, child of the message that made it (a decision, an override, the timer:
+        shared/runtime/tracing.py) and linked to ``links``, the earlier decisions of the same close
+        that the version also holds: each of their traces reaches the snapshot.
         """
-        with tracing.span("router snapshot", attributes={"canary.model": snapshot.model,
-                                                          "canary.version": snapshot.version,
-                                                          "canary.ignored": len(snapshot.entries)}):
+        with tracing.span("router snapshot", links=links,
+                          attributes={"canary.model": snapshot.model, "canary.version": snapshot.version,
+                                      "canary.ignored": len(snapshot.entries)}):
             await self.publisher.publish(snapshot, subjects.routing(snapshot.model),
                                          ids.snapshot_id(snapshot.model, snapshot.version), LOG)
 
@@ -254,6 +266,9 @@ class Router:
         self.lock = asyncio.Lock()
         self.wake = asyncio.Event()
         self.start_file: ExclusionsRead | None = None
+        #: model -> trace contexts of the routing decisions of a close whose version is not made yet
+        #: (memory only, as the judge's result contexts: after a restart the version is linked to none)
+        self.held_traces: OrderedDict[str, deque[Any]] = OrderedDict()
 
     # -- the record -------------------------------------------------------------------
 
@@ -344,9 +359,29 @@ class Router:
                 previous_confirmed = self.confirmed == record.revision
                 self.record = new
                 self._log_notes(effects)
+                self._hold_trace(event, outbound)
                 await self._carry_out(new, outbound, repair=False, all_done=previous_confirmed or position is not None)
                 self.wake.set()
                 return
+
+    def _hold_trace(self, event: Any, outbound: list[Outbound]) -> None:
+        """Keep the current span's context when ``event`` is a decision whose close's version comes later.
+
+        A close's routing decisions make one version after the last of them
+        (``Decision.routing_follows``); the snapshot's span is the child of the input that makes
+        it and is linked to the contexts kept here, so that no decision's trace stops at the router.
+        """
+        if not isinstance(event, Decision) or event.routing_follows == 0 or not tracing.enabled():
+            return
+        if any(isinstance(e, SnapshotMade) and e.snapshot.model == event.model for e in outbound):
+            return
+        held = self.held_traces.get(event.model)
+        if held is None:
+            held = self.held_traces[event.model] = deque(maxlen=HELD_TRACES_PER_MODEL)
+        self.held_traces.move_to_end(event.model)
+        held.append(tracing.current())
+        while len(self.held_traces) > HELD_TRACES_MODELS:
+            self.held_traces.popitem(last=False)
 
     def _carried(self, record: RouterRecord, outbound: list[Outbound]) -> list[Outbound]:
         """The outbox of an input without a position: the last input's answers, its snapshots not yet
@@ -365,7 +400,10 @@ class Router:
                     last = record.state.published.get(snapshot.model)
                     if repair and last is not None and last.version > snapshot.version:
                         continue  # superseded by a later version
-                    if await self.sink.write(snapshot, check=repair):
+                    written = await self.sink.write(snapshot, check=repair,
+                                                    links=tuple(self.held_traces.get(snapshot.model, ())))
+                    self.held_traces.pop(snapshot.model, None)  # the version holds them: linked once
+                    if written:
                         self.log.info("snapshot_published", model=snapshot.model, version=snapshot.version,
                                       ignore=snapshot.ignore_at(snapshot.at),
                                       **({"quantizations": snapshot.quantizations} if snapshot.quantizations else {}))

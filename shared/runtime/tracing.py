@@ -11,7 +11,9 @@ parent is the context its headers carry:
           └─ judge decision     (a decision's parent is the span of the first result of its
              │                   evidence, linked to the others': a decision rests on several)
              └─ router Decision
-                └─ router snapshot (the IgnoreSnapshot it made: version, model)
+                └─ router snapshot (the IgnoreSnapshot it made: version, model; one version holds
+                                    all the routing decisions of one close: it is the child of
+                                    the last one's span, linked to the others')
 
 ``CANARY_TRACES=otlp`` exports the spans with OTLP over HTTP (the standard
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and headers variables;

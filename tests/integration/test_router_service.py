@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import nats
 import pytest
@@ -14,7 +14,8 @@ from reverie_canary.services.router.store import RedisRouterStore
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride, RemoveOverride
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import CommandApplied
+from reverie_canary.shared.contract.events import CommandApplied, Decision
+from reverie_canary.shared.runtime import tracing
 from reverie_canary.shared.runtime.broker import Delivery, Publisher, make_broker
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
@@ -93,6 +94,61 @@ async def test_an_override_removed_before_a_crash_is_answered_applied_on_redeliv
         entry = await kv.get(subjects.kv_key(MODEL))
         assert codec.SNAPSHOT.decode(entry.value).version == answer.snapshots[0].version
     finally:
+        await client.aclose()
+        await nc.close()
+        await broker.stop()
+
+
+async def test_one_version_of_a_close_is_linked_to_the_trace_of_each_of_its_decisions(infra):
+    """Two suspensions of one close (routing_follows 1, 0) make one version; its snapshot span is the child
+    of the last decision's span and linked to the first's, so neither decision's trace stops at the router.
+
+    The fault it guards: the first decision's trace ended at the router, and a trace of its probe
+    never reached the snapshot that put its suspension into routing."""
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings = Settings.load(env={}, nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
+                             models=[MODEL])
+    await ensure_streams(settings)
+    broker = make_broker(settings, "router")
+    await broker.connect()
+    kv = await broker.key_value(ROUTING_BUCKET, declare=False)
+    nc = await nats.connect(infra.nats_url)
+    client = aioredis.from_url(infra.redis_url)
+    publisher = Publisher(broker, "router")
+    now = datetime.now(timezone.utc)
+    close = [Decision(at=now, decision_id=f"d-{p}", model=MODEL, provider=p, action="suspend",
+                      until=now + timedelta(hours=1), reason="failed_cycles", routing_follows=follows)
+             for p, follows in (("baseten/fp8", 1), ("lambda/fp8", 0))]
+    tracing.use_provider(provider)
+    try:
+        router = Router(settings, RedisRouterStore(client, settings.namespace), SnapshotSink(kv, publisher),
+                        publisher, ExclusionsFile(""), js=nc.jetstream())
+        await router.start()
+        exporter.clear()  # the start's own versions
+        handled = []
+        for seq, decision in enumerate(close, start=1):
+            with tracing.span("router Decision", root=True, attributes={"canary.provider": decision.provider}) as s:
+                await router.apply(decision, Delivery(subject=subjects.decision(MODEL, decision.provider), stream_seq=seq,
+                                                      deliveries=1, headers={}))
+            handled.append(s)
+        [snapshot] = [s for s in exporter.get_finished_spans() if s.name == "router snapshot"]
+        first, last = handled
+        assert snapshot.parent.span_id == last.get_span_context().span_id
+        assert [link.context.span_id for link in snapshot.links] == [first.get_span_context().span_id]
+        assert snapshot.context.trace_id == last.get_span_context().trace_id != first.get_span_context().trace_id
+        entry = codec.SNAPSHOT.decode((await kv.get(subjects.kv_key(MODEL))).value)
+        assert snapshot.attributes["canary.version"] == entry.version
+        assert sorted(e.provider for e in entry.entries) == ["baseten/fp8", "lambda/fp8"]
+        assert router.held_traces == {}  # linked once: the next version links nothing of this close
+    finally:
+        tracing.use_provider(None)
+        provider.shutdown()
         await client.aclose()
         await nc.close()
         await broker.stop()

@@ -38,34 +38,55 @@ def spans():
 
 
 def _suspend_snapshot_span(exporter):
-    """The router's snapshot span made by the broken provider's suspension, once it is exported."""
+    """The router's snapshot span holding the broken provider's suspension, and that decision's router span.
+
+    The snapshot is the child of the router span of the decision that made the version, and linked
+    to the router spans of the earlier routing decisions of the same close (one version per close:
+    ``Decision.routing_follows``); the broken provider's decision may be either.
+    """
     finished = exporter.get_finished_spans()
     by_id = {s.context.span_id: s for s in finished}
+
+    def suspends_broken(span_id):
+        handled = by_id.get(span_id)
+        return handled is not None and handled.name == "router Decision" \
+            and handled.attributes.get("canary.provider") == BROKEN \
+            and handled.attributes.get("canary.action") == "suspend"
+
     for s in finished:
-        if s.name != "router snapshot" or s.parent is None:
+        if s.name != "router snapshot":
             continue
-        handled = by_id.get(s.parent.span_id)
-        if handled is not None and handled.name == "router Decision" \
-                and handled.attributes.get("canary.provider") == BROKEN \
-                and handled.attributes.get("canary.action") == "suspend":
-            return s
+        for ctx in [*([s.parent] if s.parent is not None else []), *(link.context for link in s.links)]:
+            if suspends_broken(ctx.span_id):
+                return s, by_id[ctx.span_id]
     return None
 
 
 async def test_one_probe_is_one_trace_from_discovery_to_the_routers_snapshot(tmp_path, spans):
-    """task -> probe -> result -> decision -> router -> snapshot: one trace id, each span the child of the one before."""
+    """task -> probe -> result -> decision -> router: one trace id, each span the child of the one before;
+    the router's snapshot holding the suspension is that router span's child or, when a later decision
+    of the same close made the version, linked to it."""
     async with pipeline(workdir=tmp_path, scenario="default") as p:
-        snapshot_span = await until(lambda: _suspend_snapshot_span(spans), timeout_s=90,
-                                    what="the router's snapshot span of the broken provider's suspension")
+        snapshot_span, router_span = await until(
+            lambda: _suspend_snapshot_span(spans), timeout_s=90,
+            what="the router's snapshot span of the broken provider's suspension")
         decisions = [d for d in p.observer.decisions if d.provider == BROKEN and d.action == "suspend"]
     by_id = {s.context.span_id: s for s in spans.get_finished_spans()}
-    chain = [snapshot_span]
+    chain = [router_span]
     while chain[-1].parent is not None:
         chain.append(by_id[chain[-1].parent.span_id])
-    assert [s.name for s in chain] == ["router snapshot", "router Decision", "judge decision", "judge ProbeResult",
+    assert [s.name for s in chain] == ["router Decision", "judge decision", "judge ProbeResult",
                                        "prober ProbeTask", "discovery task"]
     assert len({s.context.trace_id for s in chain}) == 1
-    router, decision, result, probe, task = chain[1:]
+    router, decision, result, probe, task = chain
+    # the snapshot: in this trace, or in the trace of the close's last decision and linked to this one
+    assert snapshot_span.parent is not None  # the close's last decision arrived: it made the version
+    made_it = by_id[snapshot_span.parent.span_id]
+    assert made_it.name == "router Decision"
+    assert made_it.attributes["canary.model"] == router.attributes["canary.model"]
+    if made_it is not router:
+        assert router.context.span_id in {link.context.span_id for link in snapshot_span.links}
+        assert made_it.end_time >= router.end_time
     # the same probe all along, and one the decision rests on
     task_id = task.attributes["canary.task_id"]
     assert probe.attributes["canary.task_id"] == result.attributes["canary.task_id"] == task_id
