@@ -221,7 +221,8 @@ async def main(argv: list[str] | None = None) -> int:
         except ModuleNotFoundError:
             print("NATS_URL is not set, and the demo system needs the main distribution (only the client is "
                   "installed): set NATS_URL (and NATS_USER, NATS_PASSWORD) to a NATS that runs the canary, or "
-                  "`pip install reverie-canary` for the in-process demo", file=sys.stderr, flush=True)
+                  "install the main distribution from the checkout (`pip install -e .` at its root) for the "
+                  "in-process demo", file=sys.stderr, flush=True)
             return 2
         print("NATS_URL is not set: starting canary demo's system here (embedded NATS and Redis, simulated "
               "gateway, five services; a cycle every 4 s) ...", flush=True)
