@@ -930,9 +930,17 @@ def _set_floor(state: RouterState, cmd: SetQuantizationFloor, now: datetime, pol
     elif model not in state.floors:
         return _Refusal(code="no_such_floor", reason=f"no quantization floor on {model} to clear")
     _put_floor(state, cmd, deny)
-    detail, warnings = plan_text(model, model_quant_plan(state, model, now, policy))
+    plan = model_quant_plan(state, model, now, policy)
+    detail, warnings = plan_text(model, plan)
     if deny:
-        detail = f"denies {', '.join(deny)}; {detail}"
+        # read back from what is in force, not from the request: the capacity floor may take some back
+        if plan.dropped:
+            detail = f"asked to deny {', '.join(deny)}: NOT in force (the capacity floor); {detail}"
+        elif plan.relaxed:
+            detail = (f"asked to deny {', '.join(deny)}: in force with {', '.join(plan.relaxed)} allowed back by the "
+                      f"capacity floor; {detail}")
+        else:
+            detail = f"denies {', '.join(deny)}; {detail}"
     return _Applied(models=[model], detail=detail, warnings=warnings)
 
 

@@ -248,3 +248,15 @@ def test_a_rebuild_from_the_log_keeps_the_floor_and_follows_its_answer():
     assert diff_layers(rebuilt, live, at(5)) == []
     (line,) = diff_layers(initial(), live, at(5))
     assert line.startswith(f"floor quantization {MODEL}: replay=none live={{'model'") and "'deny': ['int4', 'fp4']" in line
+
+
+def test_an_answer_says_what_the_capacity_floor_took_back_first():
+    """Deny fp8 where fp8 hosts are needed: the answer's first words say it is in force only in part."""
+    _, effects = run([listed(FLEET), floor("fp8", "bf16", "fp4", "int4")])
+    reply = answer(effects)
+    assert isinstance(reply, CommandApplied)
+    snap = last_snapshot(effects)
+    back = [q for q in ("fp8", "mxfp8", "bf16", "fp4", "mxfp4", "nvfp4", "int4") if q in snap.quantizations]
+    assert back, snap.quantizations  # the fleet cannot keep two hosts without one of them
+    assert reply.detail.startswith("asked to deny int4, fp4, fp8, bf16: in force with bf16, fp8, mxfp8 allowed back")
+    assert "allowed back by the capacity floor" in reply.detail and all(q in reply.detail for q in back)
