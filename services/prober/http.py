@@ -326,16 +326,25 @@ async def _read(response: httpx.Response, reader: ChunkReader, state: _Exchange,
 
 
 async def _read_body(response: httpx.Response, state: _Exchange, cap: int, *, cap_name: str | None) -> bytes:
-    """Read a body up to ``cap`` bytes; past it, stop and note ``cap_name`` in ``state.cut``."""
+    """Read a body up to ``cap`` bytes; past it, stop and note ``cap_name`` in ``state.cut``.
+
+    Returns:
+        The body, or its first ``cap`` bytes when ``cap_name`` is ``None`` (an error body
+        kept as evidence).  A body cut at ``cap_name`` is returned empty: its caller cannot
+        parse it, and joining its parts would hold a second copy of ``cap`` bytes (8 MiB by
+        default) per probe in flight, as every probe a hostile gateway answers with a
+        20 MB body would.
+    """
     parts: list[bytes] = []
     size = 0
     async for data in response.aiter_bytes():
         size += len(data)
         state.wire_bytes += len(data)
         if size > cap:
-            parts.append(data[: len(data) - (size - cap)])
             if cap_name is not None:
                 state.cut = cap_name
+                return b""
+            parts.append(data[: len(data) - (size - cap)])
             break
         parts.append(data)
     return b"".join(parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tracemalloc
 
 import httpx
 import pytest
@@ -240,6 +241,28 @@ def test_an_overlong_line_is_a_transport_error():
     """One SSE line past sse_line_max_bytes (a 20 MB chunk): line_too_long, nothing of it is kept."""
     reply = live([(0.0, chunk("x" * 20_000))], limits=SMALL, split=1000)
     assert (reply.transport_error, reply.cut, reply.text) == ("line_too_long", "sse_line_max_bytes", "")
+
+
+def test_a_body_past_the_cap_is_dropped_not_copied():
+    """A 20 MB JSON body to a stream request: response_too_large, and the read makes no copy of what it read.
+
+    Each probe such a body answers holds what it read until the cap (8 MiB by default);
+    joining the parts into one more copy, only to drop it, doubled that per probe in flight
+    (the hostile fleet's prober peaked 9 MB higher with it: tests/integration/test_hostile_fleet.py).
+    The pieces exist before the count starts: what is counted is what the read allocates.
+    """
+    cap = 4 * 1024 * 1024
+    events = [(0.0, b'{"id":"gen-1","choices":[{"message":{"content":"'),
+              *[(0.0, bytes(bytearray(65536))) for _ in range(20 * 16)]]
+    tracemalloc.start()
+    try:
+        reply = live(events, content_type="application/json", limits=ReadLimits(response_max_bytes=cap))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (reply.transport_error, reply.cut, reply.text) == ("response_too_large", "response_max_bytes", "")
+    assert cap < reply.wire_bytes <= cap + 2 * 65536
+    assert peak < cap / 2, peak  # a joined copy alone would be the cap
 
 
 # -- time --------------------------------------------------------------------------------------------
