@@ -14,7 +14,7 @@ no backpressure, and libuv reads a readable socket up to 32 times per wakeup
 (256 KiB each) before the reader runs, so a gateway that floods (the hostile
 fleet's 20 MB replies, tokens forever) is buffered in bursts.  At 96 in flight
 against ``tests/hostile_fleet.py`` the prober's peak RSS was 410-417 MB on
-uvloop against under 300 MB (the prober's memory bound under a hostile gateway) on asyncio's loop.  What
+uvloop against 284-316 MB on asyncio's loop (the prober's memory bound under a hostile gateway: 340 MB).  What
 uvloop buys the prober (``benchmarks/prober_bench.py --loop asyncio,uvloop``,
 benchmarks/README.md): about 10 % less CPU per probe, no better TTFT error.
 

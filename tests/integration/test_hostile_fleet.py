@@ -27,7 +27,13 @@ CYCLES = 10
 #: A result keeps the reply as the prober assembled it for evidence bundles: at most 8,192 characters of
 #: text and 2,048 of reasoning (JSON-escaped junk up to 6 bytes each), whatever the reply's size.
 RESULT_MAX_BYTES = 64 * 1024
-RSS_MAX_MB = 300.0
+#: The prober's peak RSS (``VmHWM``, MB).  Measured (10 cycles, 96 in flight): about 221 MB once the
+#: checks are warm, 314-316 MB at the peak.  Most of the rise is non-stream bodies: a body is held whole
+#: until ``response_max_bytes`` (8 MiB), and two endpoints answer 20 MB bodies; the tool probe (four
+#: variants a task, ``call`` unstreamed) raised the cycle from 82 to 146 tasks and the bodies read at
+#: once with it, so the peak went from 284 MB to 323 MB (316 since a cut body is not joined into a
+#: second copy: services/prober/http.py).  The bound leaves about 25 MB above what was measured.
+RSS_MAX_MB = 340.0
 #: The reason that names each hostile kind (some probes of a kind may end otherwise under load:
 #: a task whose deadline came first is transport_error / task_deadline, never a quality failure).
 CAUGHT_AS = {
@@ -44,7 +50,7 @@ MAY_PASS = {"no_done"}
 
 
 async def test_a_hostile_gateway_holds_no_probe_past_its_deadline_and_no_memory(infra):
-    """10 cycles: RSS < 300 MB, every hostile provider probed each cycle, each result by its deadline, each kind caught."""
+    """10 cycles: RSS < 340 MB, every hostile provider probed each cycle, each result by its deadline, each kind caught."""
     run = await run_fleet(nats_url=infra.nats_url, redis_url=infra.redis_url, namespace=infra.namespace,
                           cycles=CYCLES, cycle_s=4.0)
     counted = set(run.cycles(CYCLES))
