@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,8 +37,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.checks_bench import EN, PT  # noqa: E402
+from benchmarks.checks_bench import _time as timed  # noqa: E402
+from benchmarks.checks_bench import _uncached as fresh  # noqa: E402
 from reverie_canary.client import IgnoreListClient, ReplyGuard  # noqa: E402
-from reverie_canary.client.checks import tokens  # noqa: E402
 from reverie_canary.client.chunks import ChunkReader  # noqa: E402
 from reverie_canary.client.guard import judge, spec_for  # noqa: E402
 
@@ -58,27 +56,6 @@ def sse(text: str, piece: int = 4, provider: str = "DeepInfra") -> list[bytes]:
                                       ensure_ascii=False).encode()
     return ([b": OPENROUTER PROCESSING"] + [line(text[i:i + piece]) for i in range(0, len(text), piece)]
             + [line(None, "stop"), b"data: [DONE]"])
-
-
-def fresh(fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` with the token scan's caches emptied first (each reply is new to a backend)."""
-    def run() -> object:
-        tokens._find_tokens.cache_clear()
-        tokens._token_view.cache_clear()
-        return fn()
-    return run
-
-
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Median and p95 in µs of ``runs`` calls after a warm-up call."""
-    fn()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t0) / 1000.0)
-    samples.sort()
-    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
 
 
 def main(argv: list[str] | None = None) -> int:
