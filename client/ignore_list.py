@@ -87,6 +87,11 @@ KV_PURGE = "PURGE"
 MARKER_REASON = "Nats-Marker-Reason"
 
 
+#: Seconds between the client's pings to NATS, and how many may go unanswered before the connection is
+#: taken for lost (``health().problem`` says so, the cache is served meanwhile).
+PING_INTERVAL_S = 5
+MAX_OUTSTANDING_PINGS = 2
+
 class IgnoreListClient:
     """Follows one model's IgnoreSnapshot and hands out the ``provider`` object.
 
@@ -423,8 +428,12 @@ class IgnoreListClient:
             try:
                 # nats-py waits reconnect_time_wait between reconnects with no jitter of its own: drawn
                 # once per client, so that the replicas of a chat backend do not reconnect in step
+                # a server that hangs (a frozen process, a black-holed link) keeps the socket open: nats-py's
+                # own pings (every 2 min) would say so minutes later, while health() showed connected and no
+                # problem; a ping every PING_INTERVAL_S, two unanswered, ends the connection within ~15 s
                 return await nats.connect(
                     self.nats_url, name=f"canary-client-{self.model}", connect_timeout=2,
+                    ping_interval=PING_INTERVAL_S, max_outstanding_pings=MAX_OUTSTANDING_PINGS,
                     max_reconnect_attempts=-1, reconnect_time_wait=random.uniform(0.5, 1.5), allow_reconnect=True,
                     disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
                     error_cb=self._error, **kwargs)

@@ -540,3 +540,34 @@ async def test_provider_never_blocks_while_the_bus_is_down(restartable):
         age = client.age_s
         await asyncio.sleep(0.3)
         assert client.age_s is not None and client.age_s >= age + 0.25  # it says how old the snapshot is
+
+
+async def test_a_client_whose_nats_hangs_says_so_within_seconds_and_recovers(restartable, tmp_path):
+    """A frozen NATS keeps the socket open: the client's pings find it out, health() says so, then recovers."""
+    import signal
+
+    from reverie_canary.client.ignore_list import MAX_OUTSTANDING_PINGS, PING_INTERVAL_S
+
+    infra = restartable
+    await ensure_streams(settings_for(infra))
+    async with running(settings_for(infra), ["router"], passwords=infra.passwords):
+        client = backend_client(infra, cache_path=tmp_path / "cache.json")
+        await client.start()
+        try:
+            assert await client.wait_ready(10)
+            await waits.until(lambda: client.health().connected and client.health().problem is None, timeout_s=10,
+                              what="a connected client without a problem")
+            infra.nats.process.send_signal(signal.SIGSTOP)
+            try:
+                bound = PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 2) + 5
+                await waits.until(lambda: client.health().problem is not None, timeout_s=bound,
+                                  what="the hung NATS said in health().problem")
+                health = client.health()
+                assert health.connected is False and "lost" in (health.problem or ""), health
+                assert client.ignore() == []  # the last good snapshot is served meanwhile
+            finally:
+                infra.nats.process.send_signal(signal.SIGCONT)
+            await waits.until(lambda: client.health().connected and client.health().problem is None, timeout_s=30,
+                              what="the client connected again without a problem")
+        finally:
+            await client.stop()
