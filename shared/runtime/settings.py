@@ -508,6 +508,7 @@ NOT_SETTINGS: dict[str, str] = {
     "CANARY_NATS_SERVER_NAME": "compose: a NATS cluster node's name (shared/nats/cluster.conf)",
     "CANARY_SCENARIO": "compose: the simulated gateway's scenario (compose.yaml)",
     "CANARY_SHARED_DIR": "tests: where shared/ is (tests/conftest.py)",
+    "CANARY_SOAK_CLOCK_OFFSET_S": "the soak: the wall-clock shift of a service that jumps a cycle (tests/soak.py)",
     "CANARY_REQUIRE_BROWSER": "tests: fail, not skip, without a browser (.ci/run)",
     "CANARY_REQUIRE_SHARED": "tests: fail, not skip, without the shared data folder (.ci/run)",
     "CANARY_REQUIRE_PROMTOOL": "tests: fail, not skip, without promtool (.ci/run)",
