@@ -14,10 +14,12 @@ after all of them, as its last reader.
 
 The demo runs as ``canary demo --probers 2`` runs it: the default fleet with its dashboard,
 the reviewed exclusions of ``config/demo-exclusions.toml`` (the refusal control is ignored by
-layer 1 from the first snapshot) and the chat traffic through the reply guard,
-two probers on one durable (``test_status`` reads how they split the cycles; the probers'
+layer 1 from the first snapshot), two probers on one durable (``test_status`` reads how they split the cycles; the probers'
 metrics are one process's, one endpoint), on the real sentences of
 ``data/lang/sentences`` of the data folder (``$CANARY_SHARED_DIR``) when they are there.
+Without the demo's chat traffic: it runs in the demo's own process, and on a busy 2-core CI
+machine its load froze a healthy provider's cycle in two clean-clone runs of the suite, which
+the readers here count exactly; ``test_live_demo`` runs the demo with its traffic.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ class SharedDemo:
         self.sentences = str(sentences_dir) if sentences_dir.is_dir() else None
         self._tmp = tempfile.TemporaryDirectory(prefix="canary-shared-demo-")
         demo = RunningDemo(Path(self._tmp.name), scenario="default", sentences=self.sentences, dashboard=True,
-                           probers=2, **as_the_demo())
+                           probers=2, **{**as_the_demo(), "traffic_rpm": 0.0})
         self.demo = demo
         return demo.start()
 

@@ -71,12 +71,14 @@ async def test_every_defect_fails_its_kind_and_no_healthy_provider_fails_anythin
     # the gateway in a process of its own, as the real one is remote: on the prober's loop its replies
     # waited behind the checks' threads (the GIL), and a healthy host missed the 1 s bar on a busy machine
     async with simulator_process("full") as url:
-        # no endpoint of the fleet hangs until the request timeout (the slow ones answer after the 1 s bar), so a
+        # the bar at 1.5 s: the slow defects answer after 2.0 and 2.2 s, healthy hosts within 0.15 s, and a clean
+        # clone's CI at 1 s still saw one healthy ttft probe of 20 without headers in time (headers_timeout).
+        # No endpoint of the fleet hangs until the request timeout (the slow ones answer after the bar), so a
         # wide timeout costs nothing on a quiet machine and keeps a starved one (2 cores shared with other work,
         # the simulator on the same loop) from turning a slow answer into a transport_error (seen: mirage/fp8,
         # deepthink/fp8 headers_timeout at 6 s)
         settings = Settings.load(env={}, openrouter_base_url=url, openrouter_api_key=SIMULATED_KEY,
-                                 ttft_threshold_s=1.0, request_timeout_s=30.0)
+                                 ttft_threshold_s=1.5, request_timeout_s=30.0)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model) if e.provider not in TOOL_HOSTS}
             prober = Prober(settings, client)
@@ -150,7 +152,7 @@ async def test_every_tool_variant_passes_on_healthy_hosts_and_each_tool_fault_fa
     # the gateway in a process of its own, as the real one is remote: on the prober's loop its replies
     # waited behind the checks' threads (the GIL), and a healthy host missed the 1 s bar on a busy machine
     async with simulator_process("full") as url:
-        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.0, request_timeout_s=30.0,
+        settings = Settings.load(env={}, openrouter_base_url=url, ttft_threshold_s=1.5, request_timeout_s=30.0,
                                  openrouter_api_key=SIMULATED_KEY)
         async with make_client(settings) as client:
             endpoints = {e.provider: e for e in await list_endpoints(client, model)}
