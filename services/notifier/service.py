@@ -196,9 +196,8 @@ class Notifier:
         record = await self.book.load()
         if record.revision == 0 and self.rebuild is not None and seq is not None and seq > 1:
             state = await self.rebuild(seq - 1)
-            if state != type(state)():  # a new deployment's first fold has earlier messages of others only
-                self.log.warning("book_rebuilt_from_log", position=seq - 1, held=len(state.held),
-                                 reason="no book in Redis, but the log was already consumed")
+            self.log.warning("book_rebuilt_from_log", position=seq - 1, held=len(state.held),
+                             reason="no book in Redis, but the log was already consumed")
             record = BookRecord(state=state, position=seq - 1, revision=0)
         return record
 
