@@ -319,7 +319,11 @@ async def _answers_of(infra, command_id: str) -> list:
 
 
 async def _list_endpoints(infra, *providers: str) -> None:
-    """Publish (as admin) discovery's listing of ``providers`` for MODEL, as the router reads it."""
+    """Publish (as admin) discovery's listing of ``providers`` for MODEL, and wait until the router took it.
+
+    The router republishes the snapshot when it takes a listing (the endpoints' display names
+    travel with it); a test that reads the version before that reads the one before it.
+    """
     from tests.judge_events import cycle_events
 
     discovered = cycle_events(0, healthy(*providers), model=MODEL, start=datetime.now(timezone.utc))[0]
@@ -328,6 +332,16 @@ async def _list_endpoints(infra, *providers: str) -> None:
         await publish_events(js, [discovered])
     finally:
         await nc.close()
+
+    async def taken() -> bool:
+        nc, js = await admin_js(infra)
+        try:
+            entry = await (await js.key_value(ROUTING_BUCKET)).get(subjects.kv_key(MODEL))
+            return set(providers) <= set(codec.SNAPSHOT.decode(entry.value).names)
+        finally:
+            await nc.close()
+
+    await waits.until(taken, timeout_s=10, what="the router's snapshot with the listing's names")
 
 
 def _command_id(out: str) -> str:

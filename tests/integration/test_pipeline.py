@@ -64,9 +64,14 @@ async def test_default_fleet_ends_with_exactly_the_slow_and_broken_providers_ign
     # transport-only failures freeze: never a failed cycle, never a streak
     assert "failed" not in providers[FLAKY]["verdicts"]
     assert providers[FLAKY]["failed_streak"] == 0 and providers[FLAKY]["suspended"] is False
+    # the healthy ones passed every cycle awaited; a cycle that closed while the test read (a fifth) may
+    # freeze on a loaded machine (a probe still in flight at the close: missing evidence), never fail
+    record = await default_demo.run(p.judge_record())
     for slug, info in providers.items():
         if slug not in (SLOW, BROKEN, FLAKY):
-            assert set(info["verdicts"]) == {"passed"}, (slug, info)
+            why = [(h.verdict, h.reasons) for h in record.state.providers[slug].history]
+            assert info["verdicts"][:4] == ["passed"] * 4, (slug, info, why)
+            assert "failed" not in info["verdicts"], (slug, info, why)
 
 
 def _replay_cli(settings):
