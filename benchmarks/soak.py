@@ -19,7 +19,7 @@ log equals the live state; then the goals (nothing lost or doubled, replay equal
 live, RSS and Redis memory within 5 % from cycle 200 to the end, streams within
 their limits).  Exit status 1 when a goal is missed.
 
-    python benchmarks/soak.py --cycles 1000 --seed 7 [--cycle-s 5] [--report-every 100]
+    python benchmarks/soak.py --cycles 1000 --seed 7 [--cycle-s 5] [--report-every 100] [--kills-until 200]
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def main() -> int:
     parser.add_argument("--report-every", type=int, default=100)
     parser.add_argument("--rate", type=float, default=0.3, help="chance of a fault in a cycle without one")
     parser.add_argument("--warmup", type=int, default=200, help="growth is measured from this cycle on")
+    parser.add_argument("--kills-until", type=int, default=None,
+                        help="the last cycle a service may be killed in (default: any); later the services "
+                             "run as one process each, so that RSS growth is one process's")
     parser.add_argument("--kinds", default="", help="comma-separated fault kinds to draw (default: all)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep servers' and services' files here")
     args = parser.parse_args()
@@ -55,7 +58,7 @@ def main() -> int:
     async def run(workdir: Path) -> int:
         soak = Soak(seed=seed, cycles=args.cycles, cycle_s=args.cycle_s, workdir=workdir,
                     report_every=args.report_every, rate=args.rate, warmup=args.warmup, say=say,
-                    kinds=tuple(k for k in args.kinds.split(",") if k) or None)
+                    kinds=tuple(k for k in args.kinds.split(",") if k) or None, kills_until=args.kills_until)
         result = await soak.run()
         return 1 if result.failures else 0
 

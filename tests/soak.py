@@ -110,7 +110,7 @@ class Fault:
 
 
 def plan_faults(seed: int, cycles: int, *, rate: float = 0.3, quiet_tail: int = 4, first: int = 3,
-                kinds: tuple[str, ...] | None = None) -> list[Fault]:
+                kinds: tuple[str, ...] | None = None, kills_until: int | None = None) -> list[Fault]:
     """The faults of a run: a pure function of ``seed`` and ``cycles`` (the same seed replays the same faults).
 
     Args:
@@ -118,6 +118,10 @@ def plan_faults(seed: int, cycles: int, *, rate: float = 0.3, quiet_tail: int = 
         quiet_tail: the last cycles get none (the run settles before its last figures).
         first: the first cycle that may get one (the services start in cycle 1).
         kinds: draw only these kinds (default: every kind of :data:`FAULT_WEIGHTS`).
+        kills_until: the last cycle a service may be killed in (``None``: any cycle).  A kill
+            drawn later is dropped (its cycle gets no fault), so that the other faults of the
+            plan stay those of the same seed without the limit, and each service runs as one
+            process from then on: its RSS is then one process's over the rest of the run.
 
     Returns:
         Faults in cycle order, none overlapping another (a fault that lasts two
@@ -136,6 +140,9 @@ def plan_faults(seed: int, cycles: int, *, rate: float = 0.3, quiet_tail: int = 
         lasting = rng.choice((1, 2))
         target_draw = rng.random()
         if cycle <= busy_until or draw >= rate:
+            continue
+        if kind == "kill" and kills_until is not None and cycle > kills_until:
+            busy_until = cycle + 1  # as the kill would have: the rest of the plan is the same seed's
             continue
         target = ""
         if kind == "kill":
@@ -497,11 +504,13 @@ class Soak:
     def __init__(self, *, seed: int, cycles: int, cycle_s: float, workdir: Path, report_every: int = 100,
                  rate: float = 0.3, warmup: int = 200, say: Callable[[str], None] = print,
                  retention_days: float = 35.0, kinds: tuple[str, ...] | None = None,
-                 faults: list[Fault] | None = None, settle_cycles: int = 3) -> None:
+                 faults: list[Fault] | None = None, settle_cycles: int = 3,
+                 kills_until: int | None = None) -> None:
         self.seed, self.cycles, self.cycle_s, self.workdir = seed, cycles, cycle_s, workdir
         self.report_every, self.warmup, self.say, self.retention_days = report_every, warmup, say, retention_days
         self.settle_cycles = settle_cycles
-        self.faults = faults if faults is not None else plan_faults(seed, cycles, rate=rate, kinds=kinds)
+        self.faults = faults if faults is not None else plan_faults(seed, cycles, rate=rate, kinds=kinds,
+                                                                              kills_until=kills_until)
         self.result = SoakResult(seed=seed, cycles=cycles, faults=self.faults)
         self.books = Books(remind_every_s=6 * 3600.0 * cycle_s / REAL_CYCLE_S)
         self.procs: dict[str, Process] = {}

@@ -30,3 +30,12 @@ def test_a_shorter_run_with_the_same_seed_keeps_the_faults_of_the_cycles_it_has(
     """The draw goes cycle by cycle: a 200-cycle run with seed N has the first faults of the 1,000-cycle run."""
     short = plan_faults(27, 200)
     assert short == [f for f in plan_faults(27, 1000) if f.cycle <= 200 - 4]
+
+
+def test_kills_until_drops_the_later_kills_and_keeps_every_other_fault_of_the_seed():
+    """--kills-until 200: no kill after cycle 200, the kills before it and every other fault as without the limit."""
+    full = plan_faults(27, 1000)
+    limited = plan_faults(27, 1000, kills_until=200)
+    assert [f for f in limited if f.kind == "kill"] == [f for f in full if f.kind == "kill" and f.cycle <= 200]
+    assert [f for f in limited if f.kind != "kill"] == [f for f in full if f.kind != "kill"]
+    assert any(f.kind == "kill" and f.cycle > 200 for f in full)  # the limit dropped something
