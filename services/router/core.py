@@ -26,18 +26,26 @@ The rules, in the order :func:`decide` applies them:
 
 1. A command already answered (its id is remembered) changes nothing and is not
    answered again: its first answer is on the log.
-2. Overrides and suspensions past their ``until`` leave the state, whatever the
-   input (nothing expired is kept, not even by a rebuild from the log).
+2. Overrides past their ``until`` leave the state, whatever the input (nothing
+   expired is kept, not even by a rebuild from the log).  A suspension past its
+   ``until`` leaves every merge at once, but the state keeps it, lapsed, for
+   :data:`LAPSED_SUSPENSION_S` more: the judge's decisions about a suspension (a
+   hold while the canary is blind, an end) are decided at their own time, and
+   reach the router seconds or an outage later; what they do must not depend on
+   when they arrive, so that a replay of the log, which applies each decision at
+   its own time, gives the state the live router has.
 3. The input:
 
    - a decision of a close that more routing decisions of the same close follow
      (``routing_follows`` > 0) changes the state but makes no version yet: the
      last one of the close makes one version of them all (a lost last one is
      published by the next input of the model, or the timer's :class:`Tick`);
-   - a ``suspend`` decision adds a suspension (it must have an ``until``); an
-     ``end`` removes it, unless it is older than the suspension it would end;
-     a ``suspension_held`` (enforce mode: the canary is blind, docs/concepts/health.md) moves its ``until`` to the decision's, or puts it
-     back when it had lapsed here first;
+   - a ``suspend`` decision adds a suspension (it must have an ``until``; one
+     that lapsed before it arrived is kept lapsed, rule 2); an ``end`` removes it,
+     unless it is older than the suspension it would end; a ``suspension_held``
+     (enforce mode: the canary is blind, docs/concepts/health.md) moves its
+     ``until`` to the decision's, the suspension kept as it was (its reason, its
+     start, the decision that made it) whether or not it had lapsed here first;
      observe mode's ``would_*`` and the other actions never touch routing;
    - ``AddOverride`` is refused for a model that is not watched, or when it
      expires before it starts or before it arrives; the guard rails
@@ -406,6 +414,16 @@ class RouterState(Struct, kw_only=True):
     floors: dict[str, QuantFloor] = {}
 
 
+#: How long a lapsed suspension stays in the router's state, out of every merge (s): seven days, longer
+#: than any lag of the router behind the judge's log that a deployment lives through without a rebuild.
+LAPSED_SUSPENSION_S = 7 * 86400.0
+
+
+def active_suspensions(state: RouterState, now: datetime) -> dict[str, Suspension]:
+    """The suspensions of ``state`` in force at ``now`` (UTC), by key: the lapsed ones left out (rule 2)."""
+    return {k: s for k, s in state.suspensions.items() if s.until > now}
+
+
 def initial() -> RouterState:
     """The state of a router that has seen nothing."""
     return RouterState()
@@ -766,9 +784,13 @@ def _prune(state: RouterState, now: datetime, policy: RouterPolicy) -> set[str]:
             del state.overrides[key]
             touched.update(watched_and_known(state, policy) if o.model == "*" else [o.model])
     for key, s in list(state.suspensions.items()):
-        if s.until <= now:
+        if s.until > now:
+            continue
+        last = state.published.get(s.model)
+        if last is None or last.at is None or last.at < s.until:
+            touched.add(s.model)  # lapsed since the model's last version: its merge changed
+        if s.until <= now - timedelta(seconds=LAPSED_SUSPENSION_S):
             del state.suspensions[key]
-            touched.add(s.model)
     return touched
 
 
@@ -783,22 +805,25 @@ def _decision(state: RouterState, event: Decision, now: datetime, touched: set[s
         if event.until is None:
             return f"suspend decision {event.decision_id} has no until"
         _know_model(state, event.model)
-        if event.until > now:
+        if event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S):
             state.suspensions[key] = Suspension(provider=event.provider, model=event.model,
                                                 reason=event.detail or event.reason, since=event.at,
                                                 until=event.until, decision_id=event.decision_id)
-            touched.add(event.model)
+            if event.until > now:
+                touched.add(event.model)
     elif event.action == "suspension_held" and event.mode == "enforce":
         if event.until is None:
             return f"suspension_held decision {event.decision_id} has no until"
         _know_model(state, event.model)
         current = state.suspensions.get(key)
-        if event.until > now and (current is None or current.until < event.until):
+        if (event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S)
+                and (current is None or current.until < event.until)):
             state.suspensions[key] = (msgspec.structs.replace(current, until=event.until) if current is not None else
                                       Suspension(provider=event.provider, model=event.model,
                                                  reason=event.detail or event.reason, since=event.at,
                                                  until=event.until, decision_id=event.decision_id))
-            touched.add(event.model)
+            if event.until > now:
+                touched.add(event.model)
     elif event.action == "end":
         current = state.suspensions.get(key)
         if current is not None and event.at >= current.since:

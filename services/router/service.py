@@ -48,6 +48,7 @@ from reverie_canary.services.router.core import (
     RouterPolicy,
     SnapshotMade,
     Tick,
+    active_suspensions,
     decide,
     entries_digest,
     lean,
@@ -289,7 +290,7 @@ class Router:
             if floor > 0:
                 record = await self.rebuild(floor)
                 self.log.warning("state_rebuilt_from_log", position=floor, overrides=len(record.state.overrides),
-                                 suspensions=len(record.state.suspensions),
+                                 suspensions=len(active_suspensions(record.state, clock.now())),
                                  reason="no state in Redis, but the log was already consumed")
                 # what changed while the state was lost (an expiry in the outage) is written now: the input
                 # that comes next would otherwise leave this version taken and never written
