@@ -248,6 +248,37 @@ class ChunkReader:
             self.keepalives += 1
         return True
 
+    def parsed(self, obj: Any, t_ms: float | None) -> bool:
+        """Read one chunk a client library already parsed; ``False``: stop reading.
+
+        ``obj`` is the chunk as a mapping (the JSON of one ``data:`` line, decoded) or as
+        an object with the chunk's attributes (an SDK's ``ChatCompletionChunk``: the
+        OpenAI SDK keeps OpenRouter's extra fields, ``provider`` and ``reasoning``, as
+        attributes).  The same rules as :meth:`line`, without decoding JSON again: a
+        backend that already parsed the stream hands the guard its chunks.  A chunk of
+        the wrong shape is read leniently (fields of the wrong type dropped); one that
+        is not a chunk at all is ``body_parse``.
+        """
+        if t_ms is not None:
+            self.last_ms = t_ms
+        self.data_lines += 1
+        try:
+            chunk = msgspec.convert(obj, Chunk, from_attributes=True)
+        except msgspec.ValidationError:
+            value = obj
+            if not isinstance(value, dict):
+                dump = getattr(obj, "model_dump", None)
+                try:
+                    value = dump() if callable(dump) else None
+                except (TypeError, ValueError, AttributeError):  # it cannot say itself: not a chunk we can read
+                    value = None
+            found = _lenient_chunk(value)
+            if found is None:
+                self.transport_error = "body_parse"
+                return False
+            chunk = found
+        return self._chunk(chunk, t_ms)
+
     def body(self, raw: bytes, t_ms: float | None) -> None:
         """Read a complete non-streamed JSON body (``chat.completion``); a bad body is ``body_parse``."""
         if t_ms is not None:

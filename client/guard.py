@@ -395,8 +395,9 @@ class Attempt:
 class StreamGuard:
     """Judges one streamed reply line by line: early on what cannot change, the rest at the end.
 
-    Feed it the SSE lines (:meth:`line`) or raw bytes (:meth:`feed`) as they come; a
-    returned :class:`Verdict` (``early``) means stop reading and retry.  Use :meth:`wait_s`
+    Feed it the SSE lines (:meth:`line`), raw bytes (:meth:`feed`) or chunks the backend
+    already parsed (:meth:`chunk`) as they come; a returned :class:`Verdict` (``early``)
+    means stop reading and retry.  Use :meth:`wait_s`
     as the read timeout before the first visible token, and :meth:`timeout` when it
     passed; :meth:`finish` at ``[DONE]`` or the end of the body.
     """
@@ -442,8 +443,29 @@ class StreamGuard:
         if self._verdict is not None:
             return self._verdict
         t = self.attempt.elapsed_ms() if t_ms is None else t_ms
+        return self._read(self.reader.line(raw, t), t)
+
+    def chunk(self, chunk: Any, t_ms: float | None = None) -> Verdict | None:
+        """Read one chunk the backend already parsed; a verdict when decided early, else ``None``.
+
+        For a backend whose HTTP library or SDK parses the stream itself: ``chunk`` is
+        the decoded JSON of one ``data:`` line (a mapping) or an SDK's chunk object (the
+        OpenAI SDK's ``ChatCompletionChunk``), so the guard does not parse the SSE bytes a
+        second time.  The same rules and verdicts as :meth:`line`; call :meth:`finish`
+        when the stream ends (``[DONE]`` is not a chunk).
+
+        Args:
+            chunk: the chunk, as a mapping or an object with its attributes.
+            t_ms: ms since the request started; default the attempt's clock.
+        """
+        if self._verdict is not None:
+            return self._verdict
+        t = self.attempt.elapsed_ms() if t_ms is None else t_ms
+        return self._read(self.reader.parsed(chunk, t), t)
+
+    def _read(self, go_on: bool, t: float) -> Verdict | None:
+        """What the reader's last input decides: early verdicts on what cannot change (``go_on``: keep reading)."""
         r = self.reader
-        go_on = r.line(raw, t)
         if r.ttft_ms is None and t > self.deadline_ms:
             return self.timeout(t)
         if r.error is not None or r.finish_reason in _EARLY_FINISH:

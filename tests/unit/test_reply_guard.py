@@ -115,6 +115,48 @@ def test_the_guard_on_the_field_cases_streamed(case_id, outcome, reason, early):
     assert (verdict.outcome, verdict.reason, verdict.early, verdict.provider) == (outcome, reason, early, "DeepInfra")
 
 
+def run_parsed(guard: ReplyGuard, lines: list[bytes], as_sdk: bool, step_s: float = 0.05):
+    """The same stream as :func:`run`, handed over as chunks a backend already parsed: the JSON of each
+    ``data:`` line as a dict, or as the OpenAI SDK's ``ChatCompletionChunk``; keep-alives are not chunks."""
+    attempt = guard.attempt(BODY)
+    stream = attempt.stream()
+    for i, line in enumerate(lines, 1):
+        guard.clock.t += step_s
+        if not line.startswith(b"data: {"):
+            continue
+        obj = json.loads(line[6:])
+        if as_sdk:
+            from openai.types.chat import ChatCompletionChunk
+
+            obj = ChatCompletionChunk.model_validate(obj)
+        verdict = stream.chunk(obj)
+        if verdict is not None:
+            return verdict, i, attempt
+    return stream.finish(), len(lines), attempt
+
+
+@pytest.mark.parametrize("as_sdk", [False, True], ids=["dict", "openai-sdk"])
+@pytest.mark.parametrize("case_id", ["FC-01", "FC-02", "FC-04", "FC-11", "FC-14", "FC-22", "FC-28", "FP-06", "FP-11"])
+def test_parsed_chunks_give_the_verdict_of_the_sse_lines_at_the_same_chunk(case_id, as_sdk):
+    """A backend that parsed the stream itself hands the guard its chunks: the same verdict, decided as early."""
+    case = field_cases()[case_id]
+    lines = stream_of(case["output_text"], case["finish_reason"],
+                      native=(case.get("meta") or {}).get("native_finish_reason"))
+    by_line, read, _ = run(ReplyGuard(client_with(), clock=Clock()), lines)
+    by_chunk, read_parsed, _ = run_parsed(ReplyGuard(client_with(), clock=Clock()), lines, as_sdk)
+    assert (by_chunk.outcome, by_chunk.reason, by_chunk.early, by_chunk.provider) == (
+        by_line.outcome, by_line.reason, by_line.early, by_line.provider)
+    assert read_parsed == read
+
+
+def test_a_parsed_chunk_that_is_not_a_chunk_is_a_parse_failure():
+    """A list where a chunk should be: the stream ends early as ``body_parse``, never an exception."""
+    guard = ReplyGuard(client_with(), clock=Clock())
+    stream = guard.attempt(BODY).stream()
+    verdict = stream.chunk(["not", "a", "chunk"])
+    assert verdict is not None and verdict.early and "body_parse" in verdict.reason
+
+
 def test_leading_junk_is_decided_at_the_chunk_that_shows_it():
     """FC-14's role word: the verdict comes at the chunk that completes "assistant\\n", not at the end."""
     text = field_cases()["FC-14"]["output_text"]
