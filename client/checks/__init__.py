@@ -240,6 +240,12 @@ def evaluate(reply: Reply, spec: ProbeSpec) -> Evaluation:
     if transport.outcome != "pass":
         transport = _bounded(transport)
         return Evaluation(outcome=transport.outcome, reason=transport.reason, checks=[transport])
+    if reply.timed_out and not (reply.text or reply.reasoning_text or reply.calls or reply.tool_calls):
+        # nothing came before the client stopped waiting: the wait is the only evidence.  A reply that
+        # never came is not an empty one (no empty_output, no tool_empty_reply): the latency check says
+        # ttft_exceeded when the wait reached the bar, timed_out (inconclusive) when it ended before it
+        latency = _bounded(check_ttft(reply, spec))
+        return Evaluation(outcome=latency.outcome, reason=latency.reason, checks=[latency])
     kind_checks = KIND_CHECKS.get(spec.kind, DEFAULT_CHECKS)
     if reply.timed_out and check_ttft not in kind_checks:
         kind_checks = (check_ttft, *kind_checks)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from reverie_canary.client.checks import KIND_CHECKS, Evaluation, evaluate, fold
@@ -98,6 +99,22 @@ def test_timed_out_reply_is_a_latency_fail_for_any_kind():
     spec = ProbeSpec(kind="structured", schema=WEATHER_SCHEMA, response_format="json_schema")
     result = evaluate(Reply(text="", http_status=200, timed_out=True), spec)
     assert (result.outcome, result.reason) == ("fail", "ttft_exceeded")
+
+
+@pytest.mark.parametrize("kind", ["tools", "structured", "language", "refusal", "ttft", "echo"])
+def test_a_reply_the_client_stopped_waiting_for_before_the_bar_is_inconclusive_never_empty(kind):
+    """Nothing came, and the wait (a task's deadline near) ended before the bar: ``timed_out``, never a fail.
+
+    Found by the hostile fleet test on a loaded machine: a healthy host's streamed tool call, cut by
+    its task's deadline 0.6 s into a 1 s bar with nothing read yet, failed as ``tool_empty_reply`` --
+    a reply that never came judged as an empty one.  Past the bar it is the latency's fail, as before.
+    """
+    spec = msgspec.structs.replace(build(kind, "en", variant="call_stream").spec if kind == "tools" else
+                                   ProbeSpec(kind=kind), ttft_threshold_ms=1000.0)
+    early = evaluate(Reply(text="", http_status=200, timed_out=True, total_ms=600.0), spec)
+    assert (early.outcome, early.reason) == ("inconclusive", "timed_out")
+    late = evaluate(Reply(text="", http_status=200, timed_out=True, total_ms=1500.0), spec)
+    assert (late.outcome, late.reason) == ("fail", "ttft_exceeded")
 
 
 def test_refusal_in_a_language_probe_fails():
