@@ -61,7 +61,7 @@ QUICK = {
     "fleet_bench.py": ["--models", "1", "--providers", "3", "--probers", "1", "--window-s", "8", "--gap-s", "1",
                        "--cycles", "1", "--lead-s", "3"],
     "chat_traffic.py": ["--rpm", "120", "--onset-s", "2", "--run-s", "8", "--defect", "first_bytes"],
-    "soak.py": ["--cycles", "8", "--report-every", "4", "--cycle-s", "5"],
+    "soak.py": ["--cycles", "3", "--report-every", "3", "--cycle-s", "4"],
 }
 #: Scripts here that are not benchmarks (this runner; a profile reader that needs a profile to read).
 NOT_BENCHMARKS = frozenset({"run_all.py", "top_frames.py"})

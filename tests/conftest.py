@@ -182,22 +182,24 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
                 SHARED.close()
 
 
-# -- two lanes: most integration tests one after another; the waiting ones, then the unit tests, beside them --
+# -- three lanes: most integration tests one after another; the waiting ones beside them; the unit tests --
 #
-# The README's command runs two pytest-xdist workers (``-n 2`` in pyproject.toml's addopts), each with a
+# The README's command runs three pytest-xdist workers (``-n 3`` in pyproject.toml's addopts), each with a
 # lane of its own, whole and in collection order.  The serial lane holds the integration tests whose
 # waits are on real servers, real processes and latency bars (the prober's timing, the hostile gateway,
 # the shared default demo and its readers): they never share the machine with another of them.  The
-# beside lane first runs the integration tests in ``BESIDE``, each with servers and processes of its
-# own and nothing timed but cycles of seconds (mostly waiting: blind windows, a cluster's elections,
-# the drift demo's cycles, TLS handshakes, a receiver that stays down), then the unit tests (pure,
-# CPU-bound, about a minute) at the lowest CPU priority (nice 19), so that they take only the CPU the
-# integration tests leave idle.  ``-n 0`` runs everything in one process, as before.
+# beside lane runs the integration tests in ``BESIDE``, each with servers and processes of its own and
+# nothing timed but cycles of seconds (mostly waiting: blind windows, a cluster's elections, the demos
+# whose cycles are judged, TLS handshakes, a receiver that stays down, the short soak).  The unit lane
+# runs the unit tests (pure, CPU-bound, about two minutes) at the lowest CPU priority (nice 19), so that
+# they take only the CPU the integration tests leave idle: on 2 cores the suite is mostly waiting (its
+# CPU time is about half its wall time).  ``-n 0`` runs everything in one process, as before.
 
-#: Integration modules that run in the beside lane (see above); together about 290 s of a 690 s suite.
+#: Integration modules that run in the beside lane (see above).
 BESIDE = frozenset(f"tests/integration/{name}.py" for name in (
     "test_demo_blind", "test_cluster", "test_language_drift_demo", "test_tls", "test_routing_end_to_end",
-    "test_notifier_service", "test_ops_cli", "test_demo_restart"))
+    "test_notifier_service", "test_ops_cli", "test_demo_restart", "test_tools_demo", "test_soak_short",
+    "test_live_confirmation"))
 
 
 def _is_unit(nodeid: str) -> bool:
@@ -205,12 +207,14 @@ def _is_unit(nodeid: str) -> bool:
 
 
 def _lane(nodeid: str) -> str:
-    return "beside" if _is_unit(nodeid) or nodeid.split("::", 1)[0] in BESIDE else "serial"
+    if _is_unit(nodeid):
+        return "unit"
+    return "beside" if nodeid.split("::", 1)[0] in BESIDE else "serial"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Two lanes (see above): each worker gets one of them, whole and in collection order."""
+    """Three lanes (see above): each worker gets one of them, whole and in collection order."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Lanes(LoadScopeScheduling):
