@@ -317,6 +317,7 @@ class ReplyGuard:
         not_applied = bool(name) and bool(ignore) and self.excluded(name, ignore)  # type: ignore[arg-type]
         counted = verdict.reason if verdict.outcome != "pass" else ""
         self.live.record(self.key_of(name), counted, ignore_not_applied=not_applied)
+        attempt.ignore_not_applied = not_applied
         if verdict.provider_fault and name:
             self._circuit.failed(self.clock(), verdict.reason, name)
         attempt.verdict = verdict
@@ -386,9 +387,12 @@ class Attempt:
         verdict: the last verdict of this attempt (``None`` before one).
         held: why a failing verdict was not retried (``circuit_open``, ``budget``, ``retried_once``,
             ``no_provider``, ``not_the_provider``, ``pinned``), ``None`` when it was (or passed).
+        ignore_not_applied: the reply was served by a provider this attempt's ``provider.ignore``
+            (or the canary's current list) excluded: something on the way to the gateway dropped
+            the list (counted as ``ignore_not_applied`` in the live counts).
     """
 
-    __slots__ = ("guard", "body", "number", "verdict", "held", "started")
+    __slots__ = ("guard", "body", "number", "verdict", "held", "started", "ignore_not_applied")
 
     def __init__(self, guard: ReplyGuard, body: dict[str, Any], *, number: int) -> None:
         self.guard = guard
@@ -396,6 +400,7 @@ class Attempt:
         self.number = number
         self.verdict: Verdict | None = None
         self.held: str | None = None
+        self.ignore_not_applied = False
         self.started = guard.clock()
 
     def stream(self) -> StreamGuard:
