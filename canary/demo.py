@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
+from nats.errors import Error as NatsError
 from nats.js.errors import KeyNotFoundError
+from redis.exceptions import RedisError
 
 from reverie_canary.canary import embedded
 from reverie_canary.canary.runtime import SERVICES, running
@@ -68,6 +70,7 @@ from reverie_canary.shared.runtime.auth import (
     server_config,
     server_env,
 )
+from reverie_canary.shared.runtime.broker import drain_or_close
 from reverie_canary.shared.runtime.logging import configure as configure_logging
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
 from reverie_canary.shared.runtime.settings import Settings
@@ -709,7 +712,7 @@ async def pipeline(*, workdir: Path, scenario: str = "default", sentences: str |
                         with contextlib.suppress(asyncio.CancelledError):
                             await driver
                     observer.closing = True
-                    await nc.drain()
+                    await drain_or_close(nc)  # NATS away (Ctrl-C in an outage): closed, no traceback
     finally:
         if out is None:
             sink.close()
@@ -799,13 +802,32 @@ async def run_demo(cycles: int, as_json: bool, scenario: str = "default", senten
                 await stop.wait()
                 stop.clear()
             await asyncio.sleep(0.5)  # let the last decisions reach the router
-            summary = await p.summary()
-    _print_summary(out, summary)
-    if as_json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
+            summary, unread = await _summary_or_why(p)
+    if summary is None:  # stopped during a NATS or Redis outage: one line, no traceback
+        print(f"canary demo: stopped without a summary: {unread}", file=out, flush=True)
+    else:
+        _print_summary(out, summary)
+        if as_json:
+            print(json.dumps(summary, indent=2, sort_keys=True))
     if completed:
         return 0
     return 128 + received[0] if received else 1  # 130 after Ctrl-C, 129 after SIGHUP, 143 after SIGTERM
+
+
+#: Longest wait for the summary's reads of NATS and Redis at the end (seconds).
+SUMMARY_READ_S = 10.0
+
+
+async def _summary_or_why(p: Pipeline) -> tuple[dict[str, Any] | None, str]:
+    """The demo's summary, or ``None`` and why it cannot be read (NATS or Redis away, or no answer in
+    :data:`SUMMARY_READ_S`): a demo stopped during an outage ends with one line, not a traceback."""
+    try:
+        async with asyncio.timeout(SUMMARY_READ_S):
+            return await p.summary(), ""
+    except TimeoutError:
+        return None, f"NATS and Redis did not answer within {SUMMARY_READ_S:g} s"
+    except (NatsError, RedisError, OSError) as exc:
+        return None, f"{type(exc).__name__}: {exc}".rstrip(": ")
 
 
 def write_env_files(p: Pipeline, directory: Path) -> dict[str, Path]:

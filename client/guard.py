@@ -45,9 +45,15 @@ not a provider's, and a retry would only double the traffic.
 **The name and the tags**: a reply names its provider by display name (``DeepInfra``);
 ``provider.ignore``, the snapshot and the canary's pins use endpoint tags, and one name
 can cover several (``deepinfra/fp8``, ``deepinfra/fp4``).  The retry ignores every tag
-the snapshot's ``names`` gives for that name (the name itself when it knows none: the
-gateway also matches display names).  Live counts are keyed by what the reply can tell:
-the tag when the name covers one, else the name.
+the snapshot's ``names`` gives for that name.  With no snapshot yet (a new backend, the bus
+down from its start) no tag is known: the retry ignores the display name as the reply gave
+it (OpenRouter's SDK types ``provider.ignore`` entries as provider display names) **and**
+the base slug made from it (:func:`base_slug`: ``DeepInfra`` -> ``deepinfra``,
+``Amazon Bedrock`` -> ``amazon-bedrock``), which covers every endpoint of the provider;
+the gateway's documentation prefers slugs and leaves open how it matches names.  Where
+the slug is not the name made lower-case (``Mancer 2`` is ``mancer``) the name alone
+still does.  Live counts are keyed by what the reply can tell: the tag when the name
+covers one, else the name.
 
 Nothing here waits on the bus or touches the network: it works with the bus down
 (the snapshot last known, or none).  Part of the chat-backend distribution: pure Python
@@ -56,6 +62,7 @@ on msgspec.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -105,6 +112,18 @@ _control_char = CONTROL_CHAR.search
 MAX_IGNORE = 512
 
 Outcome = Literal["pass", "fail", "error", "inconclusive"]
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def base_slug(name: str) -> str:
+    """The base routing slug a provider display name most likely has: lower case, each run of other characters a ``-``.
+
+    ``DeepInfra`` -> ``deepinfra``, ``Amazon Bedrock`` -> ``amazon-bedrock``,
+    ``inference.net`` -> ``inference-net``; ``""`` for a name with no letter or digit.
+    OpenRouter's provider list maps display names to slugs (``/api/v1/providers``);
+    the mapping is this one for most providers, not for all (``Mancer 2`` is ``mancer``).
+    """
+    return _NOT_SLUG.sub("-", name.casefold()).strip("-")
 
 
 class GuardPolicy(Struct, frozen=True, kw_only=True):
@@ -214,7 +233,8 @@ class ReplyGuard:
     Args:
         client: the model's :class:`~reverie_canary.client.IgnoreListClient` (its snapshot gives the
             canary's ignore list and the names; its ``live`` recorder gets the counts); ``None``: no
-            snapshot (the retry then ignores the served name only) and counts kept locally.
+            snapshot (the retry then ignores the served name and its :func:`base_slug`) and counts
+            kept locally.
         model: the model id (default the client's).
         policy: the bounds (:class:`GuardPolicy`).
         clock: monotonic seconds (the circuit's window and the first-token deadline).
@@ -244,6 +264,18 @@ class ReplyGuard:
         snapshot = self.snapshot
         return snapshot.tags_named(name) if snapshot is not None else []
 
+    def ignore_entries(self, name: str) -> list[str]:
+        """What a retry puts in ``provider.ignore`` for a served-by name: every endpoint tag it covers.
+
+        With the tags unknown (no snapshot yet, or a name the listing does not give): the
+        display name itself and its :func:`base_slug`, which the gateway matches against
+        every endpoint of that provider (a base slug covers ``<slug>/<variant>``).
+        """
+        tags = self.tags_of(name)
+        if tags:
+            return tags
+        return list(dict.fromkeys(e for e in (name, base_slug(name)) if e))
+
     def key_of(self, name: str | None) -> str | None:
         """The live counts' key for a served-by name: its one tag, else the name itself (``None``: no name)."""
         if not name:
@@ -257,13 +289,15 @@ class ReplyGuard:
 
         As the gateway matches an entry (the router's ``covers``): the tag itself, a base slug of it
         (``lambda`` covers ``lambda/fp8``) or the display name, case-insensitively.  A name whose tags
-        are unknown is excluded only by an entry that is the name itself.
+        are unknown is excluded by an entry that is the name itself or its :func:`base_slug`.
         """
         entries = {e.casefold() for e in ignore if isinstance(e, str)}
         if name.casefold() in entries:
             return True
         tags = self.tags_of(name)
-        return bool(tags) and all(t.casefold() in entries or t.casefold().split("/")[0] in entries for t in tags)
+        if not tags:
+            return bool(base_slug(name)) and base_slug(name) in entries
+        return all(t.casefold() in entries or t.casefold().split("/")[0] in entries for t in tags)
 
     # -- judging -----------------------------------------------------------------------------------
 
@@ -283,6 +317,7 @@ class ReplyGuard:
         not_applied = bool(name) and bool(ignore) and self.excluded(name, ignore)  # type: ignore[arg-type]
         counted = verdict.reason if verdict.outcome != "pass" else ""
         self.live.record(self.key_of(name), counted, ignore_not_applied=not_applied)
+        attempt.ignore_not_applied = not_applied
         if verdict.provider_fault and name:
             self._circuit.failed(self.clock(), verdict.reason, name)
         attempt.verdict = verdict
@@ -293,11 +328,14 @@ class ReplyGuard:
     def retry_body(self, body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
         """``body`` with every endpoint ``name`` covers added to ``provider.ignore``, merged with the canary's list.
 
-        Entries the caller pinned (``provider.only``, ``provider.order``) that the name covers are
-        taken out; ``None`` when that leaves ``only`` empty (the request allows no other provider).
+        The entries are :meth:`ignore_entries`: the snapshot's tags of the name, or, with none
+        known, the name and its base slug.  Entries the caller pinned (``provider.only``,
+        ``provider.order``) that the name covers are taken out; ``None`` when that leaves ``only``
+        empty (the request allows no other provider).
         """
-        tags = self.tags_of(name) or [name]
+        tags = self.ignore_entries(name)
         covered = {t.casefold() for t in tags} | {name.casefold()}
+        bases = {name.casefold(), base_slug(name)} - {""}
         prefs = dict(body.get("provider") or {})
         ours = self.client.ignore() if self.client is not None else []
         merged = sorted({*(prefs.get("ignore") or []), *ours, *tags})
@@ -306,7 +344,7 @@ class ReplyGuard:
             chosen = prefs.get(key)
             if isinstance(chosen, list):
                 kept = [p for p in chosen if not isinstance(p, str) or
-                        (p.casefold() not in covered and p.casefold().split("/")[0] != name.casefold())]
+                        (p.casefold() not in covered and p.casefold().split("/")[0] not in bases)]
                 if key == "only" and not kept:
                     return None
                 prefs[key] = kept
@@ -349,9 +387,12 @@ class Attempt:
         verdict: the last verdict of this attempt (``None`` before one).
         held: why a failing verdict was not retried (``circuit_open``, ``budget``, ``retried_once``,
             ``no_provider``, ``not_the_provider``, ``pinned``), ``None`` when it was (or passed).
+        ignore_not_applied: the reply was served by a provider this attempt's ``provider.ignore``
+            (or the canary's current list) excluded: something on the way to the gateway dropped
+            the list (counted as ``ignore_not_applied`` in the live counts).
     """
 
-    __slots__ = ("guard", "body", "number", "verdict", "held", "started")
+    __slots__ = ("guard", "body", "number", "verdict", "held", "started", "ignore_not_applied")
 
     def __init__(self, guard: ReplyGuard, body: dict[str, Any], *, number: int) -> None:
         self.guard = guard
@@ -359,6 +400,7 @@ class Attempt:
         self.number = number
         self.verdict: Verdict | None = None
         self.held: str | None = None
+        self.ignore_not_applied = False
         self.started = guard.clock()
 
     def stream(self) -> StreamGuard:

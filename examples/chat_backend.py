@@ -33,7 +33,9 @@ The first request also shows the reply guard (:class:`reverie_canary.client.Repl
 on a streamed reply: a stand-in for the gateway streams a reply from ``DeepInfra``
 that opens with a leaked role word; the guard decides at the chunk that shows it,
 the backend stops reading, and the one retry goes out with DeepInfra's endpoints in
-``provider.ignore``; the second provider's reply passes.  The guard's counts per
+``provider.ignore``; the second provider's reply passes.  A reply served by a provider the
+ignore list excludes (``ignore_not_applied`` in the counts: something dropped the list on the
+way) is said on a line of its own.  The guard's counts per
 provider and reason are published on ``canary.live.<model>`` every 60 s (counts only:
 ``client/README.md`` says what leaves the backend).
 """
@@ -129,6 +131,9 @@ def guarded_reply(guard: ReplyGuard, body: dict[str, Any]) -> Verdict:
         when = "early" if verdict.early else "at the end"
         print(f"  attempt {attempt.number}: served by {verdict.provider}, {verdict.outcome}"
               + (f" ({verdict.reason}, decided {when})" if verdict.reason else ""), flush=True)
+        if attempt.ignore_not_applied:  # counted as ignore_not_applied in the live counts too
+            print(f"  ignore list NOT applied: {verdict.provider} served although provider.ignore excludes it "
+                  "(something on the way to the gateway dropped the list)", flush=True)
         retry = attempt.retry(verdict)
         if retry is None:
             if attempt.held:

@@ -1623,7 +1623,9 @@ def answer(command: JudgeCommand, states: Mapping[str, ModelState], effects: Seq
     - A lift that ended a suspension (or observe mode's shadow of one) is applied, with its
       decision; one that ended none is refused (``not_suspended``).
     - A mode command is applied; its detail says, per model, every kind's mode *now*
-      (:func:`kind_modes_now`), and which new kind stays at its default.  One that changed no
+      (:func:`kind_modes_now`), and which new kind stays at its default.  A switch to observe
+      also names the suspensions in force, which stay until they end or are lifted
+      (:func:`_still_in_force`).  One that changed no
       kind's mode on any model says it changed nothing (``changed`` false: the notifier tells nobody).
     - A command folded before (``new`` false) gets no second answer.
 
@@ -1653,7 +1655,7 @@ def answer(command: JudgeCommand, states: Mapping[str, ModelState], effects: Seq
             note = new_kind_note(states[model], policy, modes)
             if note:
                 line += f" ({note})"
-        readback.append(line)
+        readback.append(line + _still_in_force(states[model], command))
     if not states:
         readback.append("no model is watched")
     text = "; ".join(readback)
@@ -1661,6 +1663,30 @@ def answer(command: JudgeCommand, states: Mapping[str, ModelState], effects: Seq
         return CommandApplied(**_answer_base(command), changed=False,
                               detail=f"nothing changed, the mode already was: {text}"[:4000])
     return CommandApplied(**_answer_base(command), decisions=made, detail=f"now {text}"[:4000])
+
+
+#: Suspensions an answer names by provider at most (the rest are counted).
+ANSWER_SUSPENSIONS_SHOWN = 8
+
+
+def _still_in_force(state: ModelState, command: JudgeCommand) -> str:
+    """For a switch to observe: the model's enforced suspensions in force at the command, which stay.
+
+    The mode decides the action, never the evidence (docs/concepts/judge.md, "Observe and enforce"): read at each
+    close, for what that close does; a suspension already in force was decided then and ends as
+    any other (its expiry, two passed cycles, an operator's lift), so observe mode does not lift
+    it.  An operator who switches to observe to take the canary out of routing must hear that
+    (``canary lift`` ends one).  ``""`` for enforce, or when none is in force.
+    """
+    if not isinstance(command, SetMode) or command.mode != "observe":
+        return ""
+    held = sorted(suspended(state, command.at).items())
+    if not held:
+        return ""
+    named = ", ".join(f"{p} until {utc_text(s.until)}" for p, s in held[:ANSWER_SUSPENSIONS_SHOWN])
+    more = f" and {len(held) - ANSWER_SUSPENSIONS_SHOWN} more" if len(held) > ANSWER_SUSPENSIONS_SHOWN else ""
+    return (f"; {len(held)} suspension(s) in force stay until they end or are lifted (canary lift), observe mode "
+            f"changes what the next closes do: {named}{more}")
 
 
 # -- helpers -------------------------------------------------------------------

@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 from faststream import FastStream
+from nats.errors import Error as NatsError
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -123,14 +124,22 @@ class Notifier:
             consumed (Redis lost or flushed), so that a state held before the loss keeps
             its reminders and its end instead of being told again as new.  ``None``: an
             empty book starts from an empty state.
+        consumed_before: whether the notifier's durable consumer folded messages before
+            (:func:`consumed_before`: it acknowledged some, or took over an older durable's
+            position); asked only when the book is empty.  An empty book and a consumer that
+            never acknowledged anything is a new deployment, not a lost book: its first
+            message is past the log's first (other services publish before it) and there is
+            nothing to rebuild.  ``None``: an empty book is never taken for a lost one.
     """
 
     def __init__(self, book: DeliveryBook, channels: list[Channel], publisher: Publisher | None, policy: FoldPolicy,
                  schedule: Schedule, *, concurrency: int = 4, timeout_s: float = 10.0, poll_s: float = 1.0,
                  now: Callable[[], float] = time.time, jitter: Callable[[], float] = random.random,
-                 namespace: str = "canary", rebuild: Callable[[int], Awaitable[FoldState]] | None = None) -> None:
+                 namespace: str = "canary", rebuild: Callable[[int], Awaitable[FoldState]] | None = None,
+                 consumed_before: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.book = book
         self.rebuild = rebuild
+        self.consumed_before = consumed_before
         self.namespace = namespace
         self.channels = channels
         self.publisher = publisher
@@ -163,8 +172,9 @@ class Notifier:
         if seq is not None and seq <= record.position:
             return []  # folded already, together with its notices
         state, notices = fold(record.state, event, self.policy)
-        if state is record.state and not notices:
-            return []
+        if state is record.state and not notices and record.revision > 0:
+            return []  # a message that changes nothing; the first one is saved all the same: a book that
+            # exists is what tells a later empty one (Redis lost) from a new deployment's
         queued = [Queued(notice=n, channels=[c.name for c in self.channels if wants(c.min_severity, n.severity)])
                   for n in notices]
         new = BookRecord(state=state, position=seq if seq is not None else record.position,
@@ -188,13 +198,17 @@ class Notifier:
     async def _load(self, seq: int | None) -> BookRecord:
         """The stored record; an empty one with the log's earlier messages folded in when the book was lost.
 
-        Revision 0 with a message past the log's first one to fold means the book is gone
-        (Redis restarted empty, flushed) while the durable kept its position: the state is
-        rebuilt from the log up to the message before, its notices dropped (they were
-        queued before the loss), and saved with the next message's notices.
+        Revision 0 while the durable consumer had already folded messages (``consumed_before``:
+        it acknowledged some, every one of which saved the book) means the book is gone (Redis
+        restarted empty, flushed) while the durable kept its position: the state is rebuilt
+        from the log up to the message before, its notices dropped (they were queued before
+        the loss), and saved with the next message's notices.  Revision 0 and a consumer that
+        never acknowledged anything is a new deployment: an empty state, no warning, whatever
+        the message's position in the log.
         """
         record = await self.book.load()
-        if record.revision == 0 and self.rebuild is not None and seq is not None and seq > 1:
+        if (record.revision == 0 and self.rebuild is not None and seq is not None and seq > 1
+                and self.consumed_before is not None and await self.consumed_before()):
             state = await self.rebuild(seq - 1)
             self.log.warning("book_rebuilt_from_log", position=seq - 1, held=len(state.held),
                              reason="no book in Redis, but the log was already consumed")
@@ -383,6 +397,31 @@ class Notifier:
         return answer
 
 
+async def consumed_before(js: Any, durable: str) -> bool:
+    """Whether the notifier's durable ``durable`` on the log folded messages before this start.
+
+    True when it acknowledged any message (its ack floor's consumer sequence: the stream
+    sequence of a new durable that delivers new messages only is the stream's last one
+    from the start, before it delivered anything), or when it was made to start
+    where an older durable stopped (:func:`prepare`: deliver by start sequence past the
+    log's first message).  A durable that does not exist has folded nothing.
+
+    Raises:
+        Transient: NATS did not answer within 5 s (the message is delivered again).
+    """
+    try:
+        info = await asyncio.wait_for(js.consumer_info(streams.LOG, durable), timeout=5.0)
+    except NotFoundError:
+        return False
+    except (TimeoutError, NatsError) as exc:
+        raise Transient(f"consumer info of {durable} on {streams.LOG}: {type(exc).__name__}: {exc}") from exc
+    if info.ack_floor is not None and (info.ack_floor.consumer_seq or 0) > 0:
+        return True  # the consumer sequence: a durable that starts with new messages has a stream ack floor at once
+    config = info.config
+    return bool(config is not None and config.deliver_policy == DeliverPolicy.BY_START_SEQUENCE
+                and (config.opt_start_seq or 0) > 1)
+
+
 async def prepare(js: Any, settings: Settings) -> None:
     """Check the notices stream exists; let the notifier's durable take over an older one's position.
 
@@ -459,11 +498,13 @@ class NotifierWiring:
         await prepare(shell.connection.jetstream(), settings)
         self.redis = redis_client(settings)
         policy = FoldPolicy(remind_every_s=settings.notify_remind_s)
+        durable = streams.notifier_consumer(settings).durable
         self._notifier = Notifier(
             RedisDeliveryBook(self.redis, settings.namespace, keep_s=settings.log_max_age_s), self.channels,
             shell.publisher, policy, schedule_of(settings),
             concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
-            namespace=settings.namespace, rebuild=lambda until: refold_log(shell.connection.jetstream(), policy, until))
+            namespace=settings.namespace, rebuild=lambda until: refold_log(shell.connection.jetstream(), policy, until),
+            consumed_before=lambda: consumed_before(shell.connection.jetstream(), durable))
         shell.log.info("notifier_channels", channels=[c.describe() for c in self.channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")
         for channel in self.channels:  # every channel's series exist from the start, for rates and alerts

@@ -834,7 +834,14 @@ def _decision(state: RouterState, event: Decision, now: datetime, touched: set[s
 
 def _usable(state: RouterState, model: str, now: datetime, *, overrides: dict[str, Override] | None = None,
             exclusions: list[Exclusion] | None = None) -> list[str]:
-    """The production hosts of ``model`` that no entry of the merge covers (its endpoints must be known)."""
+    """The production hosts of ``model`` that no entry of the merge covers (its endpoints must be known).
+
+    What the capacity floor counts: every listed host that routing leaves to the gateway, after the
+    reviewed exclusions, the overrides and the suspensions (the judge's floor counts the same).  A
+    host the judge reports ``unjudgeable`` (frozen for many cycles: transport errors, inconclusive
+    results) counts: no verdict is no evidence against it, the gateway still routes to it, and the
+    router would never hear that it is judged again.  An operator who finds it down overrides it.
+    """
     known = state.endpoints[model]
     entries = merge(model, state.exclusions if exclusions is None else exclusions,
                     list((state.overrides if overrides is None else overrides).values()),

@@ -11,6 +11,7 @@ messages on ``canary.deadletter.<service>``.  What comes in is read by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -19,6 +20,7 @@ from typing import Any
 
 from faststream.nats import NatsBroker, NatsUserPassword
 from faststream.nats.security import NatsSecurity
+from nats.errors import ConnectionClosedError, ConnectionReconnectingError
 from nats.errors import Error as NatsError
 
 from reverie_canary.shared.contract import codec, ids, subjects
@@ -53,6 +55,56 @@ class Outgoing:
 BROKER_LOGGER = logging.getLogger("faststream.canary")
 
 
+async def drain_or_close(connection: Any) -> bool:
+    """Drain a nats-py connection, or close it when NATS is away (reconnecting: nothing to drain).
+
+    nats-py refuses to drain a connection that is reconnecting or closed
+    (``ConnectionReconnectingError``), and its close writes the unsent buffer to the dead
+    transport on the way (``RuntimeError``, or ``ConnectionResetError`` from its drain), by
+    then marked closed with its reconnect loop cancelled: nothing it could still send is lost.
+
+    Returns:
+        ``True`` when it was drained, ``False`` when it was closed undrained.
+    """
+    try:
+        await connection.drain()
+        return True
+    except (ConnectionReconnectingError, ConnectionClosedError):
+        with contextlib.suppress(RuntimeError, OSError):
+            await connection.close()
+        return False
+
+
+class CanaryBroker(NatsBroker):
+    """FastStream's ``NatsBroker`` whose stop closes a connection it cannot drain.
+
+    A stop drains the connection (its subscriptions finish, its pending publishes are
+    flushed); nats-py refuses to drain one that is reconnecting or closed
+    (``ConnectionReconnectingError``): NATS is away, there is nothing to flush.  Stopping
+    during an outage (Ctrl-C) then closes the connection instead, ends the reconnect loop,
+    and says so in one line (``nats_closed_undrained``) instead of a traceback; the
+    service's own shutdown steps after the broker's (its Redis client, its metrics port)
+    still run.
+    """
+
+    def __init__(self, *args: Any, service: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.service = service
+
+    async def stop(self, exc_type: type[BaseException] | None = None, exc_val: BaseException | None = None,
+                   exc_tb: Any = None) -> None:
+        """Stop the subscribers and drain the connection; close it instead when NATS is away."""
+        try:
+            await super().stop(exc_type, exc_val, exc_tb)
+        except (ConnectionReconnectingError, ConnectionClosedError) as exc:
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                await drain_or_close(connection)  # reconnecting: closed (the dead transport's errors kept quiet)
+            self.config.disconnect()
+            get_logger(self.service or "nats").info(
+                "nats_closed_undrained", why=f"NATS unreachable at the stop ({type(exc).__name__}): nothing to drain")
+
+
 def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] | None = None) -> NatsBroker:
     """A NatsBroker for ``service`` that reconnects forever.
 
@@ -70,9 +122,10 @@ def make_broker(settings: Settings, service: str, *, callbacks: dict[str, Any] |
         kwargs["security"] = NatsUserPassword(settings.nats_user, settings.nats_password, ssl_context=tls)
     elif tls is not None:
         kwargs["security"] = NatsSecurity(ssl_context=tls)
-    return NatsBroker(
+    return CanaryBroker(
         nats_servers(settings.nats_url),
         name=f"canary-{service}",
+        service=service,
         max_reconnect_attempts=-1,
         # nats-py has no reconnect jitter of its own: the wait is drawn once per connection so that
         # the services and probers of a fleet do not all reconnect in step after an outage

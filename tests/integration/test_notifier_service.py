@@ -17,6 +17,7 @@ from datetime import timedelta
 import msgspec
 import nats
 import pytest
+from structlog.testing import capture_logs
 
 from reverie_canary.canary.runtime import running
 from reverie_canary.services.notifier.core import webhook_id
@@ -27,7 +28,7 @@ from reverie_canary.shared.contract.events import CycleVerdict, Decision
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.runtime.service import ensure_streams, redis_client
 from reverie_canary.shared.runtime.settings import Settings
-from reverie_canary.shared.runtime.streams import LOG, NOTICES
+from reverie_canary.shared.runtime.streams import LOG, NOTICES, notifier_consumer
 from tests import waits
 from tests.judge_events import T0, cycle_events, healthy, publish_events
 from tests.notifier_receiver import Receiver, new_secret, receiving
@@ -432,3 +433,68 @@ async def test_a_book_lost_with_redis_is_rebuilt_from_the_log_so_a_held_state_is
     told = [(r.data["data"]["id"], r.data["data"]["phase"]) for r in hook.received]
     assert sorted(told) == sorted([(held.decision_id, "start"), (suspended.decision_id, "notice"),
                                    (f"end|{held.decision_id}", "end")]), told
+
+
+async def acked_by_notifier(js, settings: Settings, count: int) -> bool:
+    """Whether the notifier's durable acknowledged ``count`` messages (its ack floor's consumer sequence)."""
+    info = await js.consumer_info(LOG, notifier_consumer(settings).durable)
+    return info.ack_floor is not None and info.ack_floor.consumer_seq >= count
+
+
+async def test_a_new_deployment_whose_log_others_wrote_first_starts_empty_without_a_rebuilt_book_warning(infra):
+    """A first start after other services' messages: no ``book_rebuilt_from_log``, and the first decision is told.
+
+    A fresh ``canary demo`` warned at start: the new durable's first message sits past the
+    log's first (the judge and router publish before the notifier is up), which the
+    lost-book check read as a lost book.  The durable had acknowledged nothing: a new book;
+    and a first message that changes nothing still makes the book, so that the next one,
+    the durable having acknowledged it, is not taken for a lost book either.
+    """
+    secret = new_secret()
+    async with receiving(secret) as hook:
+        settings = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret})
+        await ensure_streams(settings)
+        async with bus(infra) as js:  # what other services published before the notifier's first start
+            await publish(js, decision(1, provider="b/fp8", action="floor_held"))
+            await publish(js, decision(2, provider="b/fp8", action="floor_held"))
+        with capture_logs() as logs:
+            async with notifier(settings), bus(infra) as js:
+                # its first message changes nothing (a mode change: its command's answer tells it)
+                await publish(js, decision(2, provider="", action="mode_changed", reason="operator"))
+                await wait_for(lambda: acked_by_notifier(js, settings, 1), 10, "the notifier acknowledged it")
+                held = decision(3, action="floor_held")
+                await publish(js, held)
+                assert await hook.wait_for(1, 10), "no notice of the first decision the notifier saw"
+                await asyncio.sleep(0.3)  # a warning would come with the fold
+    rebuilt = [e for e in logs if e["event"] == "book_rebuilt_from_log"]
+    assert rebuilt == []
+    assert [(r.data["data"]["id"], r.data["data"]["phase"]) for r in hook.received] == [(held.decision_id, "start")]
+
+
+async def test_a_book_lost_with_redis_between_two_starts_is_rebuilt_with_a_warning(infra):
+    """Redis emptied while the notifier was stopped, its durable having acknowledged: a warning, and no start again.
+
+    The durable's acknowledged messages are the evidence that a book existed; the state
+    folded before (a held floor) is rebuilt from the log, so its renewal is no new start.
+    """
+    secret = new_secret()
+    async with receiving(secret) as hook:
+        settings = notifier_settings(infra, urls={"hook": hook.url}, secrets={"hook": secret})
+        held, renewed = decision(1, action="floor_held"), decision(2, action="floor_held")
+        async with notifier(settings), bus(infra) as js:
+            await publish(js, held)
+            assert await hook.wait_for(1, 10), "no start notice of the held floor"
+        client = redis_client(settings)
+        try:
+            await client.flushall()
+        finally:
+            await client.aclose()
+        with capture_logs() as logs:
+            async with notifier(settings), bus(infra) as js:
+                await publish(js, renewed)
+                await waits.until(lambda: any(e["event"] == "book_rebuilt_from_log" for e in logs), timeout_s=10,
+                                  what="the notifier to rebuild its lost book", interval_s=0.05)
+                await asyncio.sleep(0.5)  # a second start of the floor would come now
+    (rebuilt,) = [e for e in logs if e["event"] == "book_rebuilt_from_log"]
+    assert rebuilt["held"] == 1 and rebuilt["position"] == 1
+    assert [(r.data["data"]["id"], r.data["data"]["phase"]) for r in hook.received] == [(held.decision_id, "start")]

@@ -73,9 +73,34 @@ def test_a_mode_switch_is_applied_with_its_mode_changed_decision_and_a_repeat_is
     reply = answer(command, {MODEL: state}, effects, ENFORCE, new=True)
     assert [d.action for d in reply.decisions] == ["mode_changed"]
     assert reply.decisions[0].detail == "probe kind ttft: enforce -> observe by bob"
-    assert reply.detail == f"now {MODEL}: probe kind ttft observe" and reply.changed
+    assert reply.detail == (f"now {MODEL}: probe kind ttft observe; 1 suspension(s) in force stay until they end "
+                            "or are lifted (canary lift), observe mode changes what the next closes do: a/fp8 until "
+                            "2026-11-02T00:40:00Z") and reply.changed
     again, effects = decide(state, command, ENFORCE)
     assert again is state and answer(command, {MODEL: again}, effects, ENFORCE, new=False) is None
+
+
+def test_a_model_wide_observe_says_the_suspensions_in_force_stay_and_keeps_them():
+    """observe for all kinds: a/fp8's suspension is not lifted (the mode decides what a close does, not what is in
+    force) and the answer says so, naming it and its end; the router gets no decision for it."""
+    state = suspended_state()
+    command = mode("m9", "observe")
+    state, effects = decide(state, command, ENFORCE)
+    reply = answer(command, {MODEL: state}, effects, ENFORCE, new=True)
+    assert [d.action for d in effects if isinstance(d, Decision)] == ["mode_changed"]
+    assert state.providers["a/fp8"].suspension.enforced and mode_of(state, ENFORCE) == "observe"
+    assert reply.detail.endswith("; 1 suspension(s) in force stay until they end or are lifted (canary lift), "
+                                 "observe mode changes what the next closes do: a/fp8 until 2026-11-02T00:40:00Z")
+    assert reply.detail.startswith(f"now {MODEL}: observe") and reply.changed
+
+
+def test_enforce_and_an_observe_with_nothing_in_force_name_no_suspension():
+    """The note comes only with observe and a suspension in force."""
+    _, _, plain = folded(mode("m10", "observe"))
+    assert "suspension" not in plain.detail
+    state, effects = decide(suspended_state(), mode("m11", "enforce", kind="template"), ENFORCE)
+    assert "suspension" not in answer(mode("m11", "enforce", kind="template"), {MODEL: state}, effects, ENFORCE,
+                                      new=True).detail
 
 
 def test_a_command_for_a_model_not_watched_is_refused_by_name():

@@ -95,7 +95,7 @@ def test_the_reply_guard_judges_and_retries_without_the_optional_extras():
                           "heavy": sorted(m for m in sys.modules if m.split(".")[0] in
                                           ("numpy", "ftfy", "langdetect", "py3langid", "jsonschema"))}))
     """)
-    assert result == {"reason": "leading_junk", "early": True, "ignore": ["DeepInfra"],
+    assert result == {"reason": "leading_junk", "early": True, "ignore": ["DeepInfra", "deepinfra"],
                       "counted": {"leading_junk": 1}, "heavy": []}
 
 

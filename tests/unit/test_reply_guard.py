@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 from reverie_canary.client import GuardPolicy, IgnoreListClient, ReplyGuard, snapshot_bytes
+from reverie_canary.client.guard import base_slug
 from reverie_canary.client.served import MAX_REASONS, LiveCounts, LiveRecorder, decode_live
 from reverie_canary.client.wire import MAX_ENDPOINTS_PER_MODEL, IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
@@ -281,12 +282,42 @@ def test_a_pinned_request_is_not_retried_elsewhere():
     assert attempt.retry(verdict) is None and attempt.held == "pinned"
 
 
-def test_without_a_snapshot_the_retry_ignores_the_served_name():
-    """No snapshot (a new backend, the bus down from the start): the display name itself goes into ignore."""
+def test_without_a_snapshot_the_retry_ignores_the_served_name_and_its_base_slug():
+    """No snapshot (a new backend, the bus down from the start): no tag is known, so the display name and the
+    base slug made from it go into ignore (a base slug covers every endpoint of the provider)."""
     client = IgnoreListClient("nats://127.0.0.1:1", MODEL)
     guard = ReplyGuard(client, clock=Clock())
     verdict, _, attempt = run(guard, stream_of(": junk"))
-    assert attempt.retry(verdict).body["provider"]["ignore"] == ["DeepInfra", "mine/x"]
+    assert attempt.retry(verdict).body["provider"]["ignore"] == ["DeepInfra", "deepinfra", "mine/x"]
+
+
+def test_without_a_snapshot_a_two_word_name_is_ignored_by_its_slug_and_taken_out_of_a_pin():
+    """Amazon Bedrock with no snapshot: ignore gets amazon-bedrock too, and only/order lose its endpoints."""
+    guard = ReplyGuard(model=MODEL, clock=Clock())
+    body = {**BODY, "provider": {"only": ["amazon-bedrock/us-east-1", "together"],
+                                 "order": ["amazon-bedrock", "together"]}}
+    verdict, _, attempt = run(guard, stream_of(": junk", provider="Amazon Bedrock"), body=body)
+    retry = attempt.retry(verdict)
+    assert retry.body["provider"] == {"ignore": ["Amazon Bedrock", "amazon-bedrock"], "only": ["together"],
+                                      "order": ["together"]}
+
+
+def test_without_a_snapshot_a_reply_of_a_provider_its_base_slug_ignores_counts_as_not_applied():
+    """The request ignored amazon-bedrock (no tag known) and Amazon Bedrock served it all the same: not applied."""
+    guard = ReplyGuard(model=MODEL, clock=Clock())
+    body = {**BODY, "provider": {"ignore": ["amazon-bedrock"]}}
+    run(guard, stream_of("The keeper waited.", provider="Amazon Bedrock"), body=body)
+    run(guard, stream_of("The keeper waited.", provider="Lambda"), body=body)
+    counts = guard.live.take()
+    assert {k: o.ignore_not_applied for k, o in counts.providers.items()} == {"Amazon Bedrock": 1, "Lambda": 0}
+
+
+@pytest.mark.parametrize("name, slug", [("DeepInfra", "deepinfra"), ("Amazon Bedrock", "amazon-bedrock"),
+                                        ("inference.net", "inference-net"), ("Google Vertex", "google-vertex"),
+                                        ("  ", "")])
+def test_the_base_slug_of_a_display_name(name, slug):
+    """Lower case, each run of other characters one dash, none at the ends."""
+    assert base_slug(name) == slug
 
 
 def test_the_retry_budget_bounds_retries_to_a_share_of_requests():

@@ -331,6 +331,19 @@ def test_the_floor_counts_suspensions_and_never_counts_the_positive_control():
     assert isinstance(answers(effects)[0], CommandApplied)  # listed (known), and removes no usable host
 
 
+def test_the_floor_counts_a_host_the_canary_reports_unjudgeable():
+    """No verdict is no evidence: a host frozen too long (``unjudgeable``) is still routed to, so it counts.
+
+    The floor subtracts what routing removes (exclusions, overrides, suspensions); the router hears
+    ``unjudgeable`` once and never that the host is judged again, so leaving it out would hold for good.
+    """
+    frozen = Decision(at=at(0), decision_id="u1", model=MODEL, provider="c/fp8", action="unjudgeable",
+                      reason="frozen_too_long", detail="frozen 6 cycles in a row (ttft:http_503)")
+    state, _ = run([listed("a/fp8", "b/fp8", "c/fp8"), frozen])
+    _, effects = decide(state, add("a/fp8"), at(1), POLICY)
+    assert isinstance(answers(effects)[0], CommandApplied) and snapshots(effects)[0].ignore == ["a/fp8"]
+
+
 def test_a_model_whose_endpoints_are_not_known_yet_is_not_checked_and_the_answer_says_so():
     """Before the first discovery the router cannot check: applied, with a warning naming the model."""
     _, effects = run([add("whatever/fp8")])
