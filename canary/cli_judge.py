@@ -14,6 +14,7 @@ import typer
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings
 
 
@@ -427,7 +428,7 @@ def report(
             await client.aclose()
         try:
             nc = await nats_connect(settings, allow_reconnect=False)
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             raise _ReportError(f"cannot read the log: NATS at {settings.nats_url}: {exc!r}") from exc
         # a command for "*" reaches every watched model and every model the judge stored, as it did live
         folded = Refold(msgspec.structs.replace(policy, models=tuple(sorted(known | set(models)))),
@@ -455,7 +456,7 @@ def report(
             js = nc.jetstream()
             try:
                 await scan_refold_into(js, on_event)  # streamed: a month of results is never held
-            except Exception as exc:  # no stream (never initialised), a permission, a timeout
+            except (*NATS_FAULTS, CanaryError) as exc:  # no stream (never initialised), a permission, a timeout
                 raise _ReportError(f"cannot read the log: {exc!r}") from exc
             start = await _log_start(js)
         finally:
@@ -516,5 +517,5 @@ async def _log_start(js):
         if not info.state.messages:
             return None
         return (await js.get_msg(LOG, info.state.first_seq)).time, info.state.first_seq
-    except Exception:
+    except NATS_FAULTS:  # no stream, a deleted message, a permission: the start is not known
         return None

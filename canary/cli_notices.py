@@ -28,6 +28,7 @@ from reverie_canary.canary.cli import ConfigOpt, _settings, app
 from reverie_canary.canary.cli_ops import WAIT_S, ActorOpt, Bus, OpsError, _command_fields, _run, _validated
 from reverie_canary.canary.help import CanaryGroup
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 
 notices_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True,
                           help="Notices: dead letters, pending and recent deliveries (list); resend dead letters.")
@@ -164,7 +165,7 @@ async def _resend_and_wait(settings, command, timeout_s: float):
         try:
             ack = await bus.js.publish(subjects.NOTICES_RESEND, codec.encode(command), stream=NOTICES, timeout=5.0,
                                        headers={"Nats-Msg-Id": command.command_id})
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             raise OpsError(f"the resend request was not stored on {subjects.NOTICES_RESEND}: {exc!r} (only the "
                            f"operator credential may publish there; NATS_USER is "
                            f"{settings.nats_user or 'unset'})") from exc
@@ -176,7 +177,7 @@ async def _resend_and_wait(settings, command, timeout_s: float):
             while time.monotonic() < deadline:
                 try:
                     msg = await sub.next_msg(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
-                except Exception:  # nats TimeoutError: nothing yet
+                except NATS_FAULTS:  # nats TimeoutError: nothing yet
                     continue
                 try:
                     answer = codec.RESENT.decode(msg.data)
@@ -188,7 +189,7 @@ async def _resend_and_wait(settings, command, timeout_s: float):
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception:
+            except NATS_FAULTS:  # the connection went meanwhile: the subscription went with it
                 pass
 
 

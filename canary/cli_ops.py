@@ -46,6 +46,7 @@ from reverie_canary.shared.contract.commands import MAX_OVERRIDE_S
 from reverie_canary.shared.contract.errors import CanaryError, ConfigError
 from reverie_canary.shared.contract.timefmt import utc_text
 from reverie_canary.shared.runtime.logging import scrub
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 
 override_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True, help="Runtime incident overrides (layer 2 of the ignore list).")
 exclusions_app = typer.Typer(cls=CanaryGroup, no_args_is_help=True, help="The reviewed exclusions file (layer 1 of the ignore list).")
@@ -213,7 +214,7 @@ class Bus:
         if self.nc is not None:
             try:
                 await self.nc.close()
-            except Exception:
+            except NATS_FAULTS:  # closing a connection that already failed: nothing left to release
                 pass
 
     async def kv(self):
@@ -278,7 +279,7 @@ class Bus:
         try:
             ack = await self.js.publish(subject, codec.encode(command), stream=LOG, timeout=5.0,
                                         headers={"Nats-Msg-Id": command.command_id})
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             raise OpsError(f"the command was not stored on {subject}: {exc!r} "
                            f"(only the operator credential may publish there; NATS_USER is "
                            f"{self.settings.nats_user or 'unset'})") from exc
@@ -307,7 +308,7 @@ class Bus:
             while (left := deadline - time.monotonic()) > 0:
                 try:
                     msg = await sub.next_msg(timeout=left)
-                except Exception:  # nats TimeoutError: nothing within the time left
+                except NATS_FAULTS:  # nats TimeoutError: nothing within the time left
                     return None
                 try:
                     reply = codec.ANSWER.decode(msg.data)
@@ -320,7 +321,7 @@ class Bus:
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception:
+            except NATS_FAULTS:  # the connection went meanwhile: the subscription went with it
                 pass
 
 

@@ -22,6 +22,7 @@ from reverie_canary.shared.runtime.aio import stop_task, wait_event
 from reverie_canary.shared.runtime.auth import redis_url_for, redis_url_without_credential
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.logging import masked_url
+from reverie_canary.shared.runtime.retry import NATS_FAULTS, REDIS_FAULTS
 from reverie_canary.shared.runtime.settings import SERVICE_NAMES, Settings
 
 SERVICES = SERVICE_NAMES
@@ -186,7 +187,7 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
                             break
             finally:
                 await nc.close()
-        except Exception as exc:  # unreachable or timing out: keep waiting, say why; a refused credential: stop
+        except NATS_FAULTS as exc:  # unreachable or timing out: keep waiting, say why; a refused credential: stop
             why = refusal(exc)
             if why:
                 raise NatsRefused(f"{why} (NATS user {settings.nats_user or '(none)'} at "
@@ -196,7 +197,7 @@ async def wait_for_dependencies(settings: Settings, stop: asyncio.Event, *, redi
             client = redis_client(settings)
             try:
                 await client.ping()
-            except Exception as exc:
+            except REDIS_FAULTS as exc:
                 if redis_refusal(exc):  # a wrong credential does not heal by waiting: refuse to start
                     raise redis_refused(settings, "+".join(dict.fromkeys(names)) or "canary", exc) from None
                 problems.append(f"Redis at {masked_url(settings.redis_url)}: {type(exc).__name__}")
@@ -309,7 +310,7 @@ async def initialise(settings: Settings, wait_s: float) -> None:
             nc = await asyncio.wait_for(
                 nats_connect(settings, error_cb=violations.record, allow_reconnect=False, max_reconnect_attempts=1,
                              reconnect_time_wait=0.1, connect_timeout=min(2.0, left)), timeout=left)
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
             if why:
                 raise NatsRefused(f"canary init: {why} (NATS user {user} at {masked_url(settings.nats_url)})") from None
@@ -394,7 +395,7 @@ async def modes_now(settings: Settings) -> tuple[dict[str, str], str]:
                     states[model] = (await store.load(model)).state
                 else:
                     source = "the settings (no judge state yet)"
-    except Exception:  # Redis not there or slow: the settings' modes, said as such
+    except (*REDIS_FAULTS, CanaryError):  # Redis not there or slow, a state not read: the settings' modes
         source = "the settings (the judge's state not read)"
     finally:
         with contextlib.suppress(Exception):
@@ -478,7 +479,7 @@ async def announce_cycles(settings: Settings) -> None:
         try:
             await nc.jetstream(timeout=5).subscribe(subjects.ALL_VERDICTS, stream=streams.LOG, cb=said,
                                                     ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             log.warning("cycle_lines_unavailable", error=f"{type(exc).__name__}: {exc}",
                         refused=violations.first_denied(), note="the services run on; the lines are not said")
             return

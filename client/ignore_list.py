@@ -60,6 +60,7 @@ from typing import Any
 
 import nats
 from msgspec import Struct
+from nats.errors import Error as NatsError
 from nats.js.api import DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 
@@ -367,7 +368,7 @@ class IgnoreListClient:
             return  # kept for the next period
         try:
             await self.served.publish(self._nc)
-        except Exception as exc:  # a permission, no stream, a timeout: counted again next time
+        except (NatsError, OSError) as exc:  # a permission, no stream, a timeout: counted again next time
             self._log.warning("served_counts_not_published", model=self.model, error=repr(exc))
 
     async def _publish_live(self) -> None:
@@ -437,7 +438,7 @@ class IgnoreListClient:
                     max_reconnect_attempts=-1, reconnect_time_wait=random.uniform(0.5, 1.5), allow_reconnect=True,
                     disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
                     error_cb=self._error, **kwargs)
-            except Exception as exc:  # NoServersError, OSError, auth errors: keep serving the cache
+            except (NatsError, OSError) as exc:  # NoServersError, OSError, auth errors: keep serving the cache
                 self._last_error = self._last_error or repr(exc)
                 self._set_problem(self._unreachable())
                 attempt += 1

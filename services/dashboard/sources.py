@@ -35,6 +35,7 @@ from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime import clock, eventlog
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ROUTING_BUCKET
 
@@ -133,7 +134,7 @@ class FleetReader:
                               f"({self.window.events} events folded so far)") from exc
         except NotFoundError as exc:
             raise SourceError(f"no stream {LOG} on {self.settings.nats_url} (run canary init)") from exc
-        except Exception as exc:  # nats errors: a timeout, a permission the credential lacks
+        except NATS_FAULTS as exc:  # a timeout, a permission the credential lacks
             raise SourceError(f"reading the log {LOG} failed: {exc!r}") from exc
         self.window.last_seq = max(self.window.last_seq, last)
         return folded
@@ -145,7 +146,7 @@ class FleetReader:
             return None
         try:
             return (await self.js.get_msg(LOG, info.state.first_seq)).time
-        except Exception:  # deleted meanwhile, or not permitted: unknown
+        except NATS_FAULTS:  # deleted meanwhile, or not permitted: unknown
             return None
 
     async def snapshot(self, model: str) -> IgnoreSnapshot | None:
@@ -160,7 +161,7 @@ class FleetReader:
             return None
         except (BucketNotFoundError, NotFoundError) as exc:
             raise SourceError(f"no KV bucket {ROUTING_BUCKET} (run canary init)") from exc
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             raise SourceError(f"reading the KV bucket {ROUTING_BUCKET} failed: {exc!r}") from exc
         if not entry.value:
             return None
@@ -185,7 +186,7 @@ class FleetReader:
             return []
         except (BucketNotFoundError, NotFoundError) as exc:
             raise SourceError(f"no KV bucket {ROUTING_BUCKET} (run canary init)") from exc
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             raise SourceError(f"reading the history of {ROUTING_BUCKET} failed: {exc!r}") from exc
         marks = []
         for entry in entries:

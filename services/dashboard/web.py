@@ -66,9 +66,11 @@ from reverie_canary.services.dashboard.core import (
 )
 from reverie_canary.services.dashboard.sources import REFRESH_ON, FleetReader, SourceError
 from reverie_canary.services.judge.core import Policy
+from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.timefmt import age_text, utc_text
 from reverie_canary.shared.runtime import clock
 from reverie_canary.shared.runtime.metrics import ServiceMetrics
+from reverie_canary.shared.runtime.retry import REDIS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings
 
 log = structlog.get_logger("reverie_canary.dashboard")
@@ -474,7 +476,7 @@ def create_app(dashboard: Dashboard, web: WebConfigSource | None = None) -> Any:
     async def notices(request: Request) -> Response:
         try:
             book = await dashboard.notices()
-        except Exception as exc:  # Redis unreachable: said on the page, not a traceback
+        except (*REDIS_FAULTS, Transient) as exc:  # Redis unreachable: said on the page, not a traceback
             return error(request, f"the notifier's delivery book (Redis) could not be read: {exc}", 503)
         rows = sorted([{**r, "section": s} for s in ("dead", "pending", "recent") for r in book[s]],
                       key=lambda r: r.get("delivered_at") or r.get("dead_at") or r.get("last_attempt_at")

@@ -31,6 +31,7 @@ from nats.js.errors import NotFoundError
 
 from reverie_canary.services.judge.core import ModelState
 from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.streams import JUDGE_SNAPSHOTS
 
 #: The object store bucket of the judge's snapshots (declared in shared/runtime/streams.py).
@@ -90,7 +91,7 @@ async def latest(js: JetStreamContext, until_seq: int) -> FoldSnapshot | None:
     for _, name in usable:
         try:
             return decode((await store.get(name)).data)
-        except Exception as exc:  # a torn or unreadable object: the older one, else the log's start
+        except (*NATS_FAULTS, zlib.error, msgspec.DecodeError) as exc:  # torn or unreadable: the older one, else the log's start
             get_logger("judge").warning("snapshot_unreadable", name=name, error=repr(exc))
     return None
 
@@ -122,7 +123,7 @@ class SnapshotWriter:
             store = await self.js.object_store(BUCKET)
             await store.put(self._next, data, meta=ObjectMeta(name=self._next, headers={POSITION_HEADER: [str(position)]},
                                                               description=f"judge fold at stream position {position}"))
-        except Exception as exc:
+        except NATS_FAULTS as exc:
             if not self._failing:
                 log.warning("snapshot_failed", error=repr(exc), bucket=BUCKET,
                             reason="a rebuild starts from an older snapshot or the log's start (is the bucket there? "

@@ -6,6 +6,10 @@ The format is the field cases' (one JSON object per line: ``id``,
 ``(id, Reply, ProbeSpec)`` and then one verdict dict; this backs
 ``canary check FILE`` (:func:`check_file`).  Pure apart from reading the file.
 
+A line is decoded by its kind's Struct (:data:`CaseKind`, tagged by ``kind``): types are strict,
+fields the reader does not use (``source``, ``note``, ``meta.date`` ...) are ignored, and each kind
+says in one small method how it maps onto the probe.
+
 Case kind -> probe kind (``ProbeSpec.kind``):
 
 ===========  ===============================================================
@@ -40,31 +44,25 @@ from __future__ import annotations
 import json
 import re
 import sys
+import typing
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import msgspec
+from msgspec import UNSET, Struct, UnsetType
 
 from reverie_canary.client.checks import evaluate
 from reverie_canary.client.chunks import ChunkReader, error_body
-from reverie_canary.client.reply import TOOL_VARIANTS, ProbeSpec, Reply, ToolCall
+from reverie_canary.client.reply import ProbeSpec, Reply, ResponseFormat, ToolCall, ToolVariant
 from reverie_canary.services.prober.prompts import SENTINEL
 from reverie_canary.shared.contract.errors import CanaryError
 
-KIND_MAP = {
-    "latency": "ttft",
-    "refusal": "refusal",
-    "structured": "structured",
-    "language": "language",
-    "encoding": "language",
-    "corruption": "corruption",
-    "transport": "transport",
-    "tools": "tools",
-}
-
 _ECHO_PROMPT = re.compile(r"^\s*Repeat exactly(?:,? without any other text)?\s*:\s*(?P<text>.+?)\s*$", re.S | re.I)
+
+#: A time in seconds a case records (never negative).
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class CaseError(CanaryError, ValueError):
@@ -86,16 +84,242 @@ class RecordedCase:
     same_name: tuple[str, ...] = ()
 
 
-def _seconds(value: Any, field: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CaseError(f"meta.{field} must be a number of seconds")
-    return float(value)
+# -- the wire: what a case line holds -------------------------------------------------------
 
 
-def parse_events(events: Any) -> ChunkReader:
-    """Read recorded SSE lines with their times (``[{"t_s", "line"}, ...]``) with the prober's reader.
+class RecordedEvent(Struct, frozen=True):
+    """One recorded SSE line and the time it came (``t_s``, seconds from the request; ``t``: older spelling)."""
+
+    line: str
+    t_s: Seconds | None = None
+    t: Seconds | None = None
+
+
+class _Pinned(Struct, frozen=True):
+    """``meta.pinned``: the endpoint the probe was pinned to and the model's others of that display name."""
+
+    provider: str
+    provider_name: str
+    same_name: list[str] = []
+
+
+class _RecordedReply(Struct, frozen=True, forbid_unknown_fields=True):
+    """``meta.reply``: the reply's own fields as the prober kept them (``canary evidence`` writes them).
+
+    A field left out keeps what the case's other fields say; ``null`` sets it to ``None``.
+    """
+
+    transport_error: str | None | UnsetType = UNSET
+    timed_out: bool | None | UnsetType = UNSET
+    done: bool | None | UnsetType = UNSET
+    keepalives: int | None | UnsetType = UNSET
+    tool_calls: int | None | UnsetType = UNSET
+    tool_names: tuple[str, ...] | None | UnsetType = UNSET
+    output_bytes: int | None | UnsetType = UNSET
+    wire_bytes: int | None | UnsetType = UNSET
+    cut: str | None | UnsetType = UNSET
+    invalid_utf8: int | None | UnsetType = UNSET
+    total_ms: float | None | UnsetType = UNSET
+    generation_id: str | None | UnsetType = UNSET
+    tool_faults: tuple[str, ...] | None | UnsetType = UNSET
+    streamed: bool | None | UnsetType = UNSET
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the case sets, by name."""
+        return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not UNSET}
+
+
+class _Meta(Struct, frozen=True, kw_only=True):
+    """``meta``: the evidence a check may need (the cases' README lists the fields); others are ignored."""
+
+    prompt: str | None = None
+    provider: str | None = None
+    http_status: int | None = None
+    native_finish_reason: str | None = None
+    #: an in-band error object; a bare string or number is kept as its ``message``
+    error: dict[str, Any] | str | int | None = None
+    events: list[RecordedEvent] | None = None
+    #: ``output_text`` is the raw body of an unstreamed answer, read by the prober's reader
+    raw_body: bool = False
+    ttft_s: Seconds | None = None
+    first_reasoning_delta_s: Seconds | None = None
+    first_content_delta_s: Seconds | None = None
+    client_timeout_s: Seconds | None = None
+    ttft_threshold_s: Seconds | None = None
+    reasoning_text: str | None = None
+    usage: dict[str, Any] | None = None
+    tool_calls: list[Any] | None = None
+    reply: _RecordedReply | None = None
+    response_format: ResponseFormat | None | UnsetType = UNSET
+    max_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    expected_prefix: str | None = None
+    sentinel: str | None | UnsetType = UNSET
+    pinned: _Pinned | None = None
+    # tool-call cases
+    stream: bool | None = None
+    variant: ToolVariant | None = None
+    tool_result_value: str | int | float | None = None
+    parallel_tool_calls: bool = True
+
+
+class _Case(Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """The fields every case kind has (module docstring); the subclasses are the kinds."""
+
+    #: the probe kind whose checks apply (module docstring's table)
+    probe: ClassVar[str]
+    #: the response format the probe sends when ``meta.response_format`` is absent
+    default_format: ClassVar[ResponseFormat | None] = None
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    output_text: str
+    finish_reason: str | None = None
+    request_language: str | None = None
+    schema: dict[str, Any] | None = None
+    meta: _Meta | None = None
+    expected: str | None = None
+    accept: list[str] | None = None
+    http_status: int | None = None
+    error_body: str | None = None
+
+    def spec_fields(self, meta: _Meta, stream: ChunkReader | None) -> dict[str, Any]:
+        """The kind's own :class:`ProbeSpec` fields: the probe kind and what only this kind sets."""
+        return {"kind": self.probe}
+
+    def tool_fields(self, meta: _Meta) -> _ToolCase:
+        """The tool-call fields of the reply (none but for ``tools`` cases)."""
+        return _ToolCase()
+
+
+class LatencyCase(_Case, frozen=True, kw_only=True, tag="latency"):
+    """A time-to-first-token case."""
+
+    probe = "ttft"
+
+
+class RefusalCase(_Case, frozen=True, kw_only=True, tag="refusal"):
+    """An empty, filtered or cut reply."""
+
+    probe = "refusal"
+
+
+class StructuredCase(_Case, frozen=True, kw_only=True, tag="structured"):
+    """A JSON reply judged against ``schema``; ``meta.response_format`` absent means json_schema (what the probe sends)."""
+
+    probe = "structured"
+    default_format = "json_schema"
+
+
+class LanguageCase(_Case, frozen=True, kw_only=True, tag="language"):
+    """A reply in the wrong language, or a mix."""
+
+    probe = "language"
+
+
+class EncodingCase(_Case, frozen=True, kw_only=True, tag="encoding"):
+    """Mojibake or byte-level tokens: the language probe's encoding checks judge it."""
+
+    probe = "language"
+
+
+class CorruptionCase(_Case, frozen=True, kw_only=True, tag="corruption"):
+    """Template tokens, junk, injected words: the echo probe when ``meta.prompt`` is ``Repeat exactly: <text>``."""
+
+    probe = "corruption"
+
+    def spec_fields(self, meta: _Meta, stream: ChunkReader | None) -> dict[str, Any]:
+        """The echo probe with its text when the prompt asks for an echo, else the corruption probe."""
+        m = _ECHO_PROMPT.match(meta.prompt or "")
+        return {"kind": "echo", "echo_text": m.group("text")} if m else {"kind": self.probe}
+
+
+class TransportCase(_Case, frozen=True, kw_only=True, tag="transport"):
+    """An HTTP, stream or body fault: the time-to-first-token probe when ``meta.events`` holds SSE lines."""
+
+    probe = "transport"
+
+    def spec_fields(self, meta: _Meta, stream: ChunkReader | None) -> dict[str, Any]:
+        """The ttft probe when the case recorded its stream, else transport and generic checks only."""
+        return {"kind": "ttft" if stream is not None and meta.events else self.probe}
+
+
+class RecordedCall(Struct, frozen=True, kw_only=True):
+    """One tool call as the client assembled it (``arguments``: the raw string as received)."""
+
+    id: str | None = None
+    name: str | None = None
+    type: str = "function"
+    arguments: str | None = None
+    #: the call's index on the wire, when it was not its position
+    index: int | None = None
+    #: the argument bytes received, also those beyond the cap
+    arguments_bytes: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class ToolsCase(_Case, frozen=True, kw_only=True, tag="tools"):
+    """A tool-call case (module docstring): the tool-call checks."""
+
+    probe = "tools"
+    tools: list[dict[str, Any]] | None = None
+    expected_tool: str | None = None
+    expected_arguments: dict[str, Any] | None = None
+    tool_calls: list[RecordedCall] | None = None
+    stream_deltas: list[dict[str, Any]] | None = None
+
+    def tool_fields(self, meta: _Meta) -> _ToolCase:
+        """The calls assembled by the one wire reader from ``stream_deltas`` or else ``tool_calls``."""
+        reader = _tool_reader(self.stream_deltas, self.tool_calls or [])
+        assembled, faults = reader.tool_calls_kept()
+        if self.tool_calls and not self.stream_deltas:
+            assembled = _as_recorded(assembled, self.tool_calls)
+        return _ToolCase(tools=self.tools, expected_tool=self.expected_tool,
+                         expected_arguments=self.expected_arguments, calls=assembled, faults=faults,
+                         seen=reader.tool_calls_seen, names=tuple(reader.tool_names),
+                         streamed=True if self.stream_deltas else meta.stream)
+
+    def spec_fields(self, meta: _Meta, stream: ChunkReader | None) -> dict[str, Any]:
+        """The tool probe with its tools, expectations and variant (derived when ``meta.variant`` is absent)."""
+        value = meta.tool_result_value
+        return {"kind": self.probe, "tools": self.tools, "expected_tool": self.expected_tool,
+                "expected_arguments": self.expected_arguments, "variant": meta.variant or _variant(self, meta),
+                "tool_result_value": None if value is None else str(value), "parallel_calls": meta.parallel_tool_calls}
+
+
+#: Every case kind, decoded by ``kind``.
+CaseKind = LatencyCase | RefusalCase | StructuredCase | LanguageCase | EncodingCase | CorruptionCase \
+    | TransportCase | ToolsCase
+
+#: Case kind -> probe kind (the module docstring's table; ``corruption`` and ``transport`` may change it).
+KIND_MAP: dict[str, str] = {
+    str(cls.__struct_config__.tag): cls.probe for cls in typing.get_args(CaseKind)
+}
+
+
+# -- reading a case -------------------------------------------------------------------------
+
+
+def _why(exc: msgspec.ValidationError) -> str:
+    """The decoder's message with field paths as the case file spells them (``'meta.ttft_s'``)."""
+    return str(exc).replace("`$.", "`").replace("`", "'")
+
+
+def decode_case(obj: Any) -> CaseKind:
+    """Decode one JSON-decoded case into its kind's Struct.
+
+    Raises:
+        CaseError: not an object, an unknown ``kind``, a missing required field or one of the wrong type.
+    """
+    if not isinstance(obj, dict):
+        raise CaseError("a case must be a JSON object")
+    if obj.get("kind") not in KIND_MAP:
+        raise CaseError(f"unknown kind {obj.get('kind')!r}; known: {sorted(KIND_MAP)}")
+    try:
+        case: CaseKind = msgspec.convert(obj, CaseKind)
+    except msgspec.ValidationError as exc:
+        raise CaseError(_why(exc)) from None
+    return case
+
+
+def parse_events(events: list[RecordedEvent]) -> ChunkReader:
+    """Read recorded SSE lines with their times with the prober's reader.
 
     The same :class:`~reverie_canary.client.chunks.ChunkReader` as
     live probes, so the same time-to-first-token rule: keep-alive comments
@@ -106,22 +330,15 @@ def parse_events(events: Any) -> ChunkReader:
 
     Returns:
         The reader after the last line (``last_ms``: the latest time seen).
-
-    Raises:
-        CaseError: ``events`` is not a list of objects with a ``line``.
     """
-    if not isinstance(events, list):
-        raise CaseError("meta.events must be a list")
     reader = ChunkReader(lenient=True)
     latest: float | None = None
     for item in events:
-        if not isinstance(item, dict) or not isinstance(item.get("line"), str):
-            raise CaseError("meta.events items need a 'line' string")
-        t = _seconds(item.get("t_s", item.get("t")), "events.t_s")
+        t = item.t_s if item.t_s is not None else item.t
         t_ms = None if t is None else t * 1000.0
         if t_ms is not None:
             latest = t_ms if latest is None else max(latest, t_ms)
-        line = item["line"].strip()
+        line = item.line.strip()
         if line:
             reader.line(line.encode("utf-8", "surrogatepass"), t_ms)
     reader.last_ms = latest
@@ -137,7 +354,7 @@ def _raw_body(text: str) -> ChunkReader:
 
 @dataclass(frozen=True)
 class _ToolCase:
-    """The tool-call fields of a case, read (:func:`_tool_fields`)."""
+    """The tool-call fields of a case, read (:meth:`ToolsCase.tool_fields`)."""
 
     tools: list[dict[str, Any]] | None = None
     expected_tool: str | None = None
@@ -149,280 +366,136 @@ class _ToolCase:
     streamed: bool | None = None
 
 
-def _tool_fields(obj: dict[str, Any], meta: dict[str, Any]) -> _ToolCase:
-    """Read ``tools``, ``expected_tool``, ``expected_arguments``, ``tool_calls``, ``stream_deltas``.
-
-    The calls are assembled by the one wire reader (module docstring).
-
-    Raises:
-        CaseError: a field of the wrong type.
-    """
-    tools = obj.get("tools")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-        raise CaseError("'tools' must be a list of tool objects or null")
-    expected_tool = obj.get("expected_tool")
-    if expected_tool is not None and not isinstance(expected_tool, str):
-        raise CaseError("'expected_tool' must be a string or null")
-    expected_arguments = obj.get("expected_arguments")
-    if expected_arguments is not None and not isinstance(expected_arguments, dict):
-        raise CaseError("'expected_arguments' must be an object or null")
-    calls = obj.get("tool_calls")
-    if calls is None:
-        calls = []
-    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-        raise CaseError("'tool_calls' must be a list of {id, name, arguments}")
-    deltas = obj.get("stream_deltas")
-    if deltas is not None and not (isinstance(deltas, list) and all(isinstance(d, dict) for d in deltas)):
-        raise CaseError("'stream_deltas' must be a list of delta objects")
+def _tool_reader(deltas: list[dict[str, Any]] | None, calls: list[RecordedCall]) -> ChunkReader:
+    """Feed the recorded deltas as an SSE stream, or else the calls as an unstreamed ``message.tool_calls``."""
     reader = ChunkReader()
     if deltas:
         for delta in deltas:
             line = json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]}, ensure_ascii=False)
             reader.line(b"data: " + line.encode("utf-8", "surrogatepass"), None)
     elif calls:
-        entries = []
-        for call in calls:
-            arguments = call.get("arguments")
-            if arguments is not None and not isinstance(arguments, str):
-                raise CaseError("tool_calls[].arguments must be the raw string as received")
-            entries.append({"id": call.get("id"), "type": call.get("type", "function"),
-                            "function": {"name": call.get("name"), "arguments": arguments}})
+        entries = [{"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
         body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": entries}}]},
                           ensure_ascii=False)
         reader.body(body.encode("utf-8", "surrogatepass"), None)
-    assembled, faults = reader.tool_calls_kept()
-    if calls and not deltas:  # the recorded index and the bytes received beyond the cap, when given
-        fixed = []
-        for call, recorded in zip(assembled, calls, strict=False):
-            index, size = recorded.get("index", call.index), recorded.get("arguments_bytes", call.arguments_bytes)
-            if isinstance(index, bool) or not isinstance(index, int) or isinstance(size, bool) \
-                    or not isinstance(size, int):
-                raise CaseError("tool_calls[].index and arguments_bytes must be integers")
-            fixed.append(msgspec.structs.replace(call, index=index, arguments_bytes=max(size, call.arguments_bytes)))
-        assembled = tuple(fixed)
-    stream = meta.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise CaseError("meta.stream must be a boolean")
-    return _ToolCase(tools=tools, expected_tool=expected_tool, expected_arguments=expected_arguments,
-                     calls=assembled, faults=faults, seen=reader.tool_calls_seen, names=tuple(reader.tool_names),
-                     streamed=True if deltas else stream)
+    return reader
 
 
-def _tool_spec(meta: dict[str, Any], case: _ToolCase) -> dict[str, Any]:
-    """The :class:`ProbeSpec` fields of a tool-call case.
+def _as_recorded(assembled: tuple[ToolCall, ...], calls: list[RecordedCall]) -> tuple[ToolCall, ...]:
+    """The assembled calls with the recorded index and the bytes received beyond the cap, when given."""
+    return tuple(
+        msgspec.structs.replace(
+            call, index=call.index if rec.index is None else rec.index,
+            arguments_bytes=max(rec.arguments_bytes or 0, call.arguments_bytes))
+        for call, rec in zip(assembled, calls, strict=False))
 
-    Raises:
-        CaseError: ``meta.variant``, ``meta.tool_result_value`` or ``meta.parallel_tool_calls`` of the wrong type.
+
+def _variant(case: ToolsCase, meta: _Meta) -> str:
+    """The tool probe's variant a case implies when ``meta.variant`` does not say it."""
+    if meta.tool_result_value:
+        return "second_turn"
+    if case.expected_tool is None:
+        return "no_tool"
+    return "call_stream" if case.stream_deltas or meta.stream else "call"
+
+
+def _text_and_error(case: _Case, meta: _Meta, stream: ChunkReader | None) -> tuple[str, str | None, dict[str, Any] | None, str | None]:
+    """The reply's text, finish reason, in-band error and transport error.
+
+    A raw body (``meta.raw_body``) is read by the prober's reader; an error recorded in ``meta.error`` wins
+    over one in the stream, which wins over one read from ``error_body``.
     """
-    variant = meta.get("variant")
-    if variant is None:
-        variant = ("second_turn" if meta.get("tool_result_value") else
-                   "no_tool" if case.expected_tool is None else "call_stream" if case.streamed else "call")
-    if variant not in TOOL_VARIANTS:
-        raise CaseError(f"unknown meta.variant {variant!r}; known: {list(TOOL_VARIANTS)}")
-    value = meta.get("tool_result_value")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
-        raise CaseError("meta.tool_result_value must be a string or a number")
-    parallel = meta.get("parallel_tool_calls", True)
-    if not isinstance(parallel, bool):
-        raise CaseError("meta.parallel_tool_calls must be a boolean")
-    return {"tools": case.tools, "expected_tool": case.expected_tool, "expected_arguments": case.expected_arguments,
-            "variant": variant, "tool_result_value": None if value is None else str(value), "parallel_calls": parallel}
-
-
-def parse_case(obj: Any) -> RecordedCase:
-    """Turn one decoded field case into a :class:`RecordedCase`.
-
-    Raises:
-        CaseError: a required field is missing or has the wrong type.
-    """
-    if not isinstance(obj, dict):
-        raise CaseError("a case must be a JSON object")
-    case_id = obj.get("id")
-    if not isinstance(case_id, str) or not case_id:
-        raise CaseError("'id' must be a non-empty string")
-    kind = obj.get("kind")
-    if kind not in KIND_MAP:
-        raise CaseError(f"unknown kind {kind!r}")
-    text = obj.get("output_text")
-    if not isinstance(text, str):
-        raise CaseError("'output_text' must be a string")
-    finish = obj.get("finish_reason")
-    if finish is not None and not isinstance(finish, str):
-        raise CaseError("'finish_reason' must be a string or null")
-    language = obj.get("request_language")
-    if language is not None and not isinstance(language, str):
-        raise CaseError("'request_language' must be a string or null")
-    schema = obj.get("schema")
-    if schema is not None and not isinstance(schema, dict):
-        raise CaseError("'schema' must be an object or null")
-    meta = obj.get("meta") or {}
-    if not isinstance(meta, dict):
-        raise CaseError("'meta' must be an object")
-    accept = obj.get("accept") or ([obj["expected"]] if isinstance(obj.get("expected"), str) else [])
-    if not isinstance(accept, list) or not all(isinstance(a, str) for a in accept):
-        raise CaseError("'accept' must be a list of strings")
-
-    stream = parse_events(meta["events"]) if "events" in meta and meta["events"] is not None else None
-    transport_error = None
-    if meta.get("raw_body"):
+    text, finish, transport_error = case.output_text, case.finish_reason, None
+    if meta.raw_body:
         body = _raw_body(text)
         transport_error = body.transport_error
         text = "" if transport_error else "".join(body.text)
         finish = finish or body.finish_reason
-    error = meta.get("error")
-    if error is not None and not isinstance(error, dict):
-        error = {"message": str(error)}
-    if stream is not None and stream.error is not None and error is None:
+    error = meta.error if isinstance(meta.error, dict) or meta.error is None else {"message": str(meta.error)}
+    if error is None and stream is not None:
         error = stream.error
+    if error is None and case.error_body is not None:
+        error = error_body(case.error_body.encode("utf-8", "surrogatepass"))
+    return text, finish, error, transport_error
 
-    ttft_s = _seconds(meta.get("ttft_s"), "ttft_s")
-    first_reasoning = _seconds(meta.get("first_reasoning_delta_s"), "first_reasoning_delta_s")
-    first_content = _seconds(meta.get("first_content_delta_s"), "first_content_delta_s")
-    ttft_ms = ttft_s * 1000.0 if ttft_s is not None else None
-    first_reasoning_ms = first_reasoning * 1000.0 if first_reasoning is not None else None
-    first_content_ms = first_content * 1000.0 if first_content is not None else None
-    if stream is not None and (stream.first_content_ms is not None or stream.first_reasoning_ms is not None):
-        # the recorded lines are the raw evidence: they win over a summary number
-        first_content_ms = stream.first_content_ms if stream.first_content_ms is not None else first_content_ms
-        first_reasoning_ms = stream.first_reasoning_ms if stream.first_reasoning_ms is not None else first_reasoning_ms
-        ttft_ms = min(t for t in (first_content_ms, first_reasoning_ms) if t is not None)
-    client_timeout = _seconds(meta.get("client_timeout_s"), "client_timeout_s")
-    reasoning_text = meta.get("reasoning_text") or ""
-    if not isinstance(reasoning_text, str):
-        raise CaseError("meta.reasoning_text must be a string")
-    produced = bool(text or reasoning_text)
-    timed_out = client_timeout is not None and (ttft_ms is None or not produced or finish is None)
-    usage = meta.get("usage") or {}
-    if not isinstance(usage, dict):
-        raise CaseError("meta.usage must be an object")
-    http_status = meta.get("http_status", obj.get("http_status"))
-    if http_status is not None and (isinstance(http_status, bool) or not isinstance(http_status, int)):
-        raise CaseError("http_status must be an integer")
-    recorded_calls = meta.get("tool_calls") or []
-    if not isinstance(recorded_calls, list):
-        raise CaseError("meta.tool_calls must be a list")
-    raw_error = obj.get("error_body")
-    if raw_error is not None:
-        if not isinstance(raw_error, str):
-            raise CaseError("'error_body' must be the raw body, a string")
-        if error is None:
-            error = error_body(raw_error.encode("utf-8", "surrogatepass"))
-    tool_case = _tool_fields(obj, meta) if kind == "tools" else _ToolCase()
 
-    recorded = meta.get("reply") or {}
-    if not isinstance(recorded, dict):
-        raise CaseError("meta.reply must be an object")
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+def _timings(meta: _Meta, stream: ChunkReader | None) -> tuple[float | None, float | None, float | None]:
+    """``(ttft_ms, first_content_ms, first_reasoning_ms)``: the recorded lines win over a summary number."""
+    ttft, content, reasoning = _ms(meta.ttft_s), _ms(meta.first_content_delta_s), _ms(meta.first_reasoning_delta_s)
+    if stream is None or (stream.first_content_ms is None and stream.first_reasoning_ms is None):
+        return ttft, content, reasoning
+    content = stream.first_content_ms if stream.first_content_ms is not None else content
+    reasoning = stream.first_reasoning_ms if stream.first_reasoning_ms is not None else reasoning
+    return min(t for t in (content, reasoning) if t is not None), content, reasoning
+
+
+def _stream_fields(meta: _Meta, stream: ChunkReader | None, tools: _ToolCase) -> dict[str, Any]:
+    """The reply's stream and tool-call fields: from the recorded stream when there is one, else the tool case."""
+    recorded_calls = len(meta.tool_calls or [])
+    if stream is None:
+        return {"keepalives": 0, "done": False, "tool_calls": max(recorded_calls, tools.seen),
+                "tool_names": tools.names, "calls": tools.calls, "tool_faults": tools.faults,
+                "streamed": bool(tools.streamed), "invalid_utf8": 0}
+    kept = stream.tool_calls_kept() if stream.calls else (tools.calls, tools.faults)
+    return {"keepalives": stream.keepalives, "done": bool(stream.done),
+            "tool_calls": max(recorded_calls, stream.tool_calls_seen, tools.seen),
+            "tool_names": tuple(stream.tool_names), "calls": kept[0], "tool_faults": kept[1],
+            "streamed": True, "invalid_utf8": stream.invalid_utf8}
+
+
+def _reply(case: _Case, meta: _Meta, stream: ChunkReader | None) -> Reply:
+    """The :class:`Reply` a case records, as the prober would have assembled it."""
+    text, finish, error, transport_error = _text_and_error(case, meta, stream)
+    ttft_ms, first_content_ms, first_reasoning_ms = _timings(meta, stream)
+    reasoning_text = meta.reasoning_text or ""
+    timeout_ms = _ms(meta.client_timeout_s)
+    timed_out = timeout_ms is not None and (ttft_ms is None or not (text or reasoning_text) or finish is None)
     reply = Reply(
-        text=text,
-        reasoning_text=reasoning_text,
-        finish_reason=finish,
-        native_finish_reason=meta.get("native_finish_reason"),
-        http_status=http_status,
-        error=error,
-        transport_error=transport_error,
-        ttft_ms=ttft_ms,
-        first_content_ms=first_content_ms,
-        first_reasoning_ms=first_reasoning_ms,
-        total_ms=client_timeout * 1000.0 if (timed_out and client_timeout is not None) else
-        (stream.last_ms if stream is not None else None),
-        timed_out=timed_out,
-        served_by=meta.get("provider") if isinstance(meta.get("provider"), str) else None,
-        usage=usage,
-        keepalives=stream.keepalives if stream is not None else 0,
-        done=bool(stream is not None and stream.done),
-        tool_calls=max(len(recorded_calls), stream.tool_calls_seen if stream is not None else 0, tool_case.seen),
-        tool_names=tuple(stream.tool_names) if stream is not None else tool_case.names,
-        calls=stream.tool_calls_kept()[0] if stream is not None and stream.calls else tool_case.calls,
-        tool_faults=stream.tool_calls_kept()[1] if stream is not None and stream.calls else tool_case.faults,
-        streamed=stream is not None or bool(tool_case.streamed),
-        invalid_utf8=stream.invalid_utf8 if stream is not None else 0,
+        text=text, reasoning_text=reasoning_text, finish_reason=finish, native_finish_reason=meta.native_finish_reason,
+        http_status=meta.http_status if meta.http_status is not None else case.http_status,
+        error=error, transport_error=transport_error,
+        ttft_ms=ttft_ms, first_content_ms=first_content_ms, first_reasoning_ms=first_reasoning_ms,
+        total_ms=timeout_ms if timed_out else (stream.last_ms if stream is not None else None),
+        timed_out=timed_out, served_by=meta.provider, usage=meta.usage or {},
+        **_stream_fields(meta, stream, case.tool_fields(meta)),
     )
-    if recorded:
-        reply = _with_recorded(reply, recorded)
-
-    prompt = meta.get("prompt") or ""
-    if not isinstance(prompt, str):
-        raise CaseError("meta.prompt must be a string")
-    probe_kind = KIND_MAP[kind]
-    echo_text = None
-    if kind == "corruption":
-        m = _ECHO_PROMPT.match(prompt)
-        if m:
-            echo_text, probe_kind = m.group("text"), "echo"
-    if kind == "transport" and stream is not None and meta.get("events"):
-        probe_kind = "ttft"
-    if "response_format" in meta:
-        fmt = meta["response_format"]
-    else:
-        fmt = "json_schema" if kind == "structured" else None
-    if fmt not in (None, "json_schema", "json_object"):
-        raise CaseError(f"unknown meta.response_format {fmt!r}")
-    threshold_s = _seconds(meta.get("ttft_threshold_s"), "ttft_threshold_s")
-    max_tokens = meta.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
-        raise CaseError("meta.max_tokens must be an integer")
-    prefix = meta.get("expected_prefix")
-    if prefix is not None and not isinstance(prefix, str):
-        raise CaseError("meta.expected_prefix must be a string")
-    sentinel = meta.get("sentinel", SENTINEL if SENTINEL in prompt else None)
-    if sentinel is not None and not isinstance(sentinel, str):
-        raise CaseError("meta.sentinel must be a string")
-    pinned = meta.get("pinned")
-    if pinned is not None and not (isinstance(pinned, dict) and isinstance(pinned.get("provider"), str)
-                                   and isinstance(pinned.get("provider_name"), str)):
-        raise CaseError("meta.pinned must be {provider, provider_name}")
-    same_name = pinned.get("same_name", []) if pinned else []
-    if not isinstance(same_name, list) or not all(isinstance(t, str) for t in same_name):
-        raise CaseError("meta.pinned.same_name must be a list of provider tags")
-    tool_spec = _tool_spec(meta, tool_case) if kind == "tools" else {}
-    spec = ProbeSpec(
-        **tool_spec,
-        kind=probe_kind,
-        language=language,
-        prompt=prompt,
-        expected_prefix=prefix or None,
-        sentinel=sentinel or None,
-        echo_text=echo_text,
-        schema=schema,
-        response_format=fmt,
-        max_tokens=max_tokens,
-        ttft_threshold_ms=threshold_s * 1000.0 if threshold_s is not None else 10_000.0,
-    )
-    expected = obj.get("expected") if isinstance(obj.get("expected"), str) else None
-    return RecordedCase(id=case_id, reply=reply, spec=spec, expected=expected, accept=tuple(accept),
-                        pinned=(pinned["provider"], pinned["provider_name"]) if pinned else None,
-                        same_name=tuple(same_name))
+    changes = meta.reply.changes() if meta.reply is not None else {}
+    return msgspec.structs.replace(reply, **changes) if changes else reply
 
 
-#: ``meta.reply``: the reply's own fields as the prober kept them (``canary evidence`` writes them), each
-#: with its type; a field left out keeps what the case's other fields say.
-RECORDED_REPLY_FIELDS: dict[str, tuple[type, ...]] = {
-    "transport_error": (str,), "timed_out": (bool,), "done": (bool,), "keepalives": (int,),
-    "tool_calls": (int,), "tool_names": (list,), "output_bytes": (int,), "wire_bytes": (int,), "cut": (str,),
-    "invalid_utf8": (int,), "total_ms": (int, float), "generation_id": (str,),
-    "tool_faults": (list,), "streamed": (bool,),
-}
+def _spec(case: _Case, meta: _Meta, stream: ChunkReader | None) -> ProbeSpec:
+    """The :class:`ProbeSpec` the probe sent: the kind's own fields over the common ones."""
+    prompt = meta.prompt or ""
+    sentinel = (SENTINEL if SENTINEL in prompt else None) if meta.sentinel is UNSET else meta.sentinel
+    common: dict[str, Any] = {
+        "language": case.request_language, "prompt": prompt, "expected_prefix": meta.expected_prefix or None,
+        "sentinel": sentinel or None, "schema": case.schema,
+        "response_format": case.default_format if meta.response_format is UNSET else meta.response_format,
+        "max_tokens": meta.max_tokens,
+        "ttft_threshold_ms": 10_000.0 if meta.ttft_threshold_s is None else meta.ttft_threshold_s * 1000.0,
+    }
+    return ProbeSpec(**(common | case.spec_fields(meta, stream)))
 
 
-def _with_recorded(reply: Reply, recorded: dict[str, Any]) -> Reply:
-    """``reply`` with the fields of ``meta.reply`` (:data:`RECORDED_REPLY_FIELDS`).
+def parse_case(obj: Any) -> RecordedCase:
+    """Turn one JSON-decoded field case into a :class:`RecordedCase`.
 
     Raises:
-        CaseError: an unknown field or one of the wrong type.
+        CaseError: not an object, an unknown ``kind``, a required field missing or one of the wrong type.
     """
-    changes: dict[str, Any] = {}
-    for name, value in recorded.items():
-        types = RECORDED_REPLY_FIELDS.get(name)
-        if types is None:
-            raise CaseError(f"meta.reply.{name} is not a recorded reply field; known: {sorted(RECORDED_REPLY_FIELDS)}")
-        if value is None:
-            changes[name] = None
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise CaseError(f"meta.reply.{name} has the wrong type")
-        changes[name] = tuple(str(v) for v in value) if name in ("tool_names", "tool_faults") else value
-    return msgspec.structs.replace(reply, **changes)
+    case = decode_case(obj)
+    meta = case.meta or _Meta()
+    stream = parse_events(meta.events) if meta.events is not None else None
+    accept = case.accept or ([case.expected] if case.expected is not None else [])
+    pinned = meta.pinned
+    return RecordedCase(id=case.id, reply=_reply(case, meta, stream), spec=_spec(case, meta, stream),
+                        expected=case.expected, accept=tuple(accept),
+                        pinned=(pinned.provider, pinned.provider_name) if pinned else None,
+                        same_name=tuple(pinned.same_name) if pinned else ())
 
 
 def judge_case(case: RecordedCase) -> dict[str, Any]:

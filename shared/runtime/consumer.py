@@ -50,7 +50,7 @@ from nats.js.errors import APIError
 
 from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.codec import Codec
-from reverie_canary.shared.contract.errors import Transient
+from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
 from reverie_canary.shared.runtime import settle, tracing
 from reverie_canary.shared.runtime.aio import stop_task
 from reverie_canary.shared.runtime.broker import Delivery, Publisher, _span_attributes
@@ -298,7 +298,7 @@ class Consumer:
         if outcome.action == "nak":
             self.log.warning("message_retry", subject=delivery.subject, stream_seq=delivery.stream_seq,
                              messages=messages, attempt=attempt, retry_in_s=round(outcome.delay_s or 0.0, 2),
-                             error=str(exc))
+                             error=str(exc), error_type=type(exc).__name__)
             self.series.inc("messages", outcome="nak")
             if self.fold is None:
                 held.settled = True
@@ -308,7 +308,8 @@ class Consumer:
             assert outcome.reason is not None and exc is not None
             if outcome.reason == settle.GAVE_UP:
                 self.log.error("message_gave_up", subject=delivery.subject, stream_seq=delivery.stream_seq,
-                               deliveries=delivery.deliveries, attempts=attempt, error=str(exc))
+                               deliveries=delivery.deliveries, attempts=attempt, error=str(exc),
+                               error_type=type(exc).__name__)
             else:
                 self.log.warning("message_rejected", reason=outcome.reason, subject=delivery.subject,
                                  error=str(exc), **_context(exc))
@@ -356,7 +357,7 @@ class Consumer:
             try:
                 event = self.decoder.decode(held.body)
                 codec.check_origin(held.delivery.subject, event)
-            except Exception as exc:  # Undecodable or Rejected: the table refuses it before the fold sees it
+            except (Undecodable, Rejected) as exc:  # the table refuses it before the fold sees it
                 await self._settle(held, exc, attempt=held.delivery.deliveries)
                 del self.in_hand[seq]
                 continue

@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError
 
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.streams import LOG
 
 
@@ -210,7 +211,7 @@ class _Reader:
                 self._finish(complete=True)  # the filter matches nothing more up to `last`
             elif self.outstanding < SCAN_BATCH:
                 await self._more()
-        except Exception as exc:  # on_event's own error ends the scan with it
+        except Exception as exc:  # the callback's outermost boundary: the scan ends and its reader raises it
             self.error = exc
             self._finish(complete=False)
 
@@ -250,7 +251,7 @@ async def _refuse_silent_read(js: JetStreamContext, consumer: str, idle_s: float
     """
     try:
         info = await js.consumer_info(LOG, consumer)
-    except Exception:  # the consumer's info is refused too: nothing more to tell
+    except NATS_FAULTS:  # the consumer's info is refused too: nothing more to tell
         return
     if info.num_pending:
         raise LogUnreadable(f"the log has {info.num_pending} event(s) for this reader but none arrived in "
@@ -282,7 +283,7 @@ async def _last_before(js: JetStreamContext, last: int, since: datetime) -> bool
     """Whether message ``last`` of the log was stored before ``since`` (``False`` when it cannot be read)."""
     try:
         msg = await js.get_msg(LOG, last)
-    except Exception:  # NotFoundError (a deleted message), a permission the credential lacks: just read
+    except NATS_FAULTS:  # NotFoundError (a deleted message), a permission the credential lacks: just read
         return False
     return msg.time is not None and msg.time < since
 

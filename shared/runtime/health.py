@@ -20,6 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from faststream.exceptions import IncorrectState
+
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.metrics import ServiceMetrics
 
@@ -119,7 +121,7 @@ class Link:
         def current():
             try:
                 return client()
-            except Exception:  # FastStream's broker before it connected
+            except IncorrectState:  # FastStream's broker before it connected
                 return None
 
         async def disconnected() -> None:

@@ -376,10 +376,10 @@ class _StateCollector(Collector):
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         return version("reverie-canary")
-    except Exception:  # not installed (a source checkout on sys.path)
+    except PackageNotFoundError:  # not installed (a source checkout on sys.path)
         return "unknown"
 
 

@@ -47,6 +47,7 @@ from nats.js.errors import APIError, NotFoundError
 from reverie_canary.shared.contract import subjects
 from reverie_canary.shared.contract.errors import ConfigError
 from reverie_canary.shared.runtime import streams
+from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import ConsumerSpec
 
@@ -289,7 +290,7 @@ async def _connect(settings: Settings, service: str, violations: Violations) -> 
     try:
         return await nats_connect(settings, error_cb=violations.record, allow_reconnect=False,
                                   max_reconnect_attempts=1, connect_timeout=PROBE_S)
-    except Exception as exc:  # the connection's outermost boundary: a refusal is named, anything else raised as is
+    except NATS_FAULTS as exc:  # a refusal is named, any other fault raised as is
         why = refusal(exc) or next((r for e in violations.errors if (r := refusal(e))), None)
         if why:
             raise NatsRefused(f"{service}: {why}") from exc

@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nats.errors import Error as NatsError
+from redis.exceptions import RedisError
 from tenacity import wait_random_exponential
+
+#: What an unreachable, slow or refusing NATS raises: nats-py's errors (its timeouts, a closed
+#: connection, JetStream API answers such as no stream or a missing permission) and the socket's
+#: own (``OSError``, which takes in ``TimeoutError``).  Code that talks to NATS and can go on
+#: without the answer catches these, never ``Exception``.
+NATS_FAULTS: tuple[type[Exception], ...] = (NatsError, OSError)
+#: What an unreachable, slow or refusing Redis raises: redis-py's errors (connection, timeout,
+#: authentication, permission) and the socket's own.
+REDIS_FAULTS: tuple[type[Exception], ...] = (RedisError, OSError)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any
 import nats
 import redis.asyncio as aioredis
 from faststream import FastStream
+from faststream.exceptions import IncorrectState
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 from redis.asyncio.retry import Retry
@@ -49,6 +50,7 @@ from reverie_canary.shared.runtime.consumer import Apply, Consumer, Fold
 from reverie_canary.shared.runtime.health import REDIS_WATCH_DOWN_S, REDIS_WATCH_S, Link
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.logging import masked_url
+from reverie_canary.shared.runtime.retry import NATS_FAULTS, REDIS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings, nats_servers
 from reverie_canary.shared.runtime.settle import DEAD_LETTER_REASONS, MESSAGE_OUTCOMES
 from reverie_canary.shared.runtime.streams import ConsumerSpec
@@ -82,7 +84,7 @@ async def nats_connect_once(settings: Settings) -> nats.NATS:
 
     try:
         return await nats_connect(settings, allow_reconnect=False, error_cb=quiet)
-    except Exception as exc:  # NoServersError, OSError, authorization
+    except NATS_FAULTS as exc:  # NoServersError, OSError, authorization
         raise ConnectionError(f"cannot connect to NATS at {settings.nats_url} as "
                               f"{settings.nats_user or '(no user)'}: {exc!r}") from exc
 
@@ -333,7 +335,7 @@ class Shell:
         if problem is None and self._state == "running":
             try:
                 await asyncio.wait_for(self.broker.connection.flush(timeout=1), timeout=1.5)
-            except Exception as exc:  # nats-py timeouts, connection closed or reconnecting
+            except NATS_FAULTS as exc:  # nats-py timeouts, connection closed or reconnecting
                 problem = f"nats {self.nats_link.target} does not answer ({type(exc).__name__})"
         if problem:
             problems.append(problem)
@@ -350,13 +352,13 @@ class Shell:
             return
         try:
             js = self.broker.connection.jetstream()
-        except Exception:
+        except IncorrectState:  # the broker before it connected
             return
         for spec in self._specs:
             labels = {"stream": spec.stream, "durable": spec.durable}
             try:
                 info = await asyncio.wait_for(js.consumer_info(spec.stream, spec.durable), timeout=1.0)
-            except Exception:  # not reachable now: no value rather than a stale one
+            except NATS_FAULTS:  # not reachable now: no value rather than a stale one
                 for key in ("consumer_pending", "consumer_ack_pending", "consumer_redelivered"):
                     self.metrics.remove(key, **labels)
                 continue
@@ -370,9 +372,7 @@ class Shell:
             return
         try:
             await asyncio.wait_for(self._health_redis.ping(), timeout=2.0)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except REDIS_FAULTS as exc:
             # the outage began after the last answer, at most one watch interval ago
             self.redis_link.lost("ping", f"{type(exc).__name__}: {exc}", since=self.redis_link.last_ok)
             return

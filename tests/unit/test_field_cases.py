@@ -184,6 +184,14 @@ def test_variant(case):
     ('{"id": "X-3", "kind": "latency", "output_text": "", "meta": {"ttft_s": "fast"}}', "ttft_s"),
     ('{"id": "X-4", "kind": "latency", "output_text": "", "meta": {"events": "lots"}}', "events"),
     ('{"kind": "latency", "output_text": ""}', "'id'"),
+    ('{"id": "X-5", "kind": "latency", "output_text": "", "meta": {"ttft_s": -1}}', "meta.ttft_s"),
+    ('{"id": "X-6", "kind": "latency", "output_text": "", "meta": {"http_status": true}}', "meta.http_status"),
+    ('{"id": "X-7", "kind": "latency", "output_text": "", "meta": {"reply": {"colour": "red"}}}', "colour"),
+    ('{"id": "X-8", "kind": "tools", "output_text": "", "meta": {"variant": "twice"}}', "meta.variant"),
+    ('{"id": "X-9", "kind": "tools", "output_text": "", "tool_calls": [{"arguments": {"a": 1}}]}',
+     "tool_calls[0].arguments"),
+    ('{"id": "X-10", "kind": "refusal", "output_text": "", "meta": {"pinned": {"provider": "a/b"}}}',
+     "provider_name"),
 ])
 def test_malformed_lines_become_error_verdicts(line, fragment):
     """A malformed line yields an outcome 'error' verdict with the reason; it never raises."""
