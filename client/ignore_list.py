@@ -501,7 +501,17 @@ class IgnoreListClient:
         self._problem = problem
 
     async def _run(self) -> None:
-        self._nc = await self._connect()
+        try:
+            self._nc = await self._connect()
+        except Exception as exc:  # the task's top: what no reconnect heals (a malformed URL, a TLS setting)
+            said = f"{type(exc).__name__}: {exc}".replace(self.nats_url, _public_url(self.nats_url))
+            if self.password:
+                said = said.replace(self.password, "***")  # never print a credential
+            self._last_error = said
+            self._set_problem(f"cannot follow NATS at {_public_url(self.nats_url)} ({said}): serving the last "
+                              "good snapshot, and no newer one will come; fix the setting and restart")
+            self._log.error("client_cannot_follow", model=self.model, error=said)
+            return
         self._now_connected()
         key = subjects.kv_key(self.model)
         while not self._stopping:

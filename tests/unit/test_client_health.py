@@ -39,3 +39,30 @@ def test_a_problem_that_is_not_the_connections_stays_after_a_reconnect():
     client._set_problem("the KV bucket canary-routing does not exist yet (`canary init` creates it)")
     asyncio.run(client._reconnected())
     assert client.connected and client.problem.startswith("the KV bucket")
+
+
+def test_a_setting_no_reconnect_heals_is_said_in_health_and_never_with_the_password(monkeypatch, caplog):
+    """nats.connect raising what is not a NATS or socket error (a bad TLS or URL setting): the follower
+    stops, and health says it will get no newer snapshot -- never a silent task death with problem None."""
+    import nats
+
+    async def refuse(*args, **kwargs):
+        raise ValueError("bad option for nats://alice:s3cret@127.0.0.1:4222")
+
+    monkeypatch.setattr(nats, "connect", refuse)
+    client = IgnoreListClient("nats://alice:s3cret@127.0.0.1:4222", "acme/chat-1", user="alice", password="s3cret")
+
+    async def follow():
+        await client.start()
+        for _ in range(100):  # bounded: at most 2 s
+            if client.problem is not None and "cannot follow" in client.problem:
+                break
+            await asyncio.sleep(0.02)
+        health = client.health()
+        await client.stop()
+        return health
+
+    health = asyncio.run(follow())
+    assert health.connected is False and health.problem is not None
+    assert "no newer one will come" in health.problem and "ValueError" in health.problem
+    assert "s3cret" not in health.problem and "s3cret" not in caplog.text
