@@ -93,7 +93,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal
 
@@ -1117,6 +1117,48 @@ def lean(event: Any) -> Any:
     return event
 
 
+class Refolder:
+    """The router's state folded from its inputs on the log, one event at a time, in stream order.
+
+    The streaming form of :func:`refold`: a rebuild hands each event as the log scan
+    reads it, so that its memory is the state's, never the log's (holding the inputs of
+    a month of a large fleet's log at once is what made a rebuilt router grow with the
+    log).  ``answers`` maps a command id to the router's answer on the log
+    (``"applied"`` / ``"refused"``): a command with one follows it, as it was live,
+    whatever the guard rails would say today; one without (a log older than the answers)
+    is decided again.  Each input is applied at its own ``at``; :meth:`result` applies the
+    time of the result.
+    """
+
+    def __init__(self, policy: RouterPolicy, answers: Mapping[str, Follow], *,
+                 exclusions: list[Exclusion] | None = None, exclusions_digest: str = "") -> None:
+        self.policy = policy
+        self.answers = answers
+        self.state = initial()
+        self.state.exclusions = list(exclusions or [])
+        self.state.exclusions_digest = exclusions_digest
+
+    def feed(self, event: Any) -> None:
+        """Fold one event of the log (anything but the router's inputs is skipped)."""
+        if isinstance(event, ReloadExclusions):
+            self.state.commands = [*self.state.commands, event.command_id][-COMMAND_MEMORY:]
+        elif isinstance(event, AddOverride | RemoveOverride | SetQuantizationFloor):
+            self.state, _ = decide(self.state, event, event.at, self.policy, follow=self.answers.get(event.command_id))
+        elif isinstance(event, Decision | EndpointsDiscovered):
+            self.state, _ = decide(self.state, event, event.at, self.policy)
+
+    def result(self, now: datetime) -> RouterState:
+        """The state as of ``now`` (UTC): everything expired by then is dropped."""
+        self.state, _ = decide(self.state, Tick(), now, self.policy)
+        return self.state
+
+
+def answers_of(events: Iterable[Any]) -> dict[str, Follow]:
+    """Command id -> ``"applied"`` / ``"refused"``, from the router's answers among ``events``."""
+    return {e.command_id: ("applied" if isinstance(e, CommandApplied) else "refused") for e in events
+            if isinstance(e, CommandApplied | CommandRefused) and e.service == "router"}
+
+
 def refold(events: Iterable[Any], policy: RouterPolicy, now: datetime, *, exclusions: list[Exclusion] | None = None,
            exclusions_digest: str = "") -> RouterState:
     """The router's state from its inputs on the log, as of ``now`` (UTC).
@@ -1129,31 +1171,16 @@ def refold(events: Iterable[Any], policy: RouterPolicy, now: datetime, *, exclus
         exclusions, exclusions_digest: the reviewed exclusions now in force (the
             file is not on the log).
 
-    A command with an answer on the log follows it (applied or refused, as it
-    was live, whatever the guard rails would say today); one without (a log
-    older than the answers) is decided again.  Each input is applied at its own
-    ``at``.  The published versions are not the log's to say: the caller takes
-    them from the KV bucket (:class:`KvSeen`).
+    The rules of :class:`Refolder` (which a rebuild uses to stream the log); here the
+    events are held at once, for the answers that come after their commands.  The
+    published versions are not the log's to say: the caller takes them from the KV
+    bucket (:class:`KvSeen`).
     """
     items = list(events)
-    answers = {e.command_id: e for e in items if isinstance(e, CommandApplied | CommandRefused)
-               and e.service == "router"}
-    state = initial()
-    state.exclusions = list(exclusions or [])
-    state.exclusions_digest = exclusions_digest
+    folder = Refolder(policy, answers_of(items), exclusions=exclusions, exclusions_digest=exclusions_digest)
     for event in items:
-        if isinstance(event, ReloadExclusions):
-            state.commands = [*state.commands, event.command_id][-COMMAND_MEMORY:]
-            continue
-        if isinstance(event, AddOverride | RemoveOverride | SetQuantizationFloor):
-            answer = answers.get(event.command_id)
-            follow: Follow = None if answer is None else (
-                "applied" if isinstance(answer, CommandApplied) else "refused")
-            state, _ = decide(state, event, event.at, policy, follow=follow)
-        elif isinstance(event, Decision | EndpointsDiscovered):
-            state, _ = decide(state, event, event.at, policy)
-    state, _ = decide(state, Tick(), now, policy)
-    return state
+        folder.feed(event)
+    return folder.result(now)
 
 
 def layers(state: RouterState, now: datetime) -> dict[str, Any]:
