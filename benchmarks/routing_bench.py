@@ -61,7 +61,7 @@ from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.client import IgnoreListClient  # noqa: E402
 from reverie_canary.services.router.service import Router  # noqa: E402
 from reverie_canary.shared.contract import codec, subjects  # noqa: E402
-from reverie_canary.shared.contract.events import Decision  # noqa: E402
+from reverie_canary.shared.contract.events import Decision, make_decision  # noqa: E402
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot  # noqa: E402
 from reverie_canary.shared.runtime.logging import configure  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams  # noqa: E402
@@ -269,7 +269,7 @@ async def measure(url: str, js, n: int, decisions: int) -> Routed:
         for k in range(WARMUP + decisions):
             now = datetime.now(timezone.utc)
             action = "suspend" if k % 2 == 0 else "end"
-            decision = Decision(at=now, decision_id=f"bench|{run}|{k}", model=MODEL, provider=PROVIDER,
+            decision = make_decision(at=now, decision_id=f"bench|{run}|{k}", model=MODEL, provider=PROVIDER,
                                 action=action, reason="bench", until=now + timedelta(days=1) if k % 2 == 0 else None)
             data = codec.encode(decision)
             marks = MARKS[decision.decision_id] = Marks()
