@@ -1320,7 +1320,7 @@ def _went_blind(state: ModelState, cause: str, at: datetime, cycle_no: int, cycl
         return []
     state.blind_since, state.blind_cause = at, cause
     held_now = _held_list(state, held)
-    # the reason is the cause another service reported (a blind probe's, an unplanned cycle's): not ours to type
+    # the reason is the cause another service reported (a blind probe's, an unplanned cycle's) or ``blind``
     fields = _fields(state, "canary_blind", "", at, anchor=f"{cycle_no}", reason=cause, cycles=cycles,
                      detail=detail + (f"; {len(held_now)} suspension(s) held while blind" if held_now else ""),
                      policy=policy)

@@ -668,8 +668,8 @@ DecisionAction = Literal[
 #: ``DECISION_REASONS`` in :mod:`reverie_canary.client.reasons`).  A closed set for the code that
 #: makes decisions; on the wire ``reason`` stays a free :data:`Reason` string, so that a code a
 #: newer judge adds decodes in an older reader (the evolution rules above: a field's type never
-#: changes).  ``canary_blind`` is the one decision whose reason is not from this set: it is the
-#: cause another service reported (:data:`UNPLANNED_CAUSES`, a blind probe's reason).
+#: changes).  ``canary_blind`` is the one decision whose reason is mostly not from this set: it is
+#: the cause another service reported (:data:`UNPLANNED_CAUSES`, a blind probe's reason).
 DecisionReason = Literal[
     "failed_cycles",  # suspend, would_suspend: the streak of failed cycles reached the bar
     "expired",  # end, would_end: the suspension reached its until
@@ -683,6 +683,7 @@ DecisionReason = Literal[
     "common_mode",  # common_mode
     "control_passed",  # control_passed
     "pin_violated",  # pin_violated
+    "blind",  # canary_blind: blind probe results that named no cause (otherwise the cause itself)
 ]
 DECISION_REASONS: tuple[str, ...] = get_args(DecisionReason)
 
@@ -723,7 +724,7 @@ class Decision(Event, frozen=True, kw_only=True, tag_field="action"):
     type: Literal["decision"] = "decision"
     #: The variant's tag (a class attribute, not a field: msgspec writes it as ``action``).
     action: ClassVar[DecisionAction]
-    #: The reason codes this judge gives the variant (empty: the reason is another service's code).
+    #: The reason codes this judge gives the variant (``canary_blind`` also carries another service's cause).
     reasons: ClassVar[tuple[DecisionReason, ...]] = ()
     decision_id: Slug
     model: Slug
@@ -849,6 +850,7 @@ class CanaryBlind(Decision, frozen=True, kw_only=True, tag="canary_blind"):
     """
 
     action: ClassVar[Literal["canary_blind"]] = "canary_blind"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("blind",)
     held: Annotated[list[HeldSuspension], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
 
 
