@@ -75,7 +75,7 @@ def decision(n: int, provider: str = "a/fp8", action: str = "suspend", **kw) -> 
     at = kw.pop("at", T0 + timedelta(minutes=30 * n + 10))
     return make_decision(at=at, decision_id=ids.decision_id(MODEL, provider, action, str(n)), model=MODEL,
                     provider=provider, action=action, reason=kw.pop("reason", "failed_cycles"),
-                    until=at + timedelta(days=1) if action == "suspend" else None, ladder_level=1,
+                    **({"until": at + timedelta(days=1)} if action == "suspend" else {}), ladder_level=1,
                     cycles=[f"{MODEL}@c{n}"], **kw)
 
 
