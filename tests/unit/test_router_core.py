@@ -349,8 +349,8 @@ def test_the_floor_counts_a_host_the_canary_reports_unjudgeable():
     The floor subtracts what routing removes (exclusions, overrides, suspensions); the router hears
     ``unjudgeable`` once and never that the host is judged again, so leaving it out would hold for good.
     """
-    frozen = Decision(at=at(0), decision_id="u1", model=MODEL, provider="c/fp8", action="unjudgeable",
-                      reason="frozen_too_long", detail="frozen 6 cycles in a row (ttft:http_503)")
+    frozen = make_decision(at=at(0), decision_id="u1", model=MODEL, provider="c/fp8", action="unjudgeable",
+                           reason="frozen_too_long", detail="frozen 6 cycles in a row (ttft:http_503)")
     state, _ = run([listed("a/fp8", "b/fp8", "c/fp8"), frozen])
     _, effects = decide(state, add("a/fp8"), at(1), POLICY)
     assert isinstance(answers(effects)[0], CommandApplied) and snapshots(effects)[0].ignore == ["a/fp8"]
