@@ -43,7 +43,7 @@ from reverie_canary.canary.demo import notice_receiver  # noqa: E402
 from reverie_canary.canary.embedded import aservers, free_port  # noqa: E402
 from reverie_canary.services.notifier.service import create_app  # noqa: E402
 from reverie_canary.shared.contract import codec, ids, subjects  # noqa: E402
-from reverie_canary.shared.contract.events import Decision  # noqa: E402
+from reverie_canary.shared.contract.events import Decision, make_decision  # noqa: E402
 from reverie_canary.shared.runtime.logging import configure  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams  # noqa: E402
 from reverie_canary.shared.runtime.settings import Settings  # noqa: E402
@@ -91,7 +91,7 @@ async def blackhole() -> tuple[asyncio.AbstractServer, int]:
 def decision(tag: str, n: int) -> Decision:
     at = datetime(2026, 11, 1, tzinfo=timezone.utc) + timedelta(seconds=n)
     provider = f"{tag}-{n}/fp8"
-    return Decision(at=at, decision_id=ids.decision_id(MODEL, provider, "suspend", tag), model=MODEL,
+    return make_decision(at=at, decision_id=ids.decision_id(MODEL, provider, "suspend", tag), model=MODEL,
                     provider=provider, action="suspend", reason="failed_cycles", until=at + timedelta(days=1),
                     ladder_level=1, detail="2 failed cycles in a row (ttft:ttft_exceeded)")
 

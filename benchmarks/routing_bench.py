@@ -61,7 +61,7 @@ from reverie_canary.canary.runtime import running  # noqa: E402
 from reverie_canary.client import IgnoreListClient  # noqa: E402
 from reverie_canary.services.router.service import Router  # noqa: E402
 from reverie_canary.shared.contract import codec, subjects  # noqa: E402
-from reverie_canary.shared.contract.events import Decision  # noqa: E402
+from reverie_canary.shared.contract.events import Decision, Suspended, SuspensionEnded  # noqa: E402
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot  # noqa: E402
 from reverie_canary.shared.runtime.logging import configure  # noqa: E402
 from reverie_canary.shared.runtime.service import ensure_streams  # noqa: E402
@@ -268,9 +268,10 @@ async def measure(url: str, js, n: int, decisions: int) -> Routed:
         run = uuid.uuid4().hex[:8]
         for k in range(WARMUP + decisions):
             now = datetime.now(timezone.utc)
-            action = "suspend" if k % 2 == 0 else "end"
-            decision = Decision(at=now, decision_id=f"bench|{run}|{k}", model=MODEL, provider=PROVIDER,
-                                action=action, reason="bench", until=now + timedelta(days=1) if k % 2 == 0 else None)
+            common = {"at": now, "decision_id": f"bench|{run}|{k}", "model": MODEL, "provider": PROVIDER,
+                      "reason": "bench"}
+            decision: Decision = (Suspended(**common, until=now + timedelta(days=1)) if k % 2 == 0
+                                  else SuspensionEnded(**common))
             data = codec.encode(decision)
             marks = MARKS[decision.decision_id] = Marks()
             CURRENT["id"] = decision.decision_id

@@ -89,9 +89,9 @@ CHANNELS: tuple[Channel, ...] = (
 
 
 def _family_types() -> dict[str, tuple[type, ...]]:
-    from reverie_canary.shared.contract.codec import NOTICE_ORIGINS, ORIGINS
+    from reverie_canary.shared.contract.codec import NOTICE_ORIGINS, ORIGINS, wire_types
 
-    out = {key: types for key, types in ORIGINS.items() if key != "notices"}
+    out = {key: wire_types(types) for key, types in ORIGINS.items() if key != "notices"}
     out["routing-kv"] = ORIGINS["routing"]
     for what, typ in NOTICE_ORIGINS.items():
         out[f"notices-{what}"] = (typ,)
@@ -209,7 +209,7 @@ MESSAGE_HEADERS: dict[str, Any] = {
 
 def document() -> dict[str, Any]:
     """The AsyncAPI 3.0.0 document of the whole message contract (a JSON-ready dict, stable order)."""
-    from reverie_canary.shared.contract.codec import WIRE_TYPES
+    from reverie_canary.shared.contract.codec import WIRE_TYPES, wire_types
     from reverie_canary.shared.contract.inputs import READS
     from reverie_canary.shared.contract.subjects import ROUTING_BUCKET
     from reverie_canary.shared.runtime.streams import ROUTING_HISTORY
@@ -243,7 +243,7 @@ def document() -> dict[str, Any]:
             operations[f"{user}-sends-{ch.key}"] = {"action": "send", "channel": {"$ref": f"#/channels/{ch.key}"},
                                                     "messages": refs_of, "x-canary-user": user}
         for user in readers.get(ch.key, []):
-            folded = READS.get(user, {}).get(ch.key, types)  # a fold reads only some types of a family
+            folded = wire_types(READS.get(user, {}).get(ch.key, types))  # a fold reads only some types of a family
             operations[f"{user}-receives-{ch.key}"] = {
                 "action": "receive", "channel": {"$ref": f"#/channels/{ch.key}"},
                 "messages": [{"$ref": f"#/channels/{ch.key}/messages/{names[t]}"} for t in folded],

@@ -13,6 +13,7 @@ import typer
 
 from reverie_canary.canary.cli import ConfigOpt, _settings, app, watched_model
 from reverie_canary.shared.contract.errors import CanaryError, ConfigError
+from reverie_canary.shared.contract.events import TimedDecision
 from reverie_canary.shared.contract.timefmt import utc_text
 from reverie_canary.shared.runtime.retry import NATS_FAULTS
 from reverie_canary.shared.runtime.settings import Settings
@@ -23,7 +24,7 @@ def _decision_line(seq: int | None, d) -> str:
     from reverie_canary.shared.runtime.printable import printable_view
 
     d = printable_view(d)
-    until = f" until {utc_text(d.until)}" if d.until else ""
+    until = f" until {utc_text(d.until)}" if isinstance(d, TimedDecision) else ""
     where = f"#{seq} " if seq is not None else ""
     who = d.provider or "(model)"
     kind = f" ({d.kind})" if d.kind else ""

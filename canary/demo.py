@@ -56,6 +56,7 @@ from reverie_canary.shared.contract.events import (
     EndpointsDiscovered,
     Notice,
     ProbeResult,
+    TimedDecision,
     degraded,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
@@ -408,7 +409,7 @@ class Observer:
         if any(x.decision_id == d.decision_id for x in self.decisions):
             return
         self.decisions.append(d)
-        until = f" until {utc_text(d.until, precision='clock')}" if d.until else ""
+        until = f" until {utc_text(d.until, precision='clock')}" if isinstance(d, TimedDecision) else ""
         who = d.provider or "(model-wide)"
         self.print(f"   >> decision: {d.action.upper()} [{d.mode}] {who}{until} - {d.reason}: {d.detail}")
 
@@ -940,7 +941,8 @@ async def _summary(settings: Settings, observer: Observer, model: str) -> dict[s
         "probes": [{"cycle": n, "cycle_no": cycle_no, **observer.split(cycle)}
                    for n, (cycle, cycle_no) in enumerate(observer.cycle_ids, 1)],
         "decisions": [{"action": d.action, "provider": d.provider, "reason": d.reason,
-                       "until": d.until.isoformat() if d.until else None} for d in observer.decisions],
+                       "until": d.until.isoformat() if isinstance(d, TimedDecision) else None}
+                      for d in observer.decisions],
         "notices": observer.notice_entries(settings.cycle_interval_s),
         "canary": {"blind": record.state.blind_since is not None, "cause": record.state.blind_cause or None,
                    "since": record.state.blind_since.isoformat() if record.state.blind_since else None,

@@ -288,7 +288,7 @@ def render_alerts(root: Path = ROOT) -> str:
 def render_reasons() -> str:
     """The reason-code reference: every probe reason, the precedence among failures, and the other codes."""
     from reverie_canary.client.checks import FAIL_PRECEDENCE
-    from reverie_canary.client.reasons import REASON_PATTERNS, REASONS
+    from reverie_canary.client.reasons import DECISION_EXTERNAL, DECISION_REASONS, REASON_PATTERNS, REASONS
     from reverie_canary.shared.contract.events import UNPLANNED_CAUSES
     from reverie_canary.shared.runtime.settle import DEAD_LETTER_REASONS
 
@@ -311,6 +311,15 @@ def render_reasons() -> str:
               "| rank | reasons |", "|---|---|"]
     for rank, row in enumerate(FAIL_PRECEDENCE, start=1):
         lines.append(f"| {rank} | {', '.join(f'`{r}`' for r in row) or 'any other reason (the kind’s contract)'} |")
+    lines += ["", "## Decision reasons\n",
+              "Every judge decision carries one of these in `reason` (the codes the judge gives; a newer judge's "
+              "code is carried as it is, never refused). `canary_blind` carries instead the cause it went blind "
+              "of, when one was named.\n",
+              "| code | actions | meaning |", "|---|---|---|"]
+    for code, row in DECISION_REASONS.items():
+        lines.append(f"| `{code}` | {_cell(row.actions)} | {_cell(row.meaning)} |")
+    for action, where in DECISION_EXTERNAL.items():
+        lines.append(f"| (another service's) | {action} | {_cell(where)} |")
     lines += ["", "## Dead-letter reasons\n",
               "A message a service cannot use is refused with one of these, kept in `CANARY_DEADLETTER` "
               "(`canary.deadletter.<service>`) and counted in `canary_dead_letters_total{reason}`.\n",

@@ -213,6 +213,54 @@ REASON_PATTERNS: dict[str, Reason] = {
 }
 
 
+class DecisionReason(NamedTuple):
+    """One reason code of the judge's decisions: the actions it goes with and what it means.
+
+    Attributes:
+        actions: the decision actions that carry it, joined by `` / ``.
+        meaning: why the judge decided so, in a sentence.
+    """
+
+    actions: str
+    meaning: str
+
+
+#: Every reason code the judge gives a decision (``Decision.reason``).  ``canary_blind`` also
+#: carries, instead of one of these, the cause another service reported (:data:`DECISION_EXTERNAL`).
+#: Like the probe codes, stable: the notices, the dashboard and ``canary explain`` show them.
+DECISION_REASONS: dict[str, DecisionReason] = {
+    "failed_cycles": DecisionReason("suspend / would_suspend", "The provider failed the cycles in a row that "
+                                    "suspend it (two by default); `would_suspend` in observe mode."),
+    "expired": DecisionReason("end / would_end", "The suspension reached its `until` (or came due while the canary "
+                              "was blind and its provider was judged again)."),
+    "recovered": DecisionReason("end / would_end", "Passed cycles in a row during the suspension (two by default) "
+                                "ended it early; the ladder step is kept."),
+    "lifted": DecisionReason("end / would_end", "An operator lifted the suspension (`actor` says who)."),
+    "capacity_floor": DecisionReason("floor_held", "The provider would be suspended, but fewer than the capacity "
+                                     "floor's usable hosts would remain: not suspended."),
+    "canary_blind": DecisionReason("suspension_held", "The suspension came due while the canary could not see its "
+                                   "provider: held until a cycle judges it again or an operator lifts it."),
+    "blind": DecisionReason("canary_blind", "The canary went blind on probe results that named no cause."),
+    "judged_again": DecisionReason("canary_sees", "A cycle judged the model's providers again after `canary_blind`."),
+    "frozen_too_long": DecisionReason("unjudgeable", "The provider's cycles were frozen (transport errors, "
+                                      "inconclusive, missing results) too many in a row to judge it."),
+    "operator": DecisionReason("mode_changed", "An operator switched observe or enforce mode."),
+    "common_mode": DecisionReason("common_mode", "One probe kind failed for most providers of the model at once: "
+                                  "a cause they share, frozen for everyone that cycle."),
+    "control_passed": DecisionReason("control_passed", "The positive control passed a probe kind: that cycle's "
+                                     "results of the kind prove nothing."),
+    "pin_violated": DecisionReason("pin_violated", "The gateway served probes pinned to the provider from another "
+                                   "provider: they prove nothing about it."),
+}
+
+#: Decision reasons the judge carries from another service rather than gives: per action, where they come from.
+DECISION_EXTERNAL: dict[str, str] = {
+    "canary_blind": "the cause the canary went blind of: a blind probe's reason (`gateway_auth`, `gateway_credit`, "
+                    "`gateway_forbidden`, `gateway_unreachable`) or an unplanned cycle's cause (the causes table "
+                    "below)",
+}
+
+
 def meaning(code: str) -> Reason | None:
     """The :class:`Reason` of ``code`` (a fixed code or one of :data:`REASON_PATTERNS`), or ``None`` when unknown."""
     if code in REASONS:

@@ -53,6 +53,7 @@ from reverie_canary.shared.contract.events import (
     EndpointsDiscovered,
     Notice,
     ProbeResult,
+    TimedDecision,
 )
 from reverie_canary.shared.runtime import eventlog, streams
 from reverie_canary.shared.runtime.service import ensure_streams, nats_connect, redis_client
@@ -310,7 +311,7 @@ class Books:
         elif isinstance(event, Decision):
             self.decisions[event.decision_id] += 1
             self.decision_keys[(event.model, event.provider, event.action, event.at.isoformat(),
-                                event.until.isoformat() if event.until else "")] += 1
+                                event.until.isoformat() if isinstance(event, TimedDecision) else "")] += 1
 
     def details(self, settle_s: float) -> list[str]:
         """Where the losses are: cycles with results lost, notices due and never received (a few of each)."""

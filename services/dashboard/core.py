@@ -60,6 +60,7 @@ from reverie_canary.shared.contract.events import (
     ProviderVerdict,
     ReplyEvidence,
     ResultRef,
+    TimedDecision,
 )
 from reverie_canary.shared.contract.listing import ListingFacts, listing_facts
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreSnapshot
@@ -862,7 +863,8 @@ def _verdict(mw: ModelWindow, event: CycleVerdict) -> None:
 
 def _decided(mw: ModelWindow, event: Decision) -> None:
     view = DecisionView(at=event.at, action=event.action, reason=event.reason, detail=event.detail,
-                        mode=event.mode, until=event.until, kind=event.kind, decision_id=event.decision_id,
+                        mode=event.mode, until=event.until if isinstance(event, TimedDecision) else None,
+                        kind=event.kind, decision_id=event.decision_id,
                         ladder_level=event.ladder_level, actor=event.actor, cycles=list(event.cycles),
                         evidence=list(event.evidence))
     if event.provider:

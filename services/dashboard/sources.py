@@ -33,6 +33,7 @@ from reverie_canary.services.judge.core import ModelState, Policy
 from reverie_canary.services.judge.store import RedisJudgeStore
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.errors import CanaryError, Transient, Undecodable
+from reverie_canary.shared.contract.events import DECISION_VARIANTS
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime import clock, eventlog
 from reverie_canary.shared.runtime.retry import NATS_FAULTS
@@ -50,7 +51,9 @@ WINDOW_SUBJECTS = eventlog.prefixes_of([subjects.ALL_DISCOVERY, subjects.ALL_RES
 #: The longest one read of the log may take (s): a bound, not an expectation (a day of a large fleet reads in seconds).
 READ_TIMEOUT_S = 120.0
 #: Types whose arrival changes what ``canary status`` shows at a glance (a refresh of ``--watch``).
-REFRESH_ON = ("CycleVerdict", "CycleClosed", "Decision", "IgnoreSnapshot", "CycleUnplanned", "CycleSized")
+#: A decision arrives as one of its variants (``Suspended`` ...): every variant's name is here.
+REFRESH_ON = ("CycleVerdict", "CycleClosed", "Decision", *(t.__name__ for t in DECISION_VARIANTS), "IgnoreSnapshot",
+              "CycleUnplanned", "CycleSized")
 
 
 class SourceError(CanaryError):

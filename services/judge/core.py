@@ -101,7 +101,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import Struct, field
@@ -112,23 +112,38 @@ from reverie_canary.shared.contract.events import (
     ANSWER_MODELS_MAX,
     LANGUAGE_ANOMALIES,
     PROBE_KINDS,
+    CanaryBlind,
+    CanarySees,
     CommandApplied,
     CommandRefused,
+    CommonMode,
+    ControlPassed,
     CycleClosed,
     CycleUnplanned,
     CycleVerdict,
     CycleVerdictKind,
     Decision,
     DecisionMade,
+    DecisionReason,
     EndpointsDiscovered,
+    FloorHeld,
     HeldSuspension,
     LiveConfirmation,
     Mode,
+    ModeChanged,
+    PinViolated,
     PlannedProbe,
     ProbeResult,
     ProviderVerdict,
     ResultRef,
     RetestRequested,
+    Suspended,
+    SuspensionEnded,
+    SuspensionHeld,
+    TimedDecision,
+    Unjudgeable,
+    WouldEnd,
+    WouldSuspend,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
@@ -876,12 +891,12 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
 
     decisions: list[Decision] = []
     for kind in unproven:
-        decisions.append(_decision(state, "", "control_passed", at, anchor=f"{kind}|{cycle.cycle_no}",
+        decisions.append(_decision(state, ControlPassed, "", at, anchor=f"{kind}|{cycle.cycle_no}",
                                    reason="control_passed", kind=kind, cycles=[cycle.cycle],
                                    detail=f"the positive control passed the {kind} probe: this cycle's {kind} results prove nothing",
                                    evidence=control_results[kind], policy=policy))
     for kind, (failing, probed) in sorted(common_mode.items()):
-        decisions.append(_decision(state, "", "common_mode", at, anchor=f"{kind}|{cycle.cycle_no}",
+        decisions.append(_decision(state, CommonMode, "", at, anchor=f"{kind}|{cycle.cycle_no}",
                                    reason="common_mode", kind=kind, cycles=[cycle.cycle],
                                    detail=f"{failing} of {probed} probed providers failed {kind}: frozen for everyone this cycle",
                                    policy=policy))
@@ -909,7 +924,7 @@ def _close_cycle(state: ModelState, event: CycleClosed, policy: Policy) -> list[
         if violated and not ps.pin_reported:
             ps.pin_reported = True
             kinds = sorted({r.kind for r in violated})
-            decisions.append(_decision(state, provider, "pin_violated", at, anchor=f"{cycle.cycle_no}",
+            decisions.append(_decision(state, PinViolated, provider, at, anchor=f"{cycle.cycle_no}",
                                        reason="pin_violated", cycles=[cycle.cycle], evidence=violated,
                                        detail=(f"the gateway served {len(violated)} probe(s) pinned to this provider "
                                                f"from another provider ({', '.join(kinds)}): they prove nothing"),
@@ -1223,8 +1238,8 @@ def _end_expired(state: ModelState, name: str, policy: Policy) -> Decision:
     ps = state.providers[name]
     s = ps.suspension
     assert s is not None
-    action = "end" if s.enforced else "would_end"
-    decision = _decision(state, name, action, s.until, anchor=s.decision_id, reason="expired",
+    ended = SuspensionEnded if s.enforced else WouldEnd
+    decision = _decision(state, ended, name, s.until, anchor=s.decision_id, reason="expired",
                          detail=f"suspension ended at its expiry ({utc_text(s.until)})",
                          cycles=s.cycles, ladder_level=s.level, policy=policy)
     ps.suspension = None
@@ -1261,7 +1276,7 @@ def _hold(state: ModelState, providers: list[str], at: datetime, since: datetime
             continue
         s.due = s.due or s.until
         s.until = horizon
-        out.append(_decision(state, name, "suspension_held", at, anchor=f"{cycle_no}", reason="canary_blind",
+        out.append(_timed(state, SuspensionHeld, name, at, anchor=f"{cycle_no}", reason="canary_blind",
                              detail=(f"came due at {utc_text(s.due)} while the canary could not see it: held until "
                                      f"{utc_text(horizon)}, renewed while blind, until a cycle judges it again "
                                      "or an operator lifts it"),
@@ -1276,8 +1291,8 @@ def _release(state: ModelState, provider: str, at: datetime, cycle_no: int, poli
     s = ps.suspension
     if s is None or s.due is None or s.due > at:
         return []
-    action = "end" if s.enforced else "would_end"
-    decision = _decision(state, provider, action, at, anchor=s.decision_id, reason="expired",
+    ended = SuspensionEnded if s.enforced else WouldEnd
+    decision = _decision(state, ended, provider, at, anchor=s.decision_id, reason="expired",
                          detail=(f"due at {utc_text(s.due)}, held while the canary could not see it; "
                                  f"judged again in cycle {cycle_no}"),
                          cycles=s.cycles, ladder_level=s.level, policy=policy)
@@ -1292,7 +1307,7 @@ def _held_list(state: ModelState, held: list[Decision]) -> list[HeldSuspension]:
     for d in held:
         ps = state.providers.get(d.provider)
         s = ps.suspension if ps is not None else None
-        if d.action == "suspension_held" and s is not None and d.until is not None:
+        if isinstance(d, SuspensionHeld) and s is not None:
             out.append(HeldSuspension(provider=d.provider, until=s.due or d.until, held_until=d.until,
                                       decision_id=s.decision_id))
     return out
@@ -1305,17 +1320,18 @@ def _went_blind(state: ModelState, cause: str, at: datetime, cycle_no: int, cycl
         return []
     state.blind_since, state.blind_cause = at, cause
     held_now = _held_list(state, held)
-    decision = _decision(state, "", "canary_blind", at, anchor=f"{cycle_no}", reason=cause, cycles=cycles,
-                         detail=detail + (f"; {len(held_now)} suspension(s) held while blind" if held_now else ""),
-                         policy=policy)
-    return [msgspec.structs.replace(decision, held=held_now)]
+    # the reason is the cause another service reported (a blind probe's, an unplanned cycle's) or ``blind``
+    fields = _fields(state, "canary_blind", "", at, anchor=f"{cycle_no}", reason=cause, cycles=cycles,
+                     detail=detail + (f"; {len(held_now)} suspension(s) held while blind" if held_now else ""),
+                     policy=policy)
+    return [CanaryBlind(**fields, held=held_now)]
 
 
 def _sees(state: ModelState, at: datetime, cycle: OpenCycle, judged: int, policy: Policy) -> Decision:
     """``canary_sees``: the first close after ``canary_blind`` that judged providers and none blind."""
     since, cause = state.blind_since, state.blind_cause
     state.blind_since, state.blind_cause = None, ""
-    return _decision(state, "", "canary_sees", at, anchor=f"{cycle.cycle_no}", reason="judged_again",
+    return _decision(state, CanarySees, "", at, anchor=f"{cycle.cycle_no}", reason="judged_again",
                      cycles=[cycle.cycle],
                      detail=(f"cycle {cycle.cycle} judged {judged} provider(s) again; blind since "
                              f"{utc_text(since)} ({cause})"), policy=policy)
@@ -1369,9 +1385,9 @@ def _recoveries(state: ModelState, cycle: OpenCycle, at: datetime, policy: Polic
         s = ps.suspension
         if s is None or ps.passed_streak < policy.passed_cycles_to_recover:
             continue
-        action = "end" if s.enforced else "would_end"
+        ended = SuspensionEnded if s.enforced else WouldEnd
         recent = [h.cycle for h in ps.history[-policy.passed_cycles_to_recover:]]
-        out.append(_decision(state, name, action, at, anchor=f"{cycle.cycle_no}", reason="recovered",
+        out.append(_decision(state, ended, name, at, anchor=f"{cycle.cycle_no}", reason="recovered",
                              detail=f"{ps.passed_streak} passed cycles in a row during the suspension",
                              cycles=recent, ladder_level=s.level, policy=policy))
         ps.suspension = None
@@ -1423,7 +1439,7 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
         cycles = ps.streak_cycles[-need:]
         evidence = [r for r in ps.streak_evidence if r.cycle in cycles]
         if len(remaining) < policy.min_hosts:
-            out.append(_decision(state, ps.provider, "floor_held", at, anchor=f"{cycle.cycle_no}",
+            out.append(_decision(state, FloorHeld, ps.provider, at, anchor=f"{cycle.cycle_no}",
                                  reason="capacity_floor", cycles=cycles, evidence=evidence,
                                  detail=(f"{ps.failed_streak} failed cycles in a row, but only {len(remaining)} usable "
                                          f"host(s) would remain (floor {policy.min_hosts}): not suspended"),
@@ -1439,8 +1455,8 @@ def _suspensions(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
         level = ps.ladder_level if enforced else ps.shadow_level
         length = policy.ladder_s[min(level, len(policy.ladder_s) - 1)]
         until = at + timedelta(seconds=length)
-        action = "suspend" if enforced else "would_suspend"
-        decision = _decision(state, ps.provider, action, at, anchor=f"{cycle.cycle_no}", reason="failed_cycles",
+        starts = Suspended if enforced else WouldSuspend
+        decision = _timed(state, starts, ps.provider, at, anchor=f"{cycle.cycle_no}", reason="failed_cycles",
                              detail=(f"{ps.failed_streak} failed cycles in a row ({', '.join(sorted({r.kind + ':' + r.reason for r in evidence}))}); "
                                      f"ladder step {level + 1}: {human_duration(length)}"),
                              until=until, ladder_level=level + 1, cycles=cycles, evidence=evidence,
@@ -1481,7 +1497,7 @@ def _unjudgeable(state: ModelState, cycle: OpenCycle, at: datetime, policy: Poli
             ps.unjudgeable_reported = True
             frozen = [h for h in ps.history if h.verdict == "frozen"][-ps.frozen_streak:]  # blind cycles say nothing
             reasons = sorted({r for h in frozen for r in h.reasons})
-            out.append(_decision(state, name, "unjudgeable", at, anchor=f"{cycle.cycle_no}", reason="frozen_too_long",
+            out.append(_decision(state, Unjudgeable, name, at, anchor=f"{cycle.cycle_no}", reason="frozen_too_long",
                                  detail=f"frozen {ps.frozen_streak} cycles in a row ({', '.join(reasons)})",
                                  cycles=[h.cycle for h in frozen], policy=policy))
     return out
@@ -1504,8 +1520,8 @@ def _lift(state: ModelState, cmd: LiftSuspension, policy: Policy) -> list[Effect
     if ps is None or ps.suspension is None:
         return []
     s = ps.suspension
-    action = "end" if s.enforced else "would_end"
-    decision = _decision(state, cmd.provider, action, cmd.at, anchor=cmd.command_id, reason="lifted",
+    ended = SuspensionEnded if s.enforced else WouldEnd
+    decision = _decision(state, ended, cmd.provider, cmd.at, anchor=cmd.command_id, reason="lifted",
                          detail=f"lifted by {cmd.actor}: {cmd.reason}", cycles=s.cycles, ladder_level=s.level,
                          actor=cmd.actor, policy=policy)
     ps.suspension = None
@@ -1550,7 +1566,7 @@ def _set_mode(state: ModelState, cmd: SetMode, policy: Policy) -> list[Effect]:
         note = new_kind_note(state, policy, after)
         if note:
             detail += "; " + note
-    return [_decision(state, "", "mode_changed", cmd.at, anchor=cmd.command_id, reason="operator",
+    return [_decision(state, ModeChanged, "", cmd.at, anchor=cmd.command_id, reason="operator",
                       detail=detail, kind=cmd.kind, actor=cmd.actor, mode=cmd.mode, policy=policy)]
 
 
@@ -1692,26 +1708,40 @@ def _still_in_force(state: ModelState, command: JudgeCommand) -> str:
 # -- helpers -------------------------------------------------------------------
 
 
-def _decision(state: ModelState, provider: str, action: str, at: datetime, *, anchor: str, reason: str,
-              policy: Policy, detail: str = "", until: datetime | None = None, ladder_level: int = 0,
+#: A decision variant without an ``until`` (:func:`_decision`), and one with (:func:`_timed`).
+D = TypeVar("D", bound=Decision)
+T = TypeVar("T", bound=TimedDecision)
+
+
+def _decision(state: ModelState, variant: type[D], provider: str, at: datetime, *, anchor: str,
+              reason: DecisionReason, policy: Policy, detail: str = "", ladder_level: int = 0,
               cycles: list[str] | None = None, evidence: list[ResultRef] | None = None,
-              mode: Mode | None = None, kind: str | None = None, actor: str | None = None) -> Decision:
-    return Decision(
-        at=at,
-        decision_id=ids.decision_id(state.model, provider, action, anchor),
-        model=state.model,
-        provider=provider,
-        action=action,  # type: ignore[arg-type]
-        reason=reason,
-        detail=detail,
-        until=until,
-        ladder_level=ladder_level,
-        cycles=list(cycles or []),
-        evidence=list(evidence or []),
-        mode=mode or mode_of(state, policy, kind),
-        kind=kind,
-        actor=actor,
-    )
+              mode: Mode | None = None, kind: str | None = None, actor: str | None = None) -> D:
+    """A decision of ``variant`` (one without an ``until``: :func:`_timed` makes those), reason one of ours."""
+    return variant(**_fields(state, variant.action, provider, at, anchor=anchor, reason=reason, policy=policy,
+                             detail=detail, ladder_level=ladder_level, cycles=cycles, evidence=evidence,
+                             mode=mode, kind=kind, actor=actor))
+
+
+def _timed(state: ModelState, variant: type[T], provider: str, at: datetime, *, anchor: str,
+           reason: DecisionReason, policy: Policy, until: datetime, detail: str = "", ladder_level: int = 0,
+           cycles: list[str] | None = None, evidence: list[ResultRef] | None = None,
+           mode: Mode | None = None) -> T:
+    """A decision of ``variant`` about a suspension with an end: ``until`` (UTC) is required."""
+    return variant(**_fields(state, variant.action, provider, at, anchor=anchor, reason=reason, policy=policy,
+                             detail=detail, ladder_level=ladder_level, cycles=cycles, evidence=evidence,
+                             mode=mode), until=until)
+
+
+def _fields(state: ModelState, action: str, provider: str, at: datetime, *, anchor: str, reason: str,
+            policy: Policy, detail: str = "", ladder_level: int = 0, cycles: list[str] | None = None,
+            evidence: list[ResultRef] | None = None, mode: Mode | None = None, kind: str | None = None,
+            actor: str | None = None) -> dict[str, Any]:
+    """The fields every decision variant has, its id derived from the action and ``anchor``."""
+    return {"at": at, "decision_id": ids.decision_id(state.model, provider, action, anchor), "model": state.model,
+            "provider": provider, "reason": reason, "detail": detail, "ladder_level": ladder_level,
+            "cycles": list(cycles or []), "evidence": list(evidence or []), "mode": mode or mode_of(state, policy, kind),
+            "kind": kind, "actor": actor}
 
 
 def human_duration(seconds: float) -> str:

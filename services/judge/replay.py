@@ -20,7 +20,7 @@ from reverie_canary.services.judge.core import Effect, Folder, ModelState, Polic
 from reverie_canary.services.judge.snapshots import FoldSnapshot
 from reverie_canary.shared.contract import codec, inputs
 from reverie_canary.shared.contract.errors import Undecodable
-from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.contract.events import Decision, TimedDecision
 from reverie_canary.shared.runtime import eventlog
 from reverie_canary.shared.runtime.eventlog import LoggedEvent
 from reverie_canary.shared.runtime.settings import SECRET_FIELDS, Settings
@@ -160,7 +160,7 @@ def _short(value: Any) -> str:
 
 def decision_key(d: Decision) -> tuple[str, str, str, str, str]:
     """What makes two decisions 'the same call': model, provider, action, time and end (a longer suspension differs)."""
-    return (d.model, d.provider, d.action, d.at.isoformat(), d.until.isoformat() if d.until else "")
+    return (d.model, d.provider, d.action, d.at.isoformat(), d.until.isoformat() if isinstance(d, TimedDecision) else "")
 
 
 def backtest(events: list[Any], current: Policy, other: Policy, *, watched: Iterable[str] | None = None

@@ -39,6 +39,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from reverie_canary.services.judge.core import Effect, Measured, ModelState, OpenCycle, ProviderState, initial
+from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.errors import Transient
 from reverie_canary.shared.contract.events import (
     CommandApplied,
@@ -169,8 +170,31 @@ _META_DECODERS = {f.name: msgspec.json.Decoder(f.type) for f in _META}
 _PROVIDER = msgspec.json.Decoder(ProviderState)
 _CYCLE = msgspec.json.Decoder(OpenCycle)
 _RESULT = msgspec.json.Decoder(ResultRef)
-_OUTBOX = msgspec.json.Decoder(list[Outbound])
-_LEGACY = msgspec.json.Decoder(JudgeRecord)
+#: An outbox is a list of messages; each is decoded as one of :data:`Outbound` (a decision as its variant).
+_OUTBOX = msgspec.json.Decoder(list[msgspec.Raw])
+_OUTBOUND = codec.UnionDecoder(Outbound)
+
+
+class _LegacyRecord(msgspec.Struct, kw_only=True):
+    """The first layout's one JSON document per model: a :class:`JudgeRecord`, its outbox read as :func:`_outbox`."""
+
+    state: ModelState
+    position: int = 0
+    revision: int = 0
+    outbox: list[msgspec.Raw] = []
+    sent: int = 0
+
+
+_LEGACY = msgspec.json.Decoder(_LegacyRecord)
+
+
+def _outbox(raw: list[msgspec.Raw]) -> list[Outbound]:
+    """The messages of a stored outbox.
+
+    Raises:
+        msgspec.ValidationError: when one is not an :data:`Outbound`.
+    """
+    return [_OUTBOUND.decode(item) for item in raw]
 #: Hash fields of a record besides its state's parts.
 REV, POS, OUTBOX, SENT, LEGACY_DOC = "rev", "pos", "outbox", "sent", "doc"
 
@@ -303,7 +327,7 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
     if LEGACY_DOC in parts:  # the first layout: one JSON document per model
         legacy = _LEGACY.decode(parts[LEGACY_DOC])
         return JudgeRecord(state=legacy.state, position=legacy.position, revision=legacy.revision,
-                           outbox=legacy.outbox, sent=legacy.sent)
+                           outbox=_outbox(legacy.outbox), sent=legacy.sent)
     meta: dict[str, Any] = {}
     providers: dict[str, ProviderState] = {}
     cycles: dict[str, OpenCycle] = {}
@@ -332,7 +356,7 @@ def record_from_parts(model: str, parts: dict[str, bytes]) -> JudgeRecord:
     state = ModelState(**meta, providers=dict(sorted(providers.items())),
                        open_cycles=dict(sorted(cycles.items(), key=lambda kv: kv[1].deadline)))
     try:
-        outbox = _OUTBOX.decode(parts[OUTBOX]) if OUTBOX in parts else []
+        outbox = _outbox(_OUTBOX.decode(parts[OUTBOX])) if OUTBOX in parts else []
     except msgspec.ValidationError as exc:  # an effect above a wire bound: publishing it was refused anyway
         get_logger("judge").error("judge_outbox_unreadable", model=model, error=str(exc))
         outbox = []

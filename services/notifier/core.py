@@ -59,6 +59,7 @@ from reverie_canary.shared.contract.commands import (
     SetQuantizationFloor,
 )
 from reverie_canary.shared.contract.events import (
+    CanaryBlind,
     CommandApplied,
     CommandRefused,
     CycleSized,
@@ -69,6 +70,9 @@ from reverie_canary.shared.contract.events import (
     Notice,
     ProviderVerdict,
     Severity,
+    Suspended,
+    TimedDecision,
+    WouldSuspend,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
@@ -336,8 +340,9 @@ def _decision_title(d: Decision) -> str:
     head = f"[{d.model}] {who}: {d.action}"
     if d.kind:
         head += f" ({d.kind})"
-    if d.action in ("suspend", "would_suspend") and d.until:
-        head += f" until {utc_text(d.until, missing='-')} (ladder step {d.ladder_level})"
+    match d:
+        case Suspended() | WouldSuspend():
+            head += f" until {utc_text(d.until, missing='-')} (ladder step {d.ladder_level})"
     return head
 
 
@@ -349,7 +354,7 @@ def _decision_text(d: Decision) -> str:
         text += f": {d.detail}"
     if d.actor:
         text += f" (by {d.actor})"
-    held = getattr(d, "held", None) or []  # suspensions blindness holds (canary_blind, suspension_held)
+    held = d.held if isinstance(d, CanaryBlind) else []  # the suspensions blindness holds
     if held:
         text += "; suspensions held until judged again: " + ", ".join(
             f"{h.provider} (due {utc_text(h.until, missing='-')})" for h in held[:20])
@@ -373,7 +378,7 @@ def decision_notice(d: Decision, *, phase: str = "notice", notice_id: str | None
         text=_decision_text(d)[:4000],
         reason=d.reason,
         detail=d.detail,
-        until=d.until,
+        until=d.until if isinstance(d, TimedDecision) else None,
         mode=d.mode,
         actor=d.actor or "",
         count=count,

@@ -120,6 +120,9 @@ from reverie_canary.shared.contract.events import (
     EndpointsDiscovered,
     FloorBreach,
     SnapshotVersion,
+    Suspended,
+    SuspensionEnded,
+    SuspensionHeld,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
@@ -489,15 +492,9 @@ class Note(Struct, frozen=True, kw_only=True):
     fields: dict[str, Any] = {}
 
 
-class Invalid(Struct, frozen=True, kw_only=True):
-    """The input is refused without an answer (a malformed decision): the shell dead-letters it."""
-
-    reason: str
-
-
 #: What the shell must carry out after saving, kept in the record's outbox until done.
 Outbound = SnapshotMade | CommandApplied | CommandRefused
-Effect = SnapshotMade | CommandApplied | CommandRefused | Note | Invalid
+Effect = SnapshotMade | CommandApplied | CommandRefused | Note
 #: Operator commands the router owns (shared/contract/commands.py OWNERS).
 RouterCommand = AddOverride | RemoveOverride | ReloadExclusions | SetQuantizationFloor
 RouterInput = (Decision | AddOverride | RemoveOverride | SetQuantizationFloor | EndpointsDiscovered | ExclusionsRead
@@ -712,9 +709,10 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
 
     Returns:
         ``(new_state, effects)``: :class:`SnapshotMade` for every changed
-        model, then the command's answer, :class:`Note` lines to log, or one
-        :class:`Invalid` (and the state unchanged) for a malformed decision.
-        Repeated or foreign input returns the same state and no effects.
+        model, then the command's answer, and :class:`Note` lines to log.
+        Repeated or foreign input returns the same state and no effects.  (A
+        decision that breaks its type -- a suspension without ``until`` -- never
+        gets here: decoding refuses it.)
     """
     command = event.command if isinstance(event, ExclusionsRead) else event
     command_id = command.command_id if isinstance(command, RouterCommand) else None
@@ -729,9 +727,7 @@ def decide(state: RouterState, event: Any, now: datetime, policy: RouterPolicy, 
     else:
         match event:
             case Decision():
-                problem = _decision(new, event, now, touched)
-                if problem is not None:
-                    return state, [Invalid(reason=problem)]
+                _decision(new, event, now, touched)
                 if event.routing_follows > 0:
                     touched.discard(event.model)  # more of the same close follow: one version after the last
             case AddOverride():
@@ -799,37 +795,42 @@ def _know_model(state: RouterState, model: str) -> None:
         state.models = sorted([*state.models, model])
 
 
-def _decision(state: RouterState, event: Decision, now: datetime, touched: set[str]) -> str | None:
+def _decision(state: RouterState, event: Decision, now: datetime, touched: set[str]) -> None:
+    """Apply a judge decision that changes routing: an enforced suspension starts, is held, or ends.
+
+    A suspension's ``until`` is its type's (:class:`Suspended`, :class:`SuspensionHeld`); one
+    that lapsed more than ``LAPSED_SUSPENSION_S`` ago is not kept.  An end stamped before the
+    suspension it would end started belongs to an earlier one.  Every other decision (observe
+    mode's shadows among them) leaves routing as it is.
+    """
     key = suspension_key(event.model, event.provider)
-    if event.action == "suspend":
-        if event.until is None:
-            return f"suspend decision {event.decision_id} has no until"
-        _know_model(state, event.model)
-        if event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S):
-            state.suspensions[key] = Suspension(provider=event.provider, model=event.model,
-                                                reason=event.detail or event.reason, since=event.at,
-                                                until=event.until, decision_id=event.decision_id)
-            if event.until > now:
+    match event:
+        case Suspended():
+            _know_model(state, event.model)
+            if event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S):
+                state.suspensions[key] = Suspension(provider=event.provider, model=event.model,
+                                                    reason=event.detail or event.reason, since=event.at,
+                                                    until=event.until, decision_id=event.decision_id)
+                if event.until > now:
+                    touched.add(event.model)
+        case SuspensionHeld(mode="enforce"):
+            _know_model(state, event.model)
+            current = state.suspensions.get(key)
+            if (event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S)
+                    and (current is None or current.until < event.until)):
+                state.suspensions[key] = (msgspec.structs.replace(current, until=event.until) if current is not None
+                                          else Suspension(provider=event.provider, model=event.model,
+                                                          reason=event.detail or event.reason, since=event.at,
+                                                          until=event.until, decision_id=event.decision_id))
+                if event.until > now:
+                    touched.add(event.model)
+        case SuspensionEnded():
+            current = state.suspensions.get(key)
+            if current is not None and event.at >= current.since:
+                del state.suspensions[key]
                 touched.add(event.model)
-    elif event.action == "suspension_held" and event.mode == "enforce":
-        if event.until is None:
-            return f"suspension_held decision {event.decision_id} has no until"
-        _know_model(state, event.model)
-        current = state.suspensions.get(key)
-        if (event.until > now - timedelta(seconds=LAPSED_SUSPENSION_S)
-                and (current is None or current.until < event.until)):
-            state.suspensions[key] = (msgspec.structs.replace(current, until=event.until) if current is not None else
-                                      Suspension(provider=event.provider, model=event.model,
-                                                 reason=event.detail or event.reason, since=event.at,
-                                                 until=event.until, decision_id=event.decision_id))
-            if event.until > now:
-                touched.add(event.model)
-    elif event.action == "end":
-        current = state.suspensions.get(key)
-        if current is not None and event.at >= current.since:
-            del state.suspensions[key]
-            touched.add(event.model)
-    return None
+        case _:
+            pass
 
 
 def _usable(state: RouterState, model: str, now: datetime, *, overrides: dict[str, Override] | None = None,

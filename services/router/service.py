@@ -40,7 +40,6 @@ from nats.js.kv import KeyValue
 
 from reverie_canary.services.router.core import (
     ExclusionsRead,
-    Invalid,
     KvSeen,
     Note,
     Outbound,
@@ -62,7 +61,7 @@ from reverie_canary.services.router.store import RedisRouterStore, RouterRecord,
 from reverie_canary.shared.contract import codec, ids, inputs, subjects
 from reverie_canary.shared.contract.bounds import fit
 from reverie_canary.shared.contract.commands import ReloadExclusions
-from reverie_canary.shared.contract.errors import Rejected, Transient, Undecodable
+from reverie_canary.shared.contract.errors import Transient, Undecodable
 from reverie_canary.shared.contract.events import MAX_ENDPOINTS_PER_MODEL, CommandApplied, CommandRefused, Decision
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
@@ -337,8 +336,10 @@ class Router:
     async def step(self, event: Any, position: int | None) -> None:
         """Decide ``event`` (at stream ``position``, or ``None`` for the router's own inputs), save, carry out.
 
+        A refused command is answered, not raised; a malformed decision never gets here (decoding
+        refuses a suspension without its ``until``).
+
         Raises:
-            Rejected: a malformed decision (a refused command is answered, not rejected).
             Transient: Redis, KV or NATS unavailable; the input is tried again.
         """
         async with self.lock:
@@ -350,9 +351,6 @@ class Router:
                     return
                 state, effects = decide(record.state, event, clock.now(), self.policy)
                 outbound = [e for e in effects if isinstance(e, Outbound)]
-                invalid = [e.reason for e in effects if isinstance(e, Invalid)]
-                if invalid:
-                    raise Rejected(invalid[0], position=position)
                 if position is None and state is record.state and not outbound:
                     self._log_notes(effects)
                     return

@@ -4,12 +4,23 @@ One encoder for everything; one ``Decoder`` per accepted type or tagged union,
 built once at import.  Decoding is strict about types: ``"7"`` is not ``7``.
 Unknown fields are accepted for forward compatibility (docs/development.md,
 "Messages are types").
+
+A judge decision is tagged twice: ``"type": "decision"`` like every message, and by
+``action`` among its variants (:class:`~reverie_canary.shared.contract.events.Decision`).
+msgspec tags a union by one field, so a union that holds decisions is decoded in two steps:
+its ``type`` picks "a decision", then the decision union picks the variant by ``action``.  An
+unknown tag is refused either way (:class:`Undecodable`, naming the field and the value):
+a message of a type, or a decision of an action, that this code does not know is
+dead-lettered with that reason, never read as another.  A reason code it does not know is
+carried: ``reason`` is a free string on the wire.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeVar
+import types
+import typing
+from typing import Any, TypeVar, Union
 
 import msgspec
 
@@ -28,7 +39,9 @@ from reverie_canary.shared.contract.commands import (
 )
 from reverie_canary.shared.contract.errors import Oversize, Rejected, Undecodable, UnsupportedVersion
 from reverie_canary.shared.contract.events import (
+    DECISION_VARIANTS,
     SCHEMA_VERSION,
+    AnyDecision,
     CommandApplied,
     CommandRefused,
     CycleClosed,
@@ -67,13 +80,66 @@ class _Envelope(msgspec.Struct):
 _envelope = msgspec.json.Decoder(_Envelope)
 
 
+class _DecisionTag(msgspec.Struct, frozen=True, tag_field="type", tag="decision"):
+    """Stands for a decision in a union tagged by ``type``: its bytes are decoded again as :data:`AnyDecision`."""
+
+
+def _members(type_: Any) -> tuple[Any, ...]:
+    """The members of a union (``A | B`` or ``Union[A, B]``), or ``(type_,)``."""
+    if isinstance(type_, types.UnionType) or typing.get_origin(type_) is Union:
+        return typing.get_args(type_)
+    return (type_,)
+
+
+def _is_decision(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, Decision)
+
+
+class UnionDecoder:
+    """A msgspec decoder of a type or tagged union, decisions among them decoded in two steps; no bounds.
+
+    For stored copies of messages (a service's outbox) whose bounds were never the wire's;
+    wire messages are decoded by a :class:`Codec`.  ``decode`` raises what msgspec raises
+    (``msgspec.DecodeError``, ``msgspec.ValidationError``).
+    """
+
+    def __init__(self, type_: Any) -> None:
+        members = _members(type_)
+        others = tuple(t for t in members if not _is_decision(t))
+        #: the decoder of the union's decisions when the first step picks one (``None``: no second step)
+        self._decisions: msgspec.json.Decoder[Any] | None = None
+        #: the types the message may be, decisions as :data:`AnyDecision` (for what inspects them)
+        self.others: Any = Union[others] if others else None  # noqa: UP007 (a tuple of types)
+        self.has_decisions = len(others) < len(members)
+        if self.has_decisions:  # decisions among them: every variant, tagged by action
+            if others:
+                self._decisions = msgspec.json.Decoder(AnyDecision)
+                type_ = Union[(*others, _DecisionTag)]  # noqa: UP007 (a tuple of types)
+            else:
+                type_ = AnyDecision
+        self._decoder = msgspec.json.Decoder(type_)
+
+    def decode(self, data: bytes | str) -> Any:
+        """Decode ``data`` as one of the types (a decision as its variant)."""
+        message = self._decoder.decode(data)
+        if isinstance(message, _DecisionTag):
+            assert self._decisions is not None  # only a union with decisions decodes the stand-in
+            message = self._decisions.decode(data)
+        return message
+
+
 class Codec:
-    """A strict decoder for one type or tagged union of wire messages."""
+    """A strict decoder for one type or tagged union of wire messages.
+
+    A union that holds :class:`Decision` (or any of its variants) decodes every variant of it,
+    in two steps (the module's docstring says why).
+    """
 
     def __init__(self, type_: Any, name: str) -> None:
         self.name = name
-        self._decoder = msgspec.json.Decoder(type_)
-        self._free_json = free_json_checker(type_)
+        self._decoder = UnionDecoder(type_)
+        self._free_json = free_json_checker(self._decoder.others) if self._decoder.others is not None else None
+        self._free_json_decision = free_json_checker(AnyDecision) if self._decoder.has_decisions else None
 
     def decode(self, data: bytes | str) -> Any:
         """Decode ``data``.
@@ -95,14 +161,15 @@ class Codec:
             version = self._version_problem(data) if str(exc).endswith("at `$.v`") else None
             if version is not None:
                 raise UnsupportedVersion(version) from exc
-            raise Undecodable(f"not a valid {self.name}: {exc}") from exc
+            raise Undecodable(f"not a valid {self.name}: {exc}{_unknown_action(exc)}") from exc
         except msgspec.DecodeError as exc:
             raise Undecodable(f"not a valid {self.name}: {exc}") from exc
         except RecursionError as exc:  # msgspec skips an unknown field recursively
             raise Undecodable(f"not a valid {self.name}: JSON nested too deeply") from exc
-        if self._free_json is not None:
+        free_json = self._free_json_decision if isinstance(message, Decision) else self._free_json
+        if free_json is not None:
             try:
-                self._free_json(message, "$")
+                free_json(message, "$")
             except ValueError as exc:
                 raise Undecodable(f"not a valid {self.name}: free-form JSON above its bound: {exc}") from exc
         if size > MESSAGE_MAX_BYTES:  # a field out of bounds was named above; this is the whole message
@@ -120,6 +187,35 @@ class Codec:
             return None
         return (f"not a valid {self.name}: unsupported schema version {env.v} of {env.type!r} "
                 f"(this service reads version 1 to {SCHEMA_VERSION}); refused, not read as another version")
+
+
+def wire_types(types: tuple[type, ...]) -> tuple[type, ...]:
+    """``types`` with :class:`Decision` in place of each of its variants (:data:`DECISION_VARIANTS`), in order.
+
+    For what describes the wire type by type (the AsyncAPI document, the schemas): a decision
+    is a message of one of its variants' schemas.
+    """
+    out: list[type] = []
+    for t in types:
+        out += [v for v in (DECISION_VARIANTS if t is Decision else (t,)) if v not in out]
+    return tuple(out)
+
+
+def message_name(message: Any) -> str:
+    """The name of ``message``'s type as spans, logs and tables know it: ``Decision`` for every decision variant.
+
+    A decision's variant (``Suspended``, ``SuspensionEnded`` ...) is in its ``action``; the name
+    a trace shows (``router Decision``) and a log line counts stays the message's.
+    """
+    return "Decision" if isinstance(message, Decision) else type(message).__name__
+
+
+def _unknown_action(exc: msgspec.ValidationError) -> str:
+    """What an unknown decision action means, added to msgspec's message (``""`` for another fault)."""
+    if not str(exc).endswith("at `$.action`") or not str(exc).startswith("Invalid value"):
+        return ""
+    return (" (a decision action this service does not know, perhaps a newer judge's: refused, not read as "
+            f"another; it knows {', '.join(sorted(t.action for t in typing.get_args(AnyDecision)))})")
 
 
 ENDPOINTS_OR_CLOSE = Codec(EndpointsDiscovered | CycleClosed | CycleUnplanned, "discovery event")
@@ -166,7 +262,10 @@ LOG_EVENT = Codec(
 )
 
 #: Every message type on the wire, the work-queue tasks and dead letters included.
-WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, Decision, RetestRequested,
+#: A decision is one of its variants (:data:`~reverie_canary.shared.contract.events.DECISION_VARIANTS`), each a
+#: message of its own schema on the decisions subjects.
+WIRE_TYPES = (EndpointsDiscovered, CycleClosed, CycleUnplanned, ProbeTask, ProbeResult, CycleVerdict, *DECISION_VARIANTS,
+              RetestRequested,
               IgnoreSnapshot, DeadLetter, AddOverride, RemoveOverride, LiftSuspension, SetMode, ReloadExclusions,
               SetQuantizationFloor, NoticeDeadLettered, ResendNotices, NoticesResent, CommandApplied, CommandRefused,
               ServedCounts, LiveCounts, CycleSized, LiveConfirmation)
@@ -238,7 +337,7 @@ def check_origin(subject: str, message: Any) -> None:
     parts = subject.split(".")
     family = parts[1] if len(parts) > 2 and parts[0] == "canary" else ""
     allowed = ORIGINS.get(family, ())
-    kind = type(message).__name__
+    kind = message_name(message)
     if not isinstance(message, allowed):
         names = ", ".join(t.__name__ for t in allowed) or "nothing this service reads"
         raise Rejected(f"a {kind} on {subject}: only {names} may arrive there", subject=subject)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 from msgspec import Meta, Struct
@@ -664,6 +664,29 @@ DecisionAction = Literal[
     "suspension_held",  # a suspension came due while blind: kept (until = held until) until judged again
 ]
 
+#: The reason codes this judge gives its decisions (the table of them, with their meanings, is
+#: ``DECISION_REASONS`` in :mod:`reverie_canary.client.reasons`).  A closed set for the code that
+#: makes decisions; on the wire ``reason`` stays a free :data:`Reason` string, so that a code a
+#: newer judge adds decodes in an older reader (the evolution rules above: a field's type never
+#: changes).  ``canary_blind`` is the one decision whose reason is mostly not from this set: it is
+#: the cause another service reported (:data:`UNPLANNED_CAUSES`, a blind probe's reason).
+DecisionReason = Literal[
+    "failed_cycles",  # suspend, would_suspend: the streak of failed cycles reached the bar
+    "expired",  # end, would_end: the suspension reached its until
+    "recovered",  # end, would_end: passed cycles in a row during the suspension
+    "lifted",  # end, would_end: an operator lifted it
+    "capacity_floor",  # floor_held
+    "canary_blind",  # suspension_held: it came due while the canary could not see
+    "judged_again",  # canary_sees
+    "frozen_too_long",  # unjudgeable
+    "operator",  # mode_changed
+    "common_mode",  # common_mode
+    "control_passed",  # control_passed
+    "pin_violated",  # pin_violated
+    "blind",  # canary_blind: blind probe results that named no cause (otherwise the cause itself)
+]
+DECISION_REASONS: tuple[str, ...] = get_args(DecisionReason)
+
 
 class HeldSuspension(Struct, frozen=True, kw_only=True):
     """A suspension blindness holds: it came due while the canary could not see its provider.
@@ -679,39 +702,198 @@ class HeldSuspension(Struct, frozen=True, kw_only=True):
     decision_id: Id = ""
 
 
-class Decision(Event, frozen=True, kw_only=True, tag="decision"):
-    """A judge decision, published on ``canary.decisions.<model>.<provider>``.
+class Decision(Event, frozen=True, kw_only=True, tag_field="action"):
+    """A judge decision, published on ``canary.decisions.<model>.<provider>``: the base of its variants.
 
-    ``decision_id`` is deterministic (it is the ``Nats-Msg-Id``).  ``until`` is
-    the UTC end of a suspension (for ``suspension_held``: the end the hold gives
-    it).  ``reasons`` names the cycles and probe results the decision rests on.
-    ``provider`` is empty for model-wide decisions (``canary_blind`` and
-    ``canary_sees`` among them: ``reason`` is the cause, one of
-    :data:`UNPLANNED_CAUSES`, and ``held`` lists the suspensions blindness holds).
-    ``routing_follows``: how many decisions that change routing (an enforced ``suspend``,
-    ``end`` or ``suspension_held``) of the same judgement -- one cycle's close -- follow this one
-    on the log: the router makes one ignore-list version of them all, after the last (0).
+    Every decision is one variant, tagged on the wire by ``action`` (one class per
+    :data:`DecisionAction`, :data:`DECISION_TYPES`), with ``"type": "decision"`` beside it as
+    every decision has always carried: the bytes are those of the one struct it used to be, so
+    that every decision on the log decodes (and one of this code decodes in an older reader).
+    Match on the variant (``case Suspended(): ...``); what a variant says is its type's: a
+    suspension has an ``until``, and an action without one has no such field.
+
+    ``decision_id`` is deterministic (it is the ``Nats-Msg-Id``).  ``reason`` is a code of
+    :data:`DecisionReason` (a free string on the wire: a newer judge's code decodes).
+    ``cycles`` and ``evidence`` name the cycles and probe results the decision rests on.
+    ``provider`` is empty for model-wide decisions.  ``routing_follows``: how many decisions
+    that change routing (an enforced ``suspend``, ``end`` or ``suspension_held``) of the same
+    judgement -- one cycle's close -- follow this one on the log: the router makes one
+    ignore-list version of them all, after the last (0).
     """
 
+    type: Literal["decision"] = "decision"
+    #: The variant's tag (a class attribute, not a field: msgspec writes it as ``action``).
+    action: ClassVar[DecisionAction]
+    #: The reason codes this judge gives the variant (``canary_blind`` also carries another service's cause).
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ()
     decision_id: Slug
     model: Slug
     provider: Id = ""
-    action: DecisionAction
     reason: Reason = ""
     detail: Excerpt = ""
-    until: UtcDatetime | None = None
     ladder_level: int = 0
     cycles: Annotated[list[Id], Meta(max_length=32)] = []
     evidence: Annotated[list[ResultRef], Meta(max_length=MAX_PROBES_PER_ENDPOINT)] = []
     mode: Mode = "enforce"
     kind: Token | None = None
     actor: Id | None = None
-    held: Annotated[list[HeldSuspension], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
     routing_follows: Annotated[int, Meta(ge=0, le=4 * MAX_ENDPOINTS_PER_MODEL)] = 0
 
     def changes_routing(self) -> bool:
         """Whether the router acts on it: an enforced suspension starts, ends, or is held while blind."""
-        return self.action in ("suspend", "end") or (self.action == "suspension_held" and self.mode == "enforce")
+        return False
+
+
+class TimedDecision(Decision, frozen=True, kw_only=True):
+    """A decision about a suspension that has an end: ``until``, the UTC end, is required by its type."""
+
+    until: UtcDatetime
+
+
+class Suspended(TimedDecision, frozen=True, kw_only=True, tag="suspend"):
+    """A suspension starts (enforce mode): routing ignores ``provider`` until ``until`` (UTC).
+
+    ``ladder_level`` is the step of the suspension ladder it took (1: the first).
+    """
+
+    action: ClassVar[Literal["suspend"]] = "suspend"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("failed_cycles",)
+
+    def changes_routing(self) -> bool:
+        """Always: an enforced suspension starts."""
+        return True
+
+
+class WouldSuspend(TimedDecision, frozen=True, kw_only=True, tag="would_suspend"):
+    """Observe mode's shadow of ``Suspended``: the same call and ``until``, routing untouched."""
+
+    action: ClassVar[Literal["would_suspend"]] = "would_suspend"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("failed_cycles",)
+
+
+class SuspensionHeld(TimedDecision, frozen=True, kw_only=True, tag="suspension_held"):
+    """A suspension came due while the canary was blind: kept, ``until`` the end the hold gives it for now."""
+
+    action: ClassVar[Literal["suspension_held"]] = "suspension_held"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("canary_blind",)
+
+    def changes_routing(self) -> bool:
+        """When enforced: the router keeps the provider ignored until the hold's ``until``."""
+        return self.mode == "enforce"
+
+
+class SuspensionEnded(Decision, frozen=True, kw_only=True, tag="end"):
+    """A suspension ends (``expired``, ``recovered`` or ``lifted``; ``actor``: who lifted it)."""
+
+    action: ClassVar[Literal["end"]] = "end"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("expired", "recovered", "lifted")
+
+    def changes_routing(self) -> bool:
+        """Always: the router drops the suspension it ends."""
+        return True
+
+
+class WouldEnd(Decision, frozen=True, kw_only=True, tag="would_end"):
+    """Observe mode's shadow of ``SuspensionEnded``."""
+
+    action: ClassVar[Literal["would_end"]] = "would_end"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("expired", "recovered", "lifted")
+
+
+class FloorHeld(Decision, frozen=True, kw_only=True, tag="floor_held"):
+    """The provider would be suspended, but the capacity floor holds: not suspended, operators told."""
+
+    action: ClassVar[Literal["floor_held"]] = "floor_held"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("capacity_floor",)
+
+
+class CommonMode(Decision, frozen=True, kw_only=True, tag="common_mode"):
+    """Probe kind ``kind`` failed for most providers at once: frozen for all (model-wide)."""
+
+    action: ClassVar[Literal["common_mode"]] = "common_mode"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("common_mode",)
+
+
+class ControlPassed(Decision, frozen=True, kw_only=True, tag="control_passed"):
+    """A positive control of kind ``kind`` passed: that kind's failures prove nothing this cycle (model-wide)."""
+
+    action: ClassVar[Literal["control_passed"]] = "control_passed"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("control_passed",)
+
+
+class PinViolated(Decision, frozen=True, kw_only=True, tag="pin_violated"):
+    """The gateway served a probe pinned to ``provider`` from another provider (``evidence``: which)."""
+
+    action: ClassVar[Literal["pin_violated"]] = "pin_violated"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("pin_violated",)
+
+
+class Unjudgeable(Decision, frozen=True, kw_only=True, tag="unjudgeable"):
+    """The provider's cycles were frozen too many in a row to judge it (told once)."""
+
+    action: ClassVar[Literal["unjudgeable"]] = "unjudgeable"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("frozen_too_long",)
+
+
+class ModeChanged(Decision, frozen=True, kw_only=True, tag="mode_changed"):
+    """An operator (``actor``) switched ``mode`` (for ``kind``, or model-wide when ``None``)."""
+
+    action: ClassVar[Literal["mode_changed"]] = "mode_changed"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("operator",)
+
+
+class CanaryBlind(Decision, frozen=True, kw_only=True, tag="canary_blind"):
+    """The canary cannot see the model's providers (model-wide), once when it goes blind.
+
+    ``reason`` is the cause another service reported (one of ``UNPLANNED_CAUSES``, or a
+    blind probe's reason); ``held`` lists the suspensions blindness holds.
+    """
+
+    action: ClassVar[Literal["canary_blind"]] = "canary_blind"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("blind",)
+    held: Annotated[list[HeldSuspension], Meta(max_length=MAX_ENDPOINTS_PER_MODEL)] = []
+
+
+class CanarySees(Decision, frozen=True, kw_only=True, tag="canary_sees"):
+    """A cycle judged the model's providers again after ``CanaryBlind`` (model-wide)."""
+
+    action: ClassVar[Literal["canary_sees"]] = "canary_sees"
+    reasons: ClassVar[tuple[DecisionReason, ...]] = ("judged_again",)
+
+
+#: Every decision variant, one per action, in :data:`DecisionAction`'s order.
+DECISION_VARIANTS: tuple[type[Decision], ...] = (
+    Suspended, SuspensionEnded, FloorHeld, WouldSuspend, WouldEnd, CommonMode, ControlPassed, PinViolated,
+    Unjudgeable, ModeChanged, CanaryBlind, CanarySees, SuspensionHeld)
+#: The variant of each action.
+DECISION_TYPES: dict[str, type[Decision]] = {t.action: t for t in DECISION_VARIANTS}
+assert tuple(DECISION_TYPES) == get_args(DecisionAction), "one variant per action, in order"
+assert all(t.__struct_config__.tag == t.action for t in DECISION_VARIANTS), "the tag is the action"
+assert {r for t in DECISION_VARIANTS for r in t.reasons} == set(DECISION_REASONS), "every reason has its variant"
+#: Any decision, as the wire carries it: a union tagged by ``action`` (decode with
+#: :data:`reverie_canary.shared.contract.codec.DECISION`).
+AnyDecision = (Suspended | SuspensionEnded | FloorHeld | WouldSuspend | WouldEnd | CommonMode | ControlPassed
+               | PinViolated | Unjudgeable | ModeChanged | CanaryBlind | CanarySees | SuspensionHeld)
+
+
+def make_decision(action: str, **fields: Any) -> Decision:
+    """Build the variant of ``action`` from its fields (a generic caller's constructor: tests, tools).
+
+    Args:
+        action: one of :data:`DecisionAction`.
+        fields: the variant's fields (``until`` where the variant has one, and only there).
+
+    Returns:
+        The variant's instance.
+
+    Raises:
+        ValueError: when ``action`` names no variant.
+        TypeError: when a field is missing or not the variant's (an ``until`` on an ``end``).
+    """
+    cls = DECISION_TYPES.get(action)
+    if cls is None:
+        raise ValueError(f"unknown decision action {action!r}: one of {', '.join(DECISION_TYPES)}")
+    return cls(**fields)
 
 
 #: What a confirmation probe said about the live failures that asked for it: ``confirmed`` (the

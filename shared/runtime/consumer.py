@@ -272,7 +272,7 @@ class Consumer:
             event = self.decoder.decode(held.body)
             codec.check_origin(delivery.subject, event)
             # one span per handled message, child of the context its headers carry (shared/runtime/tracing.py)
-            with tracing.span(f"{self.name} {type(event).__name__}", headers=delivery.headers,
+            with tracing.span(f"{self.name} {codec.message_name(event)}", headers=delivery.headers,
                               attributes=_span_attributes(event, delivery)):
                 await self.apply(event, delivery)
         except asyncio.CancelledError:

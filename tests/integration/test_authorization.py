@@ -12,7 +12,7 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.client import IgnoreListClient
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride
-from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.contract.events import Decision, make_decision
 from reverie_canary.shared.runtime.service import ensure_streams
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
@@ -41,7 +41,7 @@ def override(provider: str, command_id: str, reason: str = "incident 4711") -> A
 
 def suspend(provider: str) -> Decision:
     now = datetime.now(timezone.utc)
-    return Decision(at=now, decision_id=f"forged-{provider}", model=MODEL, provider=provider, action="suspend",
+    return make_decision(at=now, decision_id=f"forged-{provider}", model=MODEL, provider=provider, action="suspend",
                     until=now.replace(year=now.year + 1), reason="forged")
 
 

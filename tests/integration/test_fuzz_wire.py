@@ -351,9 +351,9 @@ async def test_a_version_99_decision_no_longer_suspends_anyone(bus):
     from datetime import timedelta
 
     from reverie_canary.canary.demo import current_snapshot
-    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.contract.events import make_decision
 
-    decision = Decision(at=now(), decision_id="dec-v99", model=MODEL, provider="a", action="suspend",
+    decision = make_decision(at=now(), decision_id="dec-v99", model=MODEL, provider="a", action="suspend",
                         until=now() + timedelta(days=1), reason="failed_cycles")
     raw = _as_dict(decision)
     ack = await bus.js.publish(subjects.decision(MODEL, "a"), msgspec.json.encode({**raw, "v": 99}),

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from reverie_canary.services.notifier.core import FoldPolicy, FoldState, fold
 from reverie_canary.services.notifier.store import BookRecord, MemoryDeliveryBook, Queued, RedisDeliveryBook
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import Decision, Notice
+from reverie_canary.shared.contract.events import Notice, make_decision
 
 pytestmark = pytest.mark.integration
 AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -47,7 +47,7 @@ async def test_a_fresh_book_is_empty(book):
 
 async def test_state_position_and_entries_are_saved_together(book):
     """A save stores the fold, its position and one pending entry per channel; loading gives them back."""
-    state, notices = fold(FoldState(), Decision(at=AT, decision_id="dec|m/x|p|floor_held|1", model="m/x", provider="p",
+    state, notices = fold(FoldState(), make_decision(at=AT, decision_id="dec|m/x|p|floor_held|1", model="m/x", provider="p",
                                                 action="floor_held"), FoldPolicy())
     created = await book.save(BookRecord(state=state, position=7, revision=1), expected_revision=0,
                               queued=[Queued(notice=notices[0], channels=["hook"])], now=50.0)

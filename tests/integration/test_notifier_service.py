@@ -24,7 +24,7 @@ from reverie_canary.services.notifier.core import webhook_id
 from reverie_canary.services.notifier.service import create_app
 from reverie_canary.services.notifier.store import RedisDeliveryBook
 from reverie_canary.shared.contract import codec, ids, subjects
-from reverie_canary.shared.contract.events import CycleVerdict, Decision
+from reverie_canary.shared.contract.events import CycleVerdict, Decision, make_decision
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.runtime.service import ensure_streams, redis_client
 from reverie_canary.shared.runtime.settings import Settings
@@ -73,9 +73,9 @@ async def bus(infra, user: str = ""):
 
 def decision(n: int, provider: str = "a/fp8", action: str = "suspend", **kw) -> Decision:
     at = kw.pop("at", T0 + timedelta(minutes=30 * n + 10))
-    return Decision(at=at, decision_id=ids.decision_id(MODEL, provider, action, str(n)), model=MODEL,
+    return make_decision(at=at, decision_id=ids.decision_id(MODEL, provider, action, str(n)), model=MODEL,
                     provider=provider, action=action, reason=kw.pop("reason", "failed_cycles"),
-                    until=at + timedelta(days=1) if action == "suspend" else None, ladder_level=1,
+                    **({"until": at + timedelta(days=1)} if action == "suspend" else {}), ladder_level=1,
                     cycles=[f"{MODEL}@c{n}"], **kw)
 
 

@@ -14,7 +14,7 @@ from reverie_canary.services.router.store import RedisRouterStore
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride, RemoveOverride
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import CommandApplied, Decision
+from reverie_canary.shared.contract.events import CommandApplied, make_decision
 from reverie_canary.shared.runtime import tracing
 from reverie_canary.shared.runtime.broker import Delivery, Publisher, make_broker
 from reverie_canary.shared.runtime.service import ensure_streams
@@ -122,7 +122,7 @@ async def test_one_version_of_a_close_is_linked_to_the_trace_of_each_of_its_deci
     client = aioredis.from_url(infra.redis_url)
     publisher = Publisher(broker, "router")
     now = datetime.now(timezone.utc)
-    close = [Decision(at=now, decision_id=f"d-{p}", model=MODEL, provider=p, action="suspend",
+    close = [make_decision(at=now, decision_id=f"d-{p}", model=MODEL, provider=p, action="suspend",
                       until=now + timedelta(hours=1), reason="failed_cycles", routing_follows=follows)
              for p, follows in (("baseten/fp8", 1), ("lambda/fp8", 0))]
     tracing.use_provider(provider)

@@ -11,7 +11,7 @@ from reverie_canary.services.router.core import RouterPolicy, SnapshotMade, Tick
 from reverie_canary.services.router.store import MemoryRouterStore, RedisRouterStore, RouterRecord, StaleRecord
 from reverie_canary.shared.contract.commands import AddOverride
 from reverie_canary.shared.contract.errors import Transient
-from reverie_canary.shared.contract.events import CommandApplied, Decision
+from reverie_canary.shared.contract.events import CommandApplied, make_decision
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def folded() -> RouterRecord:
     """A record with an override, a suspension, published versions and an outbox of a snapshot and an answer."""
     policy = RouterPolicy(models=(MODEL,))
     state, _ = decide(initial(), Tick(), AT, policy)
-    state, _ = decide(state, Decision(at=AT, decision_id="d1", model=MODEL, provider="bad/fp8", action="suspend",
+    state, _ = decide(state, make_decision(at=AT, decision_id="d1", model=MODEL, provider="bad/fp8", action="suspend",
                                       until=datetime(2026, 11, 2, tzinfo=timezone.utc)), AT, policy)
     command = AddOverride(command_id="c1", actor="alice", at=AT, provider="lambda/fp8", model=MODEL, reason="r")
     state, effects = decide(state, command, AT, policy)

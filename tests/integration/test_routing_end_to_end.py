@@ -25,7 +25,7 @@ from reverie_canary.canary.runtime import running
 from reverie_canary.client import IgnoreListClient
 from reverie_canary.shared.contract import codec, subjects
 from reverie_canary.shared.contract.commands import AddOverride
-from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.contract.events import Decision, make_decision
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.runtime import streams
 from reverie_canary.shared.runtime.auth import generate_passwords, server_config, server_env
@@ -76,7 +76,7 @@ async def add_override(infra, provider: str, *, reason: str = "incident 42", exp
 async def suspend(infra, provider: str, until: datetime, decision_id: str | None = None) -> Decision:
     """Publish a judge ``suspend`` decision as the judge user; returns it."""
     now = utcnow()
-    decision = Decision(at=now, decision_id=decision_id or f"dec|{MODEL}|{provider}|suspend|{uuid.uuid4().hex[:8]}",
+    decision = make_decision(at=now, decision_id=decision_id or f"dec|{MODEL}|{provider}|suspend|{uuid.uuid4().hex[:8]}",
                         model=MODEL, provider=provider, action="suspend", until=until, reason="failed_cycles",
                         detail="ttft_exceeded in 2 cycles")
     nc = await connect(infra, "judge")

@@ -9,7 +9,7 @@ import pytest
 
 from reverie_canary.services.router.service import ROUTER_INPUT
 from reverie_canary.shared.contract import codec, inputs, subjects
-from reverie_canary.shared.contract.events import Decision
+from reverie_canary.shared.contract.events import make_decision
 from reverie_canary.shared.runtime.service import Shell, ensure_streams, nats_connect
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG, ConsumerSpec
@@ -27,7 +27,7 @@ def spec_for(settings: Settings) -> ConsumerSpec:
 async def publish_decisions(js, n: int) -> None:
     now = datetime.now(timezone.utc)
     for k in range(n):
-        d = Decision(at=now, decision_id=f"d-{k}", model=MODEL, provider=f"p{k}/fp8", action="end", reason="test")
+        d = make_decision(at=now, decision_id=f"d-{k}", model=MODEL, provider=f"p{k}/fp8", action="end", reason="test")
         await js.publish(subjects.decision(MODEL, d.provider), codec.encode(d), headers={"Nats-Msg-Id": d.decision_id})
 
 

@@ -112,7 +112,7 @@ def test_text_from_the_log_or_redis_is_printed_with_its_control_characters_escap
     from reverie_canary.canary.cli_judge import _decision_line
     from reverie_canary.canary.cli_ops import snapshot_lines
     from reverie_canary.client.wire import IgnoreEntry, IgnoreReason, IgnoreSnapshot
-    from reverie_canary.shared.contract.events import Decision
+    from reverie_canary.shared.contract.events import make_decision
     from reverie_canary.shared.runtime.printable import printable, printable_view
 
     now = datetime.now(timezone.utc)
@@ -120,7 +120,7 @@ def test_text_from_the_log_or_redis_is_printed_with_its_control_characters_escap
         IgnoreReason(layer="override", reason=HOSTILE, actor="bob", reference="T\x9b1", since=now)])])
     lines = "\n".join(snapshot_lines("m/x", snapshot, now))
     assert "esc \\x1b]0;PWNED\\x07 \\x1b[2J" in lines and "ref T\\x9b1" in lines
-    decision = Decision(at=now, decision_id="d1", model="m/x", provider="a/fp8", action="mode_changed",
+    decision = make_decision(at=now, decision_id="d1", model="m/x", provider="a/fp8", action="mode_changed",
                         reason="operator", detail="by " + HOSTILE)
     line = _decision_line(7, decision)
     assert "by esc \\x1b]0;PWNED\\x07 \\x1b[2J" in line

@@ -16,7 +16,7 @@ from reverie_canary.services.dashboard.core import LogWindow, model_status, prov
 from reverie_canary.services.dashboard.web import sparkline
 from reverie_canary.services.judge.core import Policy, fold
 from reverie_canary.shared.contract.commands import AddOverride
-from reverie_canary.shared.contract.events import Decision, ProbeResult, ReplyEvidence
+from reverie_canary.shared.contract.events import ProbeResult, ReplyEvidence, make_decision
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from tests.judge_events import CYCLE, MODEL, T0, WINDOW, cycle_events, healthy
 
@@ -99,7 +99,7 @@ def test_a_cycle_closed_while_the_canary_was_blind_reads_blind_not_frozen():
     events = run(2, missing={("a/fp8", "ttft")})
     state, window = observe(events)
     mw = window.models[MODEL]
-    window.add(Decision(at=T0 + CYCLE + timedelta(minutes=1), decision_id="blind-1", model=MODEL,
+    window.add(make_decision(at=T0 + CYCLE + timedelta(minutes=1), decision_id="blind-1", model=MODEL,
                         action="canary_blind", reason="key_revoked"), 10_000)  # type: ignore[arg-type]
     cells = [pages.cell(f, "a/fp8", pages._blind_spans(mw)) for f in sorted(mw.cycles.values(),
                                                                              key=lambda f: f.cycle_no)]

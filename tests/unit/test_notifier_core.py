@@ -33,6 +33,7 @@ from reverie_canary.shared.contract.events import (
     ProviderVerdict,
     ResultRef,
     SnapshotVersion,
+    make_decision,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
@@ -52,7 +53,7 @@ def at(n: int) -> datetime:
 
 
 def decision(action: str, n: int, provider: str = "p/fp8", *, kind: str | None = None, v: int = 1, **kw) -> Decision:
-    return Decision(v=v, at=kw.pop("when", at(n)), decision_id=f"dec|{MODEL}|{provider or '*'}|{action}|{n}",
+    return make_decision(v=v, at=kw.pop("when", at(n)), decision_id=f"dec|{MODEL}|{provider or '*'}|{action}|{n}",
                     model=MODEL, provider=provider, action=action, kind=kind, cycles=[cycle_id(n)], **kw)
 
 
@@ -166,7 +167,8 @@ def test_default_reminder_interval_is_six_hours():
 def test_frozen_cycles_keep_a_floor_held_and_a_suspension_ends_it():
     """Frozen verdicts keep floor_held alive; the suspend that follows is its own notice plus the floor_held end."""
     events = failing(1) + [verdict(2, {"p/fp8": "frozen", "q/fp8": "passed"})] + failing(3) + [
-        verdict(4, {"p/fp8": "failed", "q/fp8": "passed"}), decision("suspend", 4, reason="failed_cycles")]
+        verdict(4, {"p/fp8": "failed", "q/fp8": "passed"}), decision("suspend", 4, reason="failed_cycles",
+                                                                      until=at(4) + timedelta(days=1))]
     state, notices = run(events)
     assert [(label(n), n.phase, n.count) for n in notices] == [
         ("floor_held", "start", 1), ("suspend", "notice", 1), ("floor_held_ended", "end", 4)]
@@ -275,7 +277,7 @@ def test_operator_commands_are_told_by_their_answer_keyed_by_the_command_id():
 def test_a_mode_change_is_one_notice_and_a_no_op_is_none():
     """mode enforce for two models: their mode_changed decisions are not told, the answer is (warning); a no-op is silent."""
     made = [decision("mode_changed", 0, "", reason="operator", actor="alice", when=T0),
-            Decision(at=T0, decision_id="dec|other|*|mode_changed|c-5", model="other/model", action="mode_changed",
+            make_decision(at=T0, decision_id="dec|other|*|mode_changed|c-5", model="other/model", action="mode_changed",
                      reason="operator", actor="alice")]
     applied = answer(CommandApplied, "c-5", command="mode", detail="now acme/chat-1.5: enforce; other/model: enforce")
     noop = answer(CommandApplied, "c-6", command="mode", changed=False,

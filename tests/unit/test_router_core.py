@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +33,11 @@ from reverie_canary.services.router.core import (
     snapshot_entries,
     suspension_key,
 )
+from reverie_canary.shared.contract import codec
 from reverie_canary.shared.contract.commands import AddOverride, ReloadExclusions, RemoveOverride
+from reverie_canary.shared.contract.errors import Undecodable
 from reverie_canary.shared.contract.events import (
+    DECISION_TYPES,
     CommandApplied,
     CommandRefused,
     Decision,
@@ -42,6 +46,8 @@ from reverie_canary.shared.contract.events import (
     FloorBreach,
     PlannedProbe,
     SnapshotVersion,
+    TimedDecision,
+    make_decision,
 )
 
 MODEL = "acme/chat-1"
@@ -65,12 +71,12 @@ def remove(provider: str, *, model: str = MODEL, cid: str = "r1", minute: float 
 
 
 def suspend(provider: str, *, minute: float = 0, days: float = 1, did: str = "d1") -> Decision:
-    return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspend",
+    return make_decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspend",
                     until=at(minute) + timedelta(days=days), reason="failed_cycles", detail="ttft in 2 cycles")
 
 
 def end(provider: str, *, minute: float = 0, did: str = "e1") -> Decision:
-    return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="end", reason="lifted")
+    return make_decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="end", reason="lifted")
 
 
 def listed(*providers: str, model: str = MODEL, control: str = "", minute: float = 0) -> EndpointsDiscovered:
@@ -136,7 +142,7 @@ def test_a_closes_routing_decisions_make_one_version_after_the_last():
 
 
 def held(provider: str, *, minute: float, until: datetime, mode: str = "enforce", did: str = "h1") -> Decision:
-    return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspension_held",
+    return make_decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspension_held",
                     until=until, reason="canary_blind", mode=mode, detail="came due while blind")
 
 
@@ -167,19 +173,25 @@ def test_observe_mode_decisions_never_touch_routing():
     state, _ = run([Tick()])
     for action in ("would_suspend", "would_end", "floor_held", "unjudgeable", "mode_changed", "canary_blind",
                    "canary_sees"):
-        d = Decision(at=at(1), decision_id=f"x-{action}", model=MODEL, provider="a/fp8", action=action,
-                     until=at(100))
+        until = {"until": at(100)} if issubclass(DECISION_TYPES[action], TimedDecision) else {}
+        d = make_decision(at=at(1), decision_id=f"x-{action}", model=MODEL, provider="a/fp8", action=action,
+                          **until)
         after, effects = decide(state, d, at(1), POLICY)
         assert after is state and effects == []
 
 
 def test_a_suspend_without_until_is_invalid_and_changes_nothing():
-    """A suspend decision must say until when: refused (the shell dead-letters it), state as it was."""
-    state, _ = run([Tick()])
-    broken = Decision(at=at(1), decision_id="d9", model=MODEL, provider="a/fp8", action="suspend")
-    after, effects = decide(state, broken, at(1), POLICY)
-    assert after is state
-    assert [type(e).__name__ for e in effects] == ["Invalid"] and "has no until" in effects[0].reason
+    """A suspend decision must say until when: refused (the shell dead-letters it), state as it was.
+
+    The type says it now: a suspension without ``until`` cannot be built, and its bytes are
+    refused at decoding (``Undecodable``: the shell dead-letters it), so the fold never sees it.
+    """
+    broken = codec.encode(make_decision(at=at(1), decision_id="d9", model=MODEL, provider="a/fp8",
+                                        action="end")).replace(b'"action":"end"', b'"action":"suspend"')
+    with pytest.raises(Undecodable, match=r"Object missing required field `until`"):
+        codec.DECISION.decode(broken)
+    with pytest.raises(TypeError, match="until"):
+        make_decision(at=at(1), decision_id="d9", model=MODEL, provider="a/fp8", action="suspend")
 
 
 def test_an_end_older_than_the_suspension_it_would_end_does_not_end_it():
@@ -337,8 +349,8 @@ def test_the_floor_counts_a_host_the_canary_reports_unjudgeable():
     The floor subtracts what routing removes (exclusions, overrides, suspensions); the router hears
     ``unjudgeable`` once and never that the host is judged again, so leaving it out would hold for good.
     """
-    frozen = Decision(at=at(0), decision_id="u1", model=MODEL, provider="c/fp8", action="unjudgeable",
-                      reason="frozen_too_long", detail="frozen 6 cycles in a row (ttft:http_503)")
+    frozen = make_decision(at=at(0), decision_id="u1", model=MODEL, provider="c/fp8", action="unjudgeable",
+                           reason="frozen_too_long", detail="frozen 6 cycles in a row (ttft:http_503)")
     state, _ = run([listed("a/fp8", "b/fp8", "c/fp8"), frozen])
     _, effects = decide(state, add("a/fp8"), at(1), POLICY)
     assert isinstance(answers(effects)[0], CommandApplied) and snapshots(effects)[0].ignore == ["a/fp8"]
@@ -535,7 +547,7 @@ def build(i: int, s: tuple, minute: float):
         case ("remove", p, m):
             return remove(p, model=m, cid=f"r{i}", minute=minute)
         case ("suspend", p, d):
-            return Decision(at=at(minute), decision_id=f"d{i}", model=MODEL, provider=p, action="suspend",
+            return make_decision(at=at(minute), decision_id=f"d{i}", model=MODEL, provider=p, action="suspend",
                             until=at(minute + d), reason="failed_cycles")
         case ("end", p):
             return end(p, minute=minute, did=f"e{i}")

@@ -31,6 +31,7 @@ from reverie_canary.shared.contract.events import (
     Decision,
     Endpoint,
     EndpointsDiscovered,
+    make_decision,
 )
 
 MODEL = "acme/chat-1"
@@ -56,7 +57,7 @@ def listed(fleet: dict[str, str | None], minute: float = 0) -> EndpointsDiscover
 
 
 def suspend(provider: str, minute: float = 0, did: str = "d1") -> Decision:
-    return Decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspend",
+    return make_decision(at=at(minute), decision_id=did, model=MODEL, provider=provider, action="suspend",
                     until=at(minute) + timedelta(days=1), reason="failed_cycles", detail="ttft in 2 cycles")
 
 

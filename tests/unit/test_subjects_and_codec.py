@@ -16,7 +16,6 @@ from reverie_canary.shared.contract.events import (
     CheckResult,
     CycleClosed,
     CycleVerdict,
-    Decision,
     Endpoint,
     EndpointsDiscovered,
     PlannedProbe,
@@ -25,6 +24,7 @@ from reverie_canary.shared.contract.events import (
     ProviderVerdict,
     ResultRef,
     RetestRequested,
+    make_decision,
 )
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 
@@ -103,7 +103,7 @@ def _messages():
         CycleVerdict(at=AT, model="m/x", cycle="c1", cycle_no=7,
                      verdicts=[ProviderVerdict(provider="a/fp8", verdict="failed", reasons=["ttft:ttft_exceeded"],
                                                results=[ref])]),
-        Decision(at=AT, decision_id="d1", model="m/x", provider="a/fp8", action="suspend",
+        make_decision(at=AT, decision_id="d1", model="m/x", provider="a/fp8", action="suspend",
                  until=AT + timedelta(days=1), evidence=[ref]),
         RetestRequested(at=AT, model="m/x", provider="a/fp8", language="pt", for_cycle_no=8),
         IgnoreSnapshot(at=AT, model="m/x", version=3, entries=[
