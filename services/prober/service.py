@@ -66,6 +66,7 @@ from reverie_canary.shared.runtime import clock, metrics, retry, streams
 from reverie_canary.shared.runtime.broker import Delivery
 from reverie_canary.shared.runtime.config import ProberConfig, config_of
 from reverie_canary.shared.runtime.logging import get as get_logger
+from reverie_canary.shared.runtime.memory import HeapTrimmer
 from reverie_canary.shared.runtime.service import Shell
 from reverie_canary.shared.runtime.settings import Settings
 from reverie_canary.shared.runtime.streams import LOG
@@ -139,6 +140,8 @@ class Prober:
         self._checks_pool: ThreadPoolExecutor | None = None
         #: Probes this prober runs at once now: the latest task's ``concurrency``, at most the ceiling.
         self.concurrency = settings.prober_concurrency
+        #: Gives the C heap back after a large (hostile) read: its RSS must not keep a 20 MB reply's pieces.
+        self.heap = HeapTrimmer()
 
     def size(self, task: ProbeTask) -> int | None:
         """Take the concurrency ``task``'s cycle was sized to; the new number when it changed, else ``None``."""
@@ -215,6 +218,8 @@ class Prober:
             judge=self.judge,
         )
         record(result, time.perf_counter() - started)
+        read = max([a.reply.wire_bytes for a in result.attempts] or [result.reply.wire_bytes])
+        self.heap.read(read)  # a hostile reply's freed pieces go back to the system, not into RSS for good
         return result
 
 
