@@ -206,7 +206,28 @@ async def send_probe(
     Returns:
         A :class:`Reply`; never raises for network or protocol trouble (it is
         recorded in ``transport_error``; a cap in ``cut``).
+
+    A kept-alive connection the server closed while it sat idle in the pool (the
+    classic race of a client's keep-alive expiry against the server's: uvicorn
+    closes after 5 s idle, httpx keeps 5 s) fails before any response byte with the
+    request never read: that one case, on a reused connection, is sent again once on
+    a new one, within the same time budget.  Any other lost connection is the
+    reply's (``connection_lost``).
     """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + max(0.0, total_timeout_s)
+    reply, reused = await _send_once(client, body, ttft_deadline_s=ttft_deadline_s, total_timeout_s=total_timeout_s,
+                                     limits=limits)
+    left = end - loop.time()
+    if reply.transport_error == "connection_lost" and reused and reply.http_status is None and left > 0.5:
+        reply, _ = await _send_once(client, body, ttft_deadline_s=ttft_deadline_s, total_timeout_s=left,
+                                    limits=limits)
+    return reply
+
+
+async def _send_once(client: httpx.AsyncClient, body: dict[str, Any], *, ttft_deadline_s: float | None,
+                     total_timeout_s: float, limits: ReadLimits) -> tuple[Reply, bool]:
+    """One exchange of :func:`send_probe`: the reply, and whether it went over a reused connection."""
     t0 = time.perf_counter()
     reader = ChunkReader(reply_max_bytes=limits.reply_max_bytes)
     state = _Exchange(t0)
@@ -217,6 +238,8 @@ async def send_probe(
         async with asyncio.timeout_at(first_end) as timer:
 
             async def sent(event: str, info: dict[str, Any]) -> None:
+                if event.startswith("connection.connect_tcp.") or event.startswith("connection.connect_unix_socket."):
+                    state.connected = True  # a new connection: not one the pool kept
                 # the provider has the whole request: the clock starts here, and the first-token wait with it
                 if event in _SENT_EVENTS and state.sent is None:
                     state.sent = time.perf_counter()
@@ -263,7 +286,7 @@ async def send_probe(
         wire_bytes=state.wire_bytes,
         cut=state.cut or reader.cut,
         content_type=state.content_type,
-    )
+    ), not state.connected
 
 
 class _Exchange:
@@ -275,7 +298,7 @@ class _Exchange:
     """
 
     __slots__ = ("started", "sent", "status", "generation_id", "cache_hit", "content_type", "error",
-                 "transport_error", "timed_out", "grace", "wire_bytes", "cut")
+                 "transport_error", "timed_out", "grace", "wire_bytes", "cut", "connected")
 
     def __init__(self, started: float) -> None:
         self.started = started
@@ -290,6 +313,7 @@ class _Exchange:
         self.grace = False
         self.wire_bytes = 0
         self.cut: str | None = None
+        self.connected = False  # this exchange opened its own connection (else the pool's kept one)
 
     def ms(self) -> float:
         """Milliseconds on the reply's clock now (from ``sent``, else from ``started``)."""

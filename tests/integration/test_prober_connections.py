@@ -133,3 +133,72 @@ async def test_the_prober_clients_hold_every_request_a_prober_can_have_in_flight
     finally:
         await pool.aclose()
         prober.close()
+
+
+class ClosingServer:
+    """An HTTP/1.1 server on a real socket that answers each connection's first request with a short SSE
+    reply (kept alive), and closes the connection at its ``close_on``-th request without a byte: what a
+    server does when its idle timeout and the client's keep-alive expiry race (uvicorn 5 s, httpx 5 s)."""
+
+    SSE = (b'data: {"id":"gen-1","provider":"Edge","choices":[{"index":0,"delta":{"content":"Ol\\u00e1."},'
+           b'"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+    def __init__(self, close_on: int) -> None:
+        self.close_on = close_on
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        n = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next((line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length:")), b"0"))
+                await reader.readexactly(length)
+                n += 1
+                if n == self.close_on:
+                    return  # closed without a byte of response
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                             + f"content-length: {len(self.SSE)}\r\n\r\n".encode() + self.SSE)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/api/v1"
+
+    async def __aexit__(self, *exc) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def edge_body() -> dict:
+    return request_body(MODEL, "edge/fp8", build("ttft", "pt"), require_parameters=False)
+
+
+async def test_a_kept_connection_the_server_closed_idle_is_sent_again_once_on_a_new_one():
+    """The second probe reuses the kept connection, which the server drops unread: sent again, it passes.
+
+    Found by the suite on a clean clone: a healthy provider of the demo frozen two cycles in a row with
+    ``connection_lost`` -- its cycle's first probe met the connection uvicorn had just closed after 5 s idle.
+    """
+    async with ClosingServer(close_on=2) as url, httpx.AsyncClient(base_url=url + "/") as client:
+        first = await send_probe(client, edge_body(), ttft_deadline_s=None, total_timeout_s=5.0)
+        second = await send_probe(client, edge_body(), ttft_deadline_s=None, total_timeout_s=5.0)
+    assert (first.transport_error, first.text) == (None, "Olá.")
+    assert (second.transport_error, second.text, second.http_status) == (None, "Olá.", 200)
+
+
+async def test_a_new_connection_lost_before_the_reply_is_the_replys_and_not_sent_again():
+    """The server drops the first request of a new connection: connection_lost, one connection, no second try."""
+    server = ClosingServer(close_on=1)
+    async with server as url, httpx.AsyncClient(base_url=url + "/") as client:
+        reply = await send_probe(client, edge_body(), ttft_deadline_s=None, total_timeout_s=5.0)
+    assert (reply.transport_error, reply.http_status) == ("connection_lost", None)
+    assert server.connections == 1
