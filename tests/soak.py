@@ -314,7 +314,8 @@ class Books:
                                 event.until.isoformat() if isinstance(event, TimedDecision) else "")] += 1
 
     def details(self, settle_s: float) -> list[str]:
-        """Where the losses are: cycles with results lost, notices due and never received (a few of each)."""
+        """Where the losses are: cycles with results lost, notices due and never received, received twice
+        or never due (a few of each)."""
         out = []
         for c in [c for c in self.planned if c in self.verdicts][-200:]:
             lost = [t for t in self.planned[c] if self.results[t] == 0]
@@ -326,6 +327,8 @@ class Books:
         missing = [n for n, at in self.told.items() if now - at >= settle_s and self.notices[n] == 0]
         out += [f"notice {n} due and never received" for n in missing[:10]]
         out += [f"notice {n} received {k} times" for n, k in self.notices.items() if k > 1][:10]
+        out += [f"notice {n} received, never due by the notifier's own fold of the log"
+                for n in self.notices if n not in self.told][:10]
         return out[:30]
 
     def accounting(self, settle_s: float) -> dict[str, int]:
