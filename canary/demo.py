@@ -980,7 +980,10 @@ def _banner(out: TextIO, settings: Settings, scenario, nats_url: str, redis_url:
               "serving provider ignored); its live counts can ask for a pinned confirmation probe "
               f"({settings.confirm_min_failures} failures of a reason in {settings.confirm_min_served}+ replies, well "
               "above the peers'); live counts never suspend anyone.", file=out)
-    print(f"enforce mode; capacity floor {settings.min_hosts} hosts.", file=out)
+    observing = sorted(k for k in settings.new_kind_default_modes if settings.mode_for(k) == "observe")
+    print(f"enforce mode; capacity floor {settings.min_hosts} hosts."
+          + (f" New probe kinds observe until an operator enforces them ({', '.join(observing)}: "
+             "WOULD_SUSPEND, still in traffic; canary mode enforce --kind KIND)." if observing else ""), file=out)
     print("each cycle: pass = every probe passed; FAILED = a quality failure (two in a row suspend); "
           "frozen = transport errors, inconclusive or missing results (the streak neither grows nor resets).",
           file=out, flush=True)

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -142,6 +142,8 @@ class GuardPolicy(Struct, frozen=True, kw_only=True):
         circuit_min_failures: failures of one reason in the window before the circuit can open.
         circuit_min_providers: distinct providers among them that make the failure the model's, not a provider's.
         circuit_share: the share of the window's failures that reason must hold.
+        circuit_max_provider_share: the most of those failures one provider may hold: more, and they are
+            that provider's (its users keep their retry), whatever a few other providers showed.
     """
 
     first_token_s: float = 10.0
@@ -151,6 +153,7 @@ class GuardPolicy(Struct, frozen=True, kw_only=True):
     circuit_min_failures: int = 6
     circuit_min_providers: int = 3
     circuit_share: float = 0.5
+    circuit_max_provider_share: float = 0.5
 
 
 class Verdict(Struct, frozen=True, kw_only=True):
@@ -220,11 +223,19 @@ class _Circuit:
         self.recent.append((t, reason, provider))
 
     def open_for(self, t: float, reason: str) -> bool:
+        """Whether ``reason`` is the model's now: many failures of it, from several providers, none holding most.
+
+        A provider that holds more than ``circuit_max_provider_share`` of them is a broken provider
+        with a few stray failures elsewhere, not the model: its users' retries must go on.
+        """
         p = self.policy
         window = [f for f in self.recent if t - f[0] <= p.circuit_window_s]
         same = [f for f in window if f[1] == reason]
-        return (len(same) >= p.circuit_min_failures and len({f[2] for f in same}) >= p.circuit_min_providers
-                and len(same) >= p.circuit_share * len(window))
+        if len(same) < p.circuit_min_failures or len(same) < p.circuit_share * len(window):
+            return False
+        by_provider = Counter(f[2] for f in same)
+        return (len(by_provider) >= p.circuit_min_providers
+                and max(by_provider.values()) <= p.circuit_max_provider_share * len(same))
 
 
 class ReplyGuard:
@@ -331,7 +342,7 @@ class ReplyGuard:
         The entries are :meth:`ignore_entries`: the snapshot's tags of the name, or, with none
         known, the name and its base slug.  Entries the caller pinned (``provider.only``,
         ``provider.order``) that the name covers are taken out; ``None`` when that leaves ``only``
-        empty (the request allows no other provider).
+        empty, or ``order`` with ``allow_fallbacks: false`` (the request allows no other provider).
         """
         tags = self.ignore_entries(name)
         covered = {t.casefold() for t in tags} | {name.casefold()}
@@ -345,7 +356,10 @@ class ReplyGuard:
             if isinstance(chosen, list):
                 kept = [p for p in chosen if not isinstance(p, str) or
                         (p.casefold() not in covered and p.casefold().split("/")[0] not in bases)]
-                if key == "only" and not kept:
+                # ``order`` with ``allow_fallbacks: false`` pins as ``only`` does (OpenRouter's provider
+                # routing: no provider outside the list): emptied, the request allows no other one
+                pinned = key == "only" or prefs.get("allow_fallbacks") is False
+                if pinned and not kept:
                     return None
                 prefs[key] = kept
         return {**body, "provider": prefs}
@@ -538,6 +552,30 @@ class StreamGuard:
         r = self.reader
         return self._early(Verdict(outcome="fail", reason="ttft_exceeded", reasons=("ttft_exceeded",),
                                    provider=r.served_by, ttft_ms=None))
+
+    def raised(self, exc: BaseException, t_ms: float | None = None) -> Verdict:
+        """The backend's SDK raised ``exc`` while reading the stream; the verdict, early.
+
+        The OpenAI SDK raises ``APIError`` for a chunk that carries an ``error`` object (a
+        provider that broke mid-stream: OpenRouter sends it with ``finish_reason: "error"``)
+        before the chunk reaches the backend; its ``body`` is that error object.  It is read
+        as that chunk would have been (``in_band_error``, the same verdict as :meth:`line`);
+        an exception without one is a stream cut (``stream_cut``).
+
+        Args:
+            exc: the exception the SDK raised (its ``body`` attribute, when a mapping, is the error).
+            t_ms: ms since the request started; default the attempt's clock.
+        """
+        if self._verdict is not None:
+            return self._verdict
+        body = getattr(exc, "body", None)
+        if isinstance(body, Mapping) and body:
+            error = body.get("error") if isinstance(body.get("error"), Mapping) else body
+            verdict = self.chunk({"error": dict(error), "choices": [{"index": 0, "delta": {},
+                                                                     "finish_reason": "error"}]}, t_ms)
+            if verdict is not None:
+                return verdict
+        return self.finish(t_ms=t_ms)
 
     def finish(self, *, http_status: int = 200, t_ms: float | None = None) -> Verdict:
         """Judge the whole reply (the stream ended: ``[DONE]``, or the body closed); counted once."""

@@ -260,6 +260,10 @@ class IgnoreListClient:
         """Load the cached snapshot and start following the bus in the background."""
         self._stopping = False
         self._load_cache()
+        if self._contact is None:  # until the bus answers, the list served is not known to be current
+            self._set_problem(f"{self._nats_prefix()}not answered yet: connecting (serving "
+                              + (f"v{self.version} from the cache" if self.snapshot is not None else "no snapshot")
+                              + " until the current one is read)")
         self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
         if self.publish_served_s is not None:
             self._publisher = asyncio.create_task(self._publish_served(), name=f"served-{self.model}")

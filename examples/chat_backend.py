@@ -94,13 +94,16 @@ def request_body(client: IgnoreListClient, model: str, turn: str) -> dict[str, A
 def gateway_stand_in(body: dict[str, Any]) -> list[bytes]:
     """The SSE lines the gateway would stream for ``body`` (a stand-in: nothing is sent anywhere).
 
-    DeepInfra, unless ignored, answers with a role word leaked before the Markdown (a broken chat
-    template); Lambda answers cleanly.
+    Like the gateway, it serves the first provider ``provider.ignore`` leaves: DeepInfra answers
+    with a role word leaked before the Markdown (a broken chat template); Lambda, then Fireworks,
+    answer cleanly.
     """
-    ignored = set((body.get("provider") or {}).get("ignore") or [])
-    provider, text = (("Lambda", "*Mira sets the lamp down and listens.*")
-                      if {"deepinfra/fp8", "deepinfra/fp4", "DeepInfra"} & ignored
-                      else ("DeepInfra", "assistant\n\n*Mira sets the lamp down and listens.*"))
+    ignored = {str(p).casefold() for p in (body.get("provider") or {}).get("ignore") or []}
+    hosts = (("DeepInfra", {"deepinfra/fp8", "deepinfra/fp4", "deepinfra"},
+              "assistant\n\n*Mira sets the lamp down and listens.*"),
+             ("Lambda", {"lambda/fp8", "lambda"}, "*Mira sets the lamp down and listens.*"),
+             ("Fireworks", {"fireworks"}, "*Mira sets the lamp down and listens.*"))
+    provider, _, text = next((h for h in hosts if not (h[1] | {h[0].casefold()}) & ignored), hosts[-1])
     lines = [b": OPENROUTER PROCESSING"]
     for i in range(0, len(text), 6):
         lines.append(b"data: " + json.dumps({"provider": provider, "choices": [

@@ -32,8 +32,16 @@ def client_ignoring(*tags: str) -> IgnoreListClient:
 
 
 def test_the_example_says_when_a_reply_came_from_a_provider_the_ignore_list_excludes(capsys):
-    """lambda/fp8 suspended, the stand-in serves Lambda on the retry anyway: a line says the list was not applied."""
+    """lambda/fp8 suspended, something on the way drops provider.ignore, Lambda serves the retry: a line says so."""
     ex = example()
+    honest = ex.gateway_stand_in
+
+    def dropping(body):  # something on the way drops the canary's entry: lambda/fp8 leaves provider.ignore
+        prefs = dict(body.get("provider") or {})
+        prefs["ignore"] = [p for p in prefs.get("ignore") or [] if p != "lambda/fp8"]
+        return honest({**body, "provider": prefs})
+
+    ex.gateway_stand_in = dropping
     client = client_ignoring("lambda/fp8")
     guard = ReplyGuard(client)
     verdict = ex.guarded_reply(guard, ex.request_body(client, MODEL, "Mira hears a knock."))

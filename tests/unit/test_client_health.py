@@ -66,3 +66,28 @@ def test_a_setting_no_reconnect_heals_is_said_in_health_and_never_with_the_passw
     assert health.connected is False and health.problem is not None
     assert "no newer one will come" in health.problem and "ValueError" in health.problem
     assert "s3cret" not in health.problem and "s3cret" not in caplog.text
+
+
+def test_before_the_bus_first_answers_health_says_the_list_is_not_known_current():
+    """Started, NATS not answering yet: problem says so at once (a health endpoint polled at boot is not told
+    all is well for the 2 s of the first connect attempt); found by a fresh tester."""
+    import socket
+
+    holder = socket.socket()  # a port that accepts nothing: the connect attempt hangs until its timeout
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(0)
+    url = f"nats://127.0.0.1:{holder.getsockname()[1]}"
+    client = IgnoreListClient(url, "acme/chat-1")
+
+    async def boot():
+        await client.start()
+        early = client.health()
+        await client.stop()
+        return early
+
+    try:
+        early = asyncio.run(boot())
+    finally:
+        holder.close()
+    assert early.connected is False and early.problem is not None
+    assert "not answered yet" in early.problem and "no snapshot" in early.problem

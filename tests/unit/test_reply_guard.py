@@ -282,6 +282,22 @@ def test_a_pinned_request_is_not_retried_elsewhere():
     assert attempt.retry(verdict) is None and attempt.held == "pinned"
 
 
+def test_an_order_without_fallbacks_pins_as_only_does_and_with_fallbacks_does_not():
+    """order [deepinfra] + allow_fallbacks false allows no other provider: held as pinned, not sent anywhere.
+
+    Found by a fresh tester: the retry emptied the order and kept allow_fallbacks false, a request the
+    caller never allowed.  With fallbacks allowed (the default) the order is a preference: retried.
+    """
+    guard = ReplyGuard(client_with(), clock=Clock())
+    body = {**BODY, "provider": {"order": ["deepinfra"], "allow_fallbacks": False}}
+    verdict, _, attempt = run(guard, stream_of(": junk"), body=body)
+    assert attempt.retry(verdict) is None and attempt.held == "pinned"
+    body = {**BODY, "provider": {"order": ["deepinfra", "lambda/fp8"]}}
+    verdict, _, attempt = run(guard, stream_of(": junk"), body=body)
+    retry = attempt.retry(verdict)
+    assert retry is not None and retry.body["provider"]["order"] == ["lambda/fp8"]
+
+
 def test_without_a_snapshot_the_retry_ignores_the_served_name_and_its_base_slug():
     """No snapshot (a new backend, the bus down from the start): no tag is known, so the display name and the
     base slug made from it go into ignore (a base slug covers every endpoint of the provider)."""
@@ -357,6 +373,22 @@ def test_many_failures_of_one_provider_keep_the_circuit_closed():
     for _ in range(10):
         verdict, _, attempt = run(guard, stream_of(": junk"))
         assert attempt.retry(verdict) is not None
+
+
+def test_one_broken_provider_with_a_few_stray_failures_elsewhere_keeps_its_users_retries():
+    """17 of 19 leading_junk failures are DeepInfra's, one Novita's, one Together's: still a provider's defect.
+
+    Found by a fresh tester: the circuit counted only the failures and the distinct providers, so
+    a heavily broken host plus two stray failures elsewhere stopped every retry of the model (the
+    broken host's replies then reached its users) for two minutes.
+    """
+    guard = ReplyGuard(client_with(), clock=Clock(), policy=GuardPolicy(budget_burst=100))
+    held = []
+    for provider in ["DeepInfra"] * 8 + ["Novita"] + ["DeepInfra"] * 3 + ["Together"] + ["DeepInfra"] * 6:
+        verdict, _, attempt = run(guard, stream_of(": junk", provider=provider))
+        attempt.retry(verdict)
+        held.append(attempt.held)
+    assert held == [None] * 19
 
 
 # -- the live counts ------------------------------------------------------------------------------------------
