@@ -147,6 +147,7 @@ from reverie_canary.shared.contract.events import (
 )
 from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.config import JudgeConfig, config_of
 from reverie_canary.shared.runtime.settings import Settings
 
 #: How many closed cycles a model remembers, to drop late or repeated input.
@@ -197,30 +198,35 @@ class Policy(Struct, frozen=True, kw_only=True):
     slow_vs_peers_min_spread_ms: float = 200.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Policy:
-        """The policy part of the settings."""
+    def from_config(cls, config: JudgeConfig) -> Policy:
+        """The policy part of the judge's config."""
         return cls(
-            failed_cycles_to_suspend=settings.failed_cycles_to_suspend,
-            passed_cycles_to_recover=settings.passed_cycles_to_recover,
-            ladder_s=tuple(settings.ladder_s),
-            ladder_reset_s=settings.ladder_reset_s,
-            min_hosts=settings.min_hosts,
-            unjudgeable_after=settings.unjudgeable_after,
-            common_mode_share=settings.common_mode_share,
-            mode=settings.mode,
-            kind_modes=dict(settings.kind_modes),
-            new_kind_modes=dict(settings.new_kind_default_modes),
-            kinds=tuple(settings.kinds),
-            models=tuple(settings.models),
-            blind_hold_s=2 * settings.cycle_interval_s,
-            template_tolerance_tokens=settings.template_tolerance_tokens,
-            template_tolerance_share=settings.template_tolerance_share,
-            template_min_providers=settings.template_min_providers,
-            slow_vs_peers_k=settings.slow_vs_peers_k,
-            slow_vs_peers_window_cycles=settings.slow_vs_peers_window_cycles,
-            slow_vs_peers_min_providers=settings.slow_vs_peers_min_providers,
-            slow_vs_peers_min_spread_ms=settings.slow_vs_peers_min_spread_ms,
+            failed_cycles_to_suspend=config.failed_cycles_to_suspend,
+            passed_cycles_to_recover=config.passed_cycles_to_recover,
+            ladder_s=tuple(config.ladder_s),
+            ladder_reset_s=config.ladder_reset_s,
+            min_hosts=config.min_hosts,
+            unjudgeable_after=config.unjudgeable_after,
+            common_mode_share=config.common_mode_share,
+            mode=config.mode,
+            kind_modes=dict(config.kind_modes),
+            new_kind_modes=dict(config.new_kind_default_modes),
+            kinds=tuple(config.kinds),
+            models=tuple(config.models),
+            blind_hold_s=2 * config.cycle_interval_s,
+            template_tolerance_tokens=config.template_tolerance_tokens,
+            template_tolerance_share=config.template_tolerance_share,
+            template_min_providers=config.template_min_providers,
+            slow_vs_peers_k=config.slow_vs_peers_k,
+            slow_vs_peers_window_cycles=config.slow_vs_peers_window_cycles,
+            slow_vs_peers_min_providers=config.slow_vs_peers_min_providers,
+            slow_vs_peers_min_spread_ms=config.slow_vs_peers_min_spread_ms,
         )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        """The policy part of the settings (through the judge's config)."""
+        return cls.from_config(config_of(settings, JudgeConfig))
 
 
 # -- state ---------------------------------------------------------------------

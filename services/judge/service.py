@@ -54,6 +54,7 @@ from reverie_canary.shared.contract.events import (
 )
 from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
 from reverie_canary.shared.runtime.broker import Delivery, Publisher, _span_attributes
+from reverie_canary.shared.runtime.config import JudgeConfig, RuntimeConfig, config_of
 from reverie_canary.shared.runtime.consumer import Retake
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
@@ -507,9 +508,10 @@ class JudgeWiring:
         js = shell.connection.jetstream()
         await streams.check_log_subjects(js, [subjects.ALL_ANSWERS, subjects.ALL_CONFIRMATIONS], "judge")
         self.redis = redis_client(settings)
-        policy = Policy.from_settings(settings)
-        store = RedisJudgeStore(self.redis, settings.namespace)
-        models = list(settings.models)
+        config = config_of(settings, JudgeConfig)
+        policy = Policy.from_config(config)
+        store = RedisJudgeStore(self.redis, config_of(settings, RuntimeConfig).namespace)
+        models = list(config.models)
 
         async def rebuild_to(until_seq: int) -> list[str]:
             return await rebuild(js, store, policy, models, until_seq)
@@ -518,8 +520,8 @@ class JudgeWiring:
             return await eventlog.acknowledged_position(js, LOG, streams.judge_consumer(settings).durable)
 
         self._judge = Judge(store, shell.publisher, policy, models, rebuild=rebuild_to,
-                            cycle_interval_s=settings.cycle_interval_s, kinds=(*settings.kinds, *FACT_KINDS), floor=floor,
-                            snapshots=snapshots.SnapshotWriter(js, settings.judge_snapshot_events))
+                            cycle_interval_s=config.cycle_interval_s, kinds=(*config.kinds, *FACT_KINDS), floor=floor,
+                            snapshots=snapshots.SnapshotWriter(js, config.judge_snapshot_events))
         await self._judge.start()
         shell.metrics.add_source(self._judge.samples)
         shell.note = self._judge.note

@@ -69,6 +69,7 @@ from reverie_canary.shared.contract.events import (
 from reverie_canary.shared.runtime import eventlog, metrics, streams
 from reverie_canary.shared.runtime.aio import wait_event
 from reverie_canary.shared.runtime.broker import Delivery, Publisher
+from reverie_canary.shared.runtime.config import NotifierConfig, RuntimeConfig, StreamsConfig, config_of
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import SEVERITIES, Settings
@@ -87,9 +88,10 @@ def _count(channel: str, outcome: str, severity: str) -> None:
 
 
 def schedule_of(settings: Settings) -> Schedule:
-    """The delivery schedule in the settings."""
-    return Schedule(base_s=settings.notify_retry_base_s, max_delay_s=settings.notify_retry_max_s,
-                    give_up_s=settings.notify_give_up_s)
+    """The delivery schedule in the settings (through the notifier's config)."""
+    config = config_of(settings, NotifierConfig)
+    return Schedule(base_s=config.notify_retry_base_s, max_delay_s=config.notify_retry_max_s,
+                    give_up_s=config.notify_give_up_s)
 
 
 async def refold_log(js: Any, policy: FoldPolicy, until_seq: int) -> FoldState:
@@ -497,13 +499,15 @@ class NotifierWiring:
         shell, settings = self.shell, self.settings
         await prepare(shell.connection.jetstream(), settings)
         self.redis = redis_client(settings)
-        policy = FoldPolicy(remind_every_s=settings.notify_remind_s)
+        config = config_of(settings, NotifierConfig)
+        namespace = config_of(settings, RuntimeConfig).namespace
+        policy = FoldPolicy(remind_every_s=config.notify_remind_s)
         durable = streams.notifier_consumer(settings).durable
         self._notifier = Notifier(
-            RedisDeliveryBook(self.redis, settings.namespace, keep_s=settings.log_max_age_s), self.channels,
-            shell.publisher, policy, schedule_of(settings),
-            concurrency=settings.notify_concurrency, timeout_s=settings.notify_timeout_s, poll_s=settings.notify_poll_s,
-            namespace=settings.namespace, rebuild=lambda until: refold_log(shell.connection.jetstream(), policy, until),
+            RedisDeliveryBook(self.redis, namespace, keep_s=config_of(settings, StreamsConfig).log_max_age_s),
+            self.channels, shell.publisher, policy, schedule_of(settings),
+            concurrency=config.notify_concurrency, timeout_s=config.notify_timeout_s, poll_s=config.notify_poll_s,
+            namespace=namespace, rebuild=lambda until: refold_log(shell.connection.jetstream(), policy, until),
             consumed_before=lambda: consumed_before(shell.connection.jetstream(), durable))
         shell.log.info("notifier_channels", channels=[c.describe() for c in self.channels] or
                        "none: notices are only logged (set CANARY_NOTIFY_URLS or CANARY_WEBHOOK_URL)")

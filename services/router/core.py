@@ -126,6 +126,7 @@ from reverie_canary.shared.contract.events import (
 )
 from reverie_canary.shared.contract.snapshots import IgnoreEntry, IgnoreReason, IgnoreSnapshot
 from reverie_canary.shared.contract.timefmt import utc_text
+from reverie_canary.shared.runtime.config import RouterConfig, config_of
 from reverie_canary.shared.runtime.printable import control_at
 from reverie_canary.shared.runtime.settings import Settings
 
@@ -344,8 +345,9 @@ class RouterPolicy(Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RouterPolicy:
-        """The router's part of the settings."""
-        return cls(models=tuple(settings.models), min_hosts=settings.min_hosts)
+        """The router's part of the settings (through the router's config)."""
+        config = config_of(settings, RouterConfig)
+        return cls(models=tuple(config.models), min_hosts=config.min_hosts)
 
 
 class Host(Struct, frozen=True, kw_only=True):

@@ -67,6 +67,7 @@ from reverie_canary.shared.contract.snapshots import IgnoreSnapshot
 from reverie_canary.shared.runtime import clock, eventlog, metrics, streams, tracing
 from reverie_canary.shared.runtime.aio import wait_event
 from reverie_canary.shared.runtime.broker import Delivery, Publisher
+from reverie_canary.shared.runtime.config import RouterConfig, RuntimeConfig, config_of
 from reverie_canary.shared.runtime.logging import get as get_logger
 from reverie_canary.shared.runtime.service import Shell, redis_client
 from reverie_canary.shared.runtime.settings import Settings
@@ -544,7 +545,7 @@ def create_app(settings: Settings | None = None) -> FastStream:
     """
     settings = settings or Settings.load()
     shell = Shell("router", settings)
-    exclusions = ExclusionsFile(settings.exclusions_file)
+    exclusions = ExclusionsFile(config_of(settings, RouterConfig).exclusions_file)
     wiring = RouterWiring(shell, settings, exclusions, exclusions.read_at_start())
     shell.on_startup(wiring.open)
     shell.on_shutdown(wiring.close)
@@ -577,7 +578,8 @@ class RouterWiring:
         # the bucket is bound before the consumer starts: the handler needs it at once
         kv = await shell.connection.jetstream().key_value(ROUTING_BUCKET)
         self.sink = SnapshotSink(kv, shell.publisher)
-        router = Router(settings, RedisRouterStore(self.redis, settings.namespace), self.sink, shell.publisher,
+        router = Router(settings, RedisRouterStore(self.redis, config_of(settings, RuntimeConfig).namespace), self.sink,
+                        shell.publisher,
                         self.exclusions, js=shell.connection.jetstream())
         router.start_file = self.start_file
         self._router = router
