@@ -47,6 +47,9 @@ def main() -> int:
     parser.add_argument("--kills-until", type=int, default=None,
                         help="the last cycle a service may be killed in (default: any); later the services "
                              "run as one process each, so that RSS growth is one process's")
+    parser.add_argument("--retention-days", type=float, default=35.0,
+                        help="scaled days every stream keeps (default 35); shorter than the run, the replay "
+                             "starts from the judge's newest snapshot")
     parser.add_argument("--kinds", default="", help="comma-separated fault kinds to draw (default: all)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep servers' and services' files here")
     args = parser.parse_args()
@@ -58,7 +61,8 @@ def main() -> int:
     async def run(workdir: Path) -> int:
         soak = Soak(seed=seed, cycles=args.cycles, cycle_s=args.cycle_s, workdir=workdir,
                     report_every=args.report_every, rate=args.rate, warmup=args.warmup, say=say,
-                    kinds=tuple(k for k in args.kinds.split(",") if k) or None, kills_until=args.kills_until)
+                    kinds=tuple(k for k in args.kinds.split(",") if k) or None, kills_until=args.kills_until,
+                    retention_days=args.retention_days)
         result = await soak.run()
         return 1 if result.failures else 0
 
