@@ -88,6 +88,15 @@ async def publish(js, event, msg_id: str | None = None) -> None:
     await js.publish(subject, codec.encode(event), stream=LOG, headers={"Nats-Msg-Id": msg_id or default})
 
 
+async def empty_redis(settings: Settings) -> None:
+    """Redis lost and back empty (FLUSHALL): the notifier's book is gone, the log and the durable are not."""
+    client = redis_client(settings)
+    try:
+        await client.flushall()
+    finally:
+        await client.aclose()
+
+
 async def wait_for(probe, timeout_s: float, what: str) -> None:
     """Poll ``probe()`` (async) until true; fail naming ``what`` after ``timeout_s`` (:func:`tests.waits.until`)."""
     await waits.until(probe, timeout_s=timeout_s, what=what, interval_s=0.05)
@@ -421,11 +430,7 @@ async def test_a_book_lost_with_redis_is_rebuilt_from_the_log_so_a_held_state_is
         async with notifier(settings), bus(infra) as js:
             await publish(js, held)
             assert await hook.wait_for(1, 10), "no start notice of the held floor"
-            client = redis_client(settings)
-            try:
-                await client.flushall()
-            finally:
-                await client.aclose()
+            await empty_redis(settings)
             await publish(js, renewed)
             await publish(js, suspended)
             assert await hook.wait_for(3, 15), [r.data["data"]["id"] for r in hook.received]
@@ -484,11 +489,7 @@ async def test_a_book_lost_with_redis_between_two_starts_is_rebuilt_with_a_warni
         async with notifier(settings), bus(infra) as js:
             await publish(js, held)
             assert await hook.wait_for(1, 10), "no start notice of the held floor"
-        client = redis_client(settings)
-        try:
-            await client.flushall()
-        finally:
-            await client.aclose()
+        await empty_redis(settings)
         with capture_logs() as logs:
             async with notifier(settings), bus(infra) as js:
                 await publish(js, renewed)
