@@ -209,10 +209,11 @@ async def send_probe(
 
     A kept-alive connection the server closed while it sat idle in the pool (the
     classic race of a client's keep-alive expiry against the server's: uvicorn
-    closes after 5 s idle, httpx keeps 5 s) fails before any response byte with the
-    request never read: that one case, on a reused connection, is sent again once on
-    a new one, within the same time budget.  Any other lost connection is the
-    reply's (``connection_lost``).
+    closes after 5 s idle, httpx keeps 5 s) fails before any response byte, almost
+    always with the request never read: that case, on a reused connection (no new
+    connection in httpcore's trace), is sent again once on a new one, within the same
+    time budget; at worst a provider that read it and died silently is asked twice.
+    Any other lost connection is the reply's (``connection_lost``).
     """
     loop = asyncio.get_running_loop()
     end = loop.time() + max(0.0, total_timeout_s)
