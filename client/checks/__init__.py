@@ -327,6 +327,11 @@ def fold(checks: list[CheckResult]) -> Evaluation:
         if c.outcome in ("blind", "transport_error"):
             return Evaluation(outcome=c.outcome, reason=c.reason, checks=checks)
     failing = [c for c in checks if c.outcome == "fail"]
+    if any(c.reason == "language_switch" for c in failing):
+        # code-page damage is inferred from the expected language's letters (Polish ń read as cp1252 is ñ);
+        # a reply written wholly in another language (Spanish, whose ñ is its own) is a switch, not damage
+        failing = [c for c in failing if not (c.reason == "encoding_broken"
+                                              and (c.evidence or {}).get("defect") == "codepage")] or failing
     if failing:
         first = min(failing, key=lambda c: fail_rank(c.reason))  # min keeps the first of equals
         return Evaluation(outcome="fail", reason=first.reason, checks=checks)

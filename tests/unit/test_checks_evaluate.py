@@ -147,3 +147,18 @@ def test_a_300_token_reply_is_judged_without_a_timing_bar():
     result = evaluate(_reply_300_tokens(), build("refusal", "en").spec)
     assert (result.outcome, result.reason) == ("pass", "")
     assert {c.check for c in result.checks} >= {"refusal.finish_reason", "encoding", "corruption.repetition"}
+
+
+def test_a_spanish_reply_to_a_polish_request_is_a_switch_not_code_page_damage():
+    """años, pequeño: Polish ń read as cp1252 looks like ñ, but a reply wholly in Spanish is a switch.
+
+    Found by the fleet test (the language probe's positive control answers in Spanish): one Polish
+    request in three was reported encoding_broken (cp1250 read as cp1252) instead of language_switch.
+    """
+    text = ("Lleva once años cuidando este faro y conoce cada uno de sus ruidos. A lo lejos, un pequeño barco "
+            "pesquero lucha por llegar al puerto. Mira dirige el haz de luz hacia las rocas para que los "
+            "marineros vean el peligro a tiempo. La tormenta estallará antes de la medianoche; ya huele la lluvia.")
+    spec = build("language", "pl").spec
+    result = evaluate(Reply(text=spec.expected_prefix + text + (spec.sentinel or "") if spec.expected_prefix else text,
+                            http_status=200, finish_reason="stop"), spec)
+    assert (result.outcome, result.reason) == ("fail", "language_switch")
