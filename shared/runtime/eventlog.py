@@ -166,6 +166,7 @@ class _Reader:
         self.arrived = 0  # messages with data
         self.statuses = 0  # the server's status messages (a request expired ...)
         self.silent = False  # nothing at all came, not even a status: see _refuse_silent_read
+        self.no_responders = 0  # pull requests the server answered 503 (no responders) to, asked again
 
     async def run(self) -> None:
         await self._more()
@@ -220,6 +221,13 @@ class _Reader:
         if status == "408":  # a request expired with this many of its messages not sent
             self.outstanding -= int(msg.headers.get("Nats-Pending-Messages", SCAN_BATCH))
             await self._more()
+        elif status == "503" and self.no_responders < NO_RESPONDERS_RETRIES:
+            # no responders: in a cluster the new consumer's leader is not up yet (seen right after a
+            # node came back): the request went nowhere, so it is asked again after a short wait
+            self.no_responders += 1
+            self.outstanding -= SCAN_BATCH
+            await asyncio.sleep(min(1.0, 0.1 * 2 ** (self.no_responders - 1)))
+            await self._more()
         elif status not in ("100", "404"):
             self.error = Transient(f"reading {LOG}: the server answered {status} "
                                    f"{msg.headers.get('Description', '')}".rstrip())
@@ -231,6 +239,9 @@ class _Reader:
 
 
 STATUS_HEADER = "Status"
+#: Pull requests answered 503 (no responders: a cluster's new consumer without its leader yet) asked again
+#: before the scan gives up with a Transient (waits of 0.1, 0.2, 0.4, 0.8, 1 s: about 2.5 s in all).
+NO_RESPONDERS_RETRIES = 5
 
 
 class LogUnreadable(Transient):
