@@ -261,9 +261,10 @@ class IgnoreListClient:
         self._stopping = False
         self._load_cache()
         if self._contact is None:  # until the bus answers, the list served is not known to be current
-            self._set_problem(f"{self._nats_prefix()}not answered yet: connecting (serving "
-                              + (f"v{self.version} from the cache" if self.snapshot is not None else "no snapshot")
-                              + " until the current one is read)")
+            # said in health() at once, not logged: a start is not a problem worth a warning line
+            self._problem = (f"{self._nats_prefix()}not answered yet: connecting (serving "
+                             + (f"v{self.version} from the cache" if self.snapshot is not None else "no snapshot")
+                             + " until the current one is read)")
         self._task = asyncio.create_task(self._run(), name=f"ignore-list-{self.model}")
         if self.publish_served_s is not None:
             self._publisher = asyncio.create_task(self._publish_served(), name=f"served-{self.model}")
@@ -467,6 +468,10 @@ class IgnoreListClient:
         """
         self.connected = True
         self._refused = self._last_error = None
+        if self._problem is not None and self._problem.startswith(f"{self._nats_prefix()}not answered yet"):
+            self._problem = (f"connected to NATS at {_public_url(self.nats_url)}; reading the current snapshot "
+                             f"(serving v{self.version} until then)")  # the first connect: not logged either
+            return
         if self.problem is not None and self.problem.startswith((self._lost_prefix(), self._nats_prefix())):
             self._set_problem(f"connected to NATS at {_public_url(self.nats_url)}; reading the current snapshot "
                               f"again (serving v{self.version} until then)")
